@@ -1,0 +1,122 @@
+"""The compile flow, one function per DVC stage: export -> relax -> legalize -> build.
+
+Each function takes in-memory objects and returns them; ``artifacts`` handles files. Weights are
+never baked into a library: the relax stage keeps parameters as function inputs, so one weights
+file per component serves every bucket and target.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import components
+from .patches import convert_map
+
+
+@dataclass
+class Signature:
+    """What a compiled ``main`` takes and returns; stored next to every IR and library."""
+
+    component: str
+    bucket: int
+    inputs: list[dict[str, Any]]
+    params: list[str]  # weight names (state-dict FQNs), in argument order after the inputs
+    outputs: list[dict[str, Any]]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"component": self.component, "bucket": self.bucket, "inputs": self.inputs,
+                "params": self.params, "outputs": self.outputs, "info": self.info}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Signature":
+        return cls(d["component"], d["bucket"], d["inputs"], d["params"], d["outputs"], d.get("info", {}))
+
+
+def export(component: str, bucket: int, km, cfg: dict[str, Any]) -> torch.export.ExportedProgram:
+    """``torch.export`` of one component at one static bucket (full-length example inputs)."""
+    module = components.build_component(component, km)
+    args = components.example_inputs(component, bucket, cfg)
+    with torch.no_grad():
+        return torch.export.export(module, args, strict=False)
+
+
+def component_weights(component: str, km) -> dict[str, torch.Tensor]:
+    """Every parameter of a component by FQN: what a library takes after its inputs."""
+    module = components.build_component(component, km)
+    return {k: v.detach().contiguous() for k, v in module.named_parameters()}
+
+
+def to_relax(ep: torch.export.ExportedProgram, component: str, bucket: int, cfg: dict[str, Any],
+             lstm_strategy: str):
+    """Import to Relax with parameters as inputs.
+
+    Returns the IRModule and its ``Signature``.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    # Decompose here (not inside the importer) so the signature we map weights by is the one
+    # the importer sees: decomposition can lift or drop constants.
+    ep = ep.run_decompositions()
+    mod = from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=False,
+                                custom_convert_map=convert_map(lstm_strategy), run_ep_decomposition=False)
+    # The importer binds buffers and constants (small: STFT bases, position ids) into the module
+    # and keeps only parameters as inputs, in ``named_parameters`` order; we record their FQNs.
+    mod, _ = relax.frontend.detach_params(mod)
+    by_arg = {s.arg.name: s.target for s in ep.graph_signature.input_specs}
+    n_inputs = int(mod["main"].attrs["num_input"])
+    params = [by_arg[v.name_hint] for v in mod["main"].params[n_inputs:]]
+    if params != [name for name, _ in ep.named_parameters()]:
+        raise RuntimeError("relax parameter order differs from the exported program's parameters")
+    outputs = [{"shape": [int(d) for d in ty.shape], "dtype": str(ty.dtype)}
+               for ty in _output_types(mod["main"])]
+    inputs = [s.as_dict() for s in components.input_specs(component, bucket, cfg)]
+    sig = Signature(component, bucket, inputs, params, outputs,
+                    {"lstm_strategy": lstm_strategy, "ir_lines": len(mod.script().splitlines())})
+    return tvm.ir.IRModule(mod.functions), sig
+
+
+def _output_types(func) -> list:
+    from tvm import relax
+
+    ty = func.ret_ty
+    return list(ty.fields) if isinstance(ty, relax.TupleType) else [ty]
+
+
+def legalize(mod):
+    """Lower Relax ops to TIR and fuse; what a schedule pass will later act on."""
+    import tvm
+    from tvm import relax
+
+    seq = tvm.transform.Sequential([
+        relax.transform.DecomposeOpsForInference(),
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+        relax.transform.DeadCodeElimination(),
+    ])
+    return seq(mod)
+
+
+def make_target(spec: dict[str, Any]):
+    import tvm
+
+    return tvm.target.Target(dict(spec))
+
+
+def build(mod, target_spec: dict[str, Any]):
+    """``tvm.compile`` for an LLVM target; returns the executable and the build seconds."""
+    import tvm
+
+    target = make_target(target_spec)
+    t0 = time.perf_counter()
+    ex = tvm.compile(mod, target=target)
+    return ex, time.perf_counter() - t0

@@ -1,0 +1,260 @@
+"""Export wrappers: the three compiled components, written over kokoro's own submodules.
+
+Each wrapper reads like kokoro's ``forward_with_tokens`` slice it replaces, with three changes
+that make it exportable and bucketable (DESIGN.md §3):
+- every LSTM is the length-aware ``kokoro_tvm::lstm`` op (packing does not export);
+- the decoder's random draws (phase ``rand``, sine noise ``randn``) are explicit inputs;
+- CustomSTFT's boolean ``phase[mask] = pi`` becomes ``torch.where`` (importer rejects IndexPut).
+Weight norm is folded away so the exported graph does not recompute it on every call.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import samples_per_frame
+from .lstm_op import lstm_with_lengths
+from .params import check_component
+
+
+HARMONICS = 9  # kokoro's Generator hard-codes harmonic_num=8: fundamental + 8 overtones
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+def fold_weight_norm(module: nn.Module) -> nn.Module:
+    """Replace ``weight_g``/``weight_v`` by the plain weight they compute."""
+    for m in module.modules():
+        if hasattr(m, "weight_g") and hasattr(m, "weight_v"):
+            torch.nn.utils.remove_weight_norm(m)
+    return module
+
+
+def _valid_mask(lengths: torch.Tensor, size: int) -> torch.Tensor:
+    """[B, size] bool, True on valid positions."""
+    return torch.arange(size, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
+
+
+class DurationPredictor(nn.Module):
+    """ALBERT -> bert_encoder -> DurationEncoder -> LSTM -> duration_proj (per-token durations)."""
+
+    def __init__(self, km):
+        super().__init__()
+        self.bert = copy.deepcopy(km.bert)
+        self.bert_encoder = copy.deepcopy(km.bert_encoder)
+        self.predictor = fold_weight_norm(copy.deepcopy(km.predictor))
+
+    def forward(self, input_ids, input_lengths, style):
+        valid = _valid_mask(input_lengths, input_ids.shape[1])
+        bert_dur = self.bert(input_ids, attention_mask=valid.int())
+        d_en = self.bert_encoder(bert_dur).transpose(-1, -2)
+        d = duration_encoder(self.predictor.text_encoder, d_en, style, input_lengths, valid)
+        x = lstm_with_lengths(self.predictor.lstm, d, input_lengths)
+        duration = self.predictor.duration_proj(x)
+        duration = torch.sigmoid(duration).sum(dim=-1)
+        return duration, d
+
+
+def duration_encoder(enc, x, style, lengths, valid):
+    """kokoro ``DurationEncoder.forward`` with the length-aware LSTM. Returns [B, T, d_model+sty]."""
+    from kokoro.modules import AdaLayerNorm
+
+    pad = ~valid  # [B, T]
+    x = x.permute(2, 0, 1)  # [T, B, C]
+    s = style.expand(x.shape[0], x.shape[1], -1)
+    x = torch.cat([x, s], dim=-1)
+    x = x.masked_fill(pad.transpose(0, 1).unsqueeze(-1), 0.0)
+    x = x.permute(1, 2, 0)  # [B, C, T]
+    for block in enc.lstms:
+        if isinstance(block, AdaLayerNorm):
+            x = block(x.transpose(-1, -2), style).transpose(-1, -2)
+            x = torch.cat([x, s.permute(1, 2, 0)], dim=1)
+            x = x.masked_fill(pad.unsqueeze(1), 0.0)
+        else:
+            x = lstm_with_lengths(block, x.transpose(-1, -2), lengths).transpose(-1, -2)
+    return x.transpose(-1, -2)
+
+
+class TextEncoder(nn.Module):
+    """Embedding -> CNN -> BiLSTM, kokoro ``TextEncoder.forward`` with the length-aware LSTM."""
+
+    def __init__(self, km):
+        super().__init__()
+        self.te = fold_weight_norm(copy.deepcopy(km.text_encoder))
+
+    def forward(self, input_ids, input_lengths):
+        pad = (~_valid_mask(input_lengths, input_ids.shape[1])).unsqueeze(1)  # [B, 1, T]
+        x = self.te.embedding(input_ids).transpose(1, 2)
+        x = x.masked_fill(pad, 0.0)
+        for c in self.te.cnn:
+            x = c(x).masked_fill(pad, 0.0)
+        x = lstm_with_lengths(self.te.lstm, x.transpose(1, 2), input_lengths).transpose(-1, -2)
+        return x.masked_fill(pad, 0.0)
+
+
+class Decoder(nn.Module):
+    """F0/N prediction (``predictor.F0Ntrain``) + iSTFTNet decoder, with explicit random draws.
+
+    ``rand_ini`` is SineGen's initial-phase draw ([B, harmonics]; column 0 is zeroed as kokoro
+    does) and ``noise`` its ``randn_like`` ([B, samples, harmonics]).
+    """
+
+    def __init__(self, km):
+        super().__init__()
+        self.predictor = fold_weight_norm(copy.deepcopy(km.predictor))
+        self.decoder = fold_weight_norm(copy.deepcopy(km.decoder))
+        # F0N only needs these; drop the token-side modules so the weights file stays small.
+        for name in ("text_encoder", "lstm", "duration_proj"):
+            delattr(self.predictor, name)
+
+    def forward(self, en, asr, frame_lengths, ref_s, rand_ini, noise):
+        s_dec, s_pros = ref_s[:, :128], ref_s[:, 128:]
+        f0, n = self.f0n(en, s_pros, frame_lengths)
+        return self.decode(asr, f0, n, s_dec, rand_ini, noise)
+
+    def f0n(self, en, s, lengths):
+        p = self.predictor
+        x = lstm_with_lengths(p.shared, en.transpose(-1, -2), lengths).transpose(-1, -2)
+        f0, n = x, x
+        for block in p.F0:
+            f0 = block(f0, s)
+        for block in p.N:
+            n = block(n, s)
+        return p.F0_proj(f0).squeeze(1), p.N_proj(n).squeeze(1)
+
+    def decode(self, asr, f0_curve, n, s, rand_ini, noise):
+        d = self.decoder
+        f0 = d.F0_conv(f0_curve.unsqueeze(1))
+        n = d.N_conv(n.unsqueeze(1))
+        x = d.encode(torch.cat([asr, f0, n], dim=1), s)
+        asr_res = d.asr_res(asr)
+        res = True
+        for block in d.decode:
+            if res:
+                x = torch.cat([x, asr_res, f0, n], dim=1)
+            x = block(x, s)
+            if block.upsample_type != "none":
+                res = False
+        return generator(d.generator, x, s, f0_curve, rand_ini, noise)
+
+
+def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """``SourceModuleHnNSF`` + ``SineGen`` with the draws passed in. f0: [B, L, 1]."""
+    gen = src.l_sin_gen
+    harmonics = torch.arange(1, gen.dim + 1, dtype=f0.dtype, device=f0.device)
+    fn = f0 * harmonics.view(1, 1, -1)
+    rad = (fn / gen.sampling_rate) % 1
+    first = (harmonics > 1).to(f0.dtype)  # kokoro zeroes the fundamental's initial phase
+    rad = torch.cat([rad[:, :1, :] + (rand_ini * first).unsqueeze(1), rad[:, 1:, :]], dim=1)
+    rad = F.interpolate(rad.transpose(1, 2), scale_factor=1 / gen.upsample_scale, mode="linear").transpose(1, 2)
+    phase = torch.cumsum(rad, dim=1) * 2 * torch.pi
+    phase = F.interpolate(phase.transpose(1, 2) * gen.upsample_scale, scale_factor=gen.upsample_scale,
+                          mode="linear").transpose(1, 2)
+    sines = torch.sin(phase) * gen.sine_amp
+    uv = (f0 > gen.voiced_threshold).to(f0.dtype)
+    noise_amp = uv * gen.noise_std + (1 - uv) * gen.sine_amp / 3
+    sine_waves = sines * uv + noise_amp * noise
+    return src.l_tanh(src.l_linear(sine_waves))
+
+
+def stft_transform(stft, waveform: torch.Tensor):
+    """CustomSTFT.transform with ``torch.where`` in place of boolean index assignment."""
+    pad = stft.n_fft // 2
+    x = F.pad(waveform, (pad, pad), mode=stft.pad_mode).unsqueeze(1)
+    real = F.conv1d(x, stft.weight_forward_real, stride=stft.hop_length)
+    imag = F.conv1d(x, stft.weight_forward_imag, stride=stft.hop_length)
+    magnitude = torch.sqrt(real**2 + imag**2 + 1e-14)
+    phase = torch.atan2(imag, real)
+    phase = torch.where((imag == 0) & (real < 0), torch.full_like(phase, math.pi), phase)
+    return magnitude, phase
+
+
+def generator(g, x, s, f0_curve, rand_ini, noise):
+    """kokoro ``Generator.forward`` over explicit noise."""
+    f0 = g.f0_upsamp(f0_curve[:, None]).transpose(1, 2)
+    har_source = sine_source(g.m_source, f0, rand_ini, noise).transpose(1, 2).squeeze(1)
+    har = torch.cat(stft_transform(g.stft, har_source), dim=1)
+    for i in range(g.num_upsamples):
+        x = F.leaky_relu(x, negative_slope=0.1)
+        x_source = g.noise_res[i](g.noise_convs[i](har), s)
+        x = g.ups[i](x)
+        if i == g.num_upsamples - 1:
+            x = g.reflection_pad(x)
+        x = x + x_source
+        xs = g.resblocks[i * g.num_kernels](x, s)
+        for j in range(1, g.num_kernels):
+            xs = xs + g.resblocks[i * g.num_kernels + j](x, s)
+        x = xs / g.num_kernels
+    x = g.conv_post(F.leaky_relu(x))
+    spec = torch.exp(x[:, : g.post_n_fft // 2 + 1, :])
+    phase = torch.sin(x[:, g.post_n_fft // 2 + 1 :, :])
+    return g.stft.inverse(spec, phase)
+
+
+WRAPPERS: dict[str, Callable[[Any], nn.Module]] = {
+    "duration": DurationPredictor,
+    "text_encoder": TextEncoder,
+    "decoder": Decoder,
+}
+
+
+def build_component(component: str, km) -> nn.Module:
+    return WRAPPERS[check_component(component)](km).eval()
+
+
+def input_specs(component: str, bucket: int, cfg: dict[str, Any]) -> list[TensorSpec]:
+    """The static signature of a component at a bucket; the manifest and runtime use it."""
+    if check_component(component) == "duration":
+        return [TensorSpec("input_ids", (1, bucket), "int64"), TensorSpec("input_lengths", (1,), "int64"),
+                TensorSpec("style", (1, cfg["style_dim"]), "float32")]
+    if component == "text_encoder":
+        return [TensorSpec("input_ids", (1, bucket), "int64"), TensorSpec("input_lengths", (1,), "int64")]
+    hid, sty, spf = cfg["hidden_dim"], cfg["style_dim"], samples_per_frame(cfg)
+    return [TensorSpec("en", (1, hid + sty, bucket), "float32"), TensorSpec("asr", (1, hid, bucket), "float32"),
+            TensorSpec("frame_lengths", (1,), "int64"), TensorSpec("ref_s", (1, 2 * sty), "float32"),
+            TensorSpec("rand_ini", (1, HARMONICS), "float32"),
+            TensorSpec("noise", (1, spf * bucket, HARMONICS), "float32")]
+
+
+def example_inputs(component: str, bucket: int, cfg: dict[str, Any], length: int | None = None,
+                   seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """Deterministic inputs at ``length`` valid positions (default: the full bucket)."""
+    g = torch.Generator().manual_seed(seed)
+    length = bucket if length is None else length
+    out = []
+    for spec in input_specs(component, bucket, cfg):
+        if spec.name == "input_ids":
+            ids = torch.randint(1, cfg["n_token"], spec.shape, generator=g)
+            ids[:, 0] = 0
+            ids[:, length - 1] = 0
+            ids[:, length:] = 0
+            out.append(ids)
+        elif spec.name.endswith("lengths"):
+            out.append(torch.full(spec.shape, length, dtype=torch.int64))
+        elif spec.name == "rand_ini":
+            out.append(torch.rand(spec.shape, generator=g))
+        else:
+            x = torch.randn(spec.shape, generator=g)
+            if spec.name in ("style", "ref_s"):
+                x = x * 0.3
+            elif spec.name == "noise":
+                x[:, length * samples_per_frame(cfg):] = 0
+            elif spec.name in ("en", "asr"):
+                x[..., length:] = 0
+            out.append(x)
+    return tuple(out)

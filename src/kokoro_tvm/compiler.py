@@ -71,7 +71,7 @@ def to_relax(ep: torch.export.ExportedProgram, component: str, bucket: int, cfg:
     mod, _ = relax.frontend.detach_params(mod)
     by_arg = {s.arg.name: s.target for s in ep.graph_signature.input_specs}
     n_inputs = int(mod["main"].attrs["num_input"])
-    params = [by_arg[v.name_hint] for v in mod["main"].params[n_inputs:]]
+    params = [by_arg[str(v)] for v in mod["main"].params[n_inputs:]]
     if params != [name for name, _ in ep.named_parameters()]:
         raise RuntimeError("relax parameter order differs from the exported program's parameters")
     outputs = [{"shape": [int(d) for d in ty.shape], "dtype": str(ty.dtype)}

@@ -17,6 +17,7 @@ from .config import MODEL_CONFIGS
 COMPONENTS = {"duration": "tokens", "text_encoder": "tokens", "decoder": "frames"}
 LSTM_STRATEGIES = ("unroll", "loop")
 TARGET_KINDS = ("llvm",)
+TOOLCHAIN_KEYS = ("torch", "apache-tvm", "apache-tvm-ffi", "kokoro", "llvm_major")
 MAX_TOKENS = 512  # ALBERT position table: 510 phonemes + 2 boundary tokens
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
@@ -34,7 +35,7 @@ class Params:
     frames: tuple[int, ...]
     lstm_strategy: str
     targets: dict[str, dict[str, Any]]
-    llvm_major: int | None
+    toolchain: dict[str, Any]
     num_threads: int
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
@@ -106,13 +107,17 @@ def parse(raw: Any) -> Params:
         raise ParamsError("params.yaml: 'targets' must map target names to specs, e.g. x86_64: {kind: llvm}")
     targets = {name: _target(name, spec) for name, spec in targets_raw.items()}
     toolchain = raw.get("toolchain") or {}
-    llvm_major = toolchain.get("llvm_major")
-    if llvm_major is not None and (isinstance(llvm_major, bool) or not isinstance(llvm_major, int)):
-        raise ParamsError(f"params.yaml: 'toolchain.llvm_major' must be an integer, got {llvm_major!r}")
+    if not isinstance(toolchain, dict):
+        raise ParamsError("params.yaml: 'toolchain' must map package names to pinned versions")
+    for key, value in toolchain.items():
+        if key not in TOOLCHAIN_KEYS:
+            raise ParamsError(f"params.yaml: unknown key 'toolchain.{key}'; known: {list(TOOLCHAIN_KEYS)}")
+        if key == "llvm_major" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ParamsError(f"params.yaml: 'toolchain.llvm_major' must be an integer, got {value!r}")
     threads = (raw.get("runtime") or {}).get("num_threads", 0)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ParamsError(f"params.yaml: 'runtime.num_threads' must be an integer >= 0 (0 = all cores), got {threads!r}")
-    return Params(config, checkpoint, seed, tokens, frames, strategy, targets, llvm_major, threads, raw)
+    return Params(config, checkpoint, seed, tokens, frames, strategy, targets, dict(toolchain), threads, raw)
 
 
 def load(path: str | Path = "params.yaml") -> Params:

@@ -37,10 +37,19 @@ def versions() -> dict[str, Any]:
     }
 
 
-def check_llvm(declared: int | None, installed: int) -> None:
-    """A pinned LLVM major in params that the installed TVM does not have is a hard error."""
-    if declared is not None and declared != installed:
-        raise ToolchainError(
-            f"params.yaml: 'toolchain.llvm_major' is {declared} but the installed apache-tvm was built "
-            f"with LLVM {installed}; install the pinned apache-tvm or set toolchain.llvm_major: {installed}"
-        )
+def check_installed(declared: dict[str, Any], found: dict[str, Any]) -> None:
+    """Versions pinned in params.yaml ``toolchain`` must be the installed ones.
+
+    Stages are cached on those params, so a silent mismatch would mix artifacts of two
+    toolchains. Local version tags (``2.13.0+cpu``) match their base version.
+    """
+    for key, want in declared.items():
+        have = found[key]
+        if isinstance(have, str):
+            have = have.split("+", 1)[0]
+        if str(want) != str(have):
+            what = "LLVM major version of the installed apache-tvm" if key == "llvm_major" else f"installed {key}"
+            raise ToolchainError(
+                f"params.yaml: 'toolchain.{key}' is {want} but the {what} is {have}; install the "
+                f"pinned version (pip install -e .) or update 'toolchain.{key}' and rebuild"
+            )

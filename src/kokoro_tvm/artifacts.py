@@ -1,0 +1,120 @@
+"""Where each stage's outputs live, and how they are read and written (atomically).
+
+One module owns the layout so stage scripts, the manifest and the runtime agree on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .atomic import atomic_path, write_json, write_text
+
+ROOT = Path("artifacts")
+
+
+class ArtifactError(RuntimeError):
+    pass
+
+
+def toolchain_file(root: Path = ROOT) -> Path:
+    return root / "toolchain.json"
+
+
+def weights_dir(root: Path = ROOT) -> Path:
+    return root / "weights"
+
+
+def weights_file(component: str, root: Path = ROOT) -> Path:
+    return weights_dir(root) / f"{component}.npz"
+
+
+def export_file(component: str, bucket: int, root: Path = ROOT) -> Path:
+    return root / "export" / f"{component}-{bucket}.pt2"
+
+
+def relax_file(component: str, bucket: int, root: Path = ROOT) -> Path:
+    return root / "relax" / f"{component}-{bucket}.json"
+
+
+def signature_file(component: str, bucket: int, root: Path = ROOT) -> Path:
+    return root / "relax" / f"{component}-{bucket}.sig.json"
+
+
+def legalized_file(component: str, bucket: int, root: Path = ROOT) -> Path:
+    return root / "legalize" / f"{component}-{bucket}.json"
+
+
+def library_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+    return root / "build" / target / f"{component}-{bucket}.so"
+
+
+def build_info_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+    return root / "build" / target / f"{component}-{bucket}.json"
+
+
+def manifest_file(root: Path = ROOT) -> Path:
+    return root / "manifest.json"
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_json(path: Path, what: str) -> Any:
+    if not path.exists():
+        raise ArtifactError(f"{path} is missing ({what}); run `dvc repro` to build it")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path} is corrupted ({e}); delete it and run `dvc repro`") from e
+
+
+def save_ir(path: Path, mod) -> None:
+    import tvm
+
+    write_text(path, tvm.ir.save_json(mod))
+
+
+def load_ir(path: Path):
+    import tvm
+
+    if not path.exists():
+        raise ArtifactError(f"{path} is missing; run `dvc repro`")
+    try:
+        return tvm.ir.load_json(path.read_text(encoding="utf-8"))
+    except Exception as e:
+        raise ArtifactError(f"{path} is not a TVM IRModule ({type(e).__name__}); delete it and run `dvc repro`") from e
+
+
+def save_weights(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with atomic_path(path, suffix=".npz") as tmp:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a path
+            np.savez(f, **arrays)
+
+
+def load_weights(path: Path, names: list[str]) -> list[np.ndarray]:
+    """The arrays a library takes after its inputs, in its argument order."""
+    if not path.exists():
+        raise ArtifactError(f"{path} is missing; run `dvc repro`")
+    with np.load(path) as z:
+        missing = [n for n in names if n not in z.files]
+        if missing:
+            raise ArtifactError(f"{path} lacks weights {missing[:3]}...; rebuild with `dvc repro`")
+        return [z[n] for n in names]
+
+
+def export_library(ex, path: Path) -> None:
+    with atomic_path(path, suffix=".so") as tmp:
+        ex.export_library(os.fspath(tmp))
+
+

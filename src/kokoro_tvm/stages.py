@@ -1,0 +1,146 @@
+"""What each DVC stage does. ``stages/*.py`` are argument parsers over these functions.
+
+Every stage starts with ``setup``: params are validated and the installed toolchain is checked
+against ``params.yaml`` before any work, so a bad edit fails fast with the key it concerns.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from . import artifacts as A
+from . import params as P
+from .toolchain import check_installed, versions
+
+
+def setup(params_path: str | Path = "params.yaml") -> P.Params:
+    prm = P.load(params_path)
+    threads = prm.num_threads or os.cpu_count() or 1
+    os.environ.setdefault("TVM_NUM_THREADS", str(threads))  # TVM defaults to half the cores
+    import torch
+
+    torch.set_num_threads(threads)
+    return prm
+
+
+def _model(prm: P.Params, checkpoint: str | None = None):
+    from .config import load_model_config
+    from .model import build_kmodel
+
+    cfg = load_model_config(prm.model_config)
+    return cfg, build_kmodel(cfg, checkpoint or prm.checkpoint, prm.seed)
+
+
+def _check_bucket(prm: P.Params, component: str, bucket: int) -> None:
+    P.check_component(component)
+    if bucket not in prm.buckets(component):
+        axis = P.COMPONENTS[component]
+        raise P.ParamsError(f"bucket {bucket} is not in params.yaml 'buckets.{axis}' {list(prm.buckets(component))}")
+
+
+def toolchain(prm: P.Params) -> None:
+    """Validate the whole params file, check the toolchain, record exact versions."""
+    found = versions()
+    check_installed(prm.toolchain, found)
+    A.write_json(A.toolchain_file(), found)
+
+
+def weights(prm: P.Params) -> None:
+    """Materialize the checkpoint once, as one ``.npz`` per component shared by every bucket."""
+    from .compiler import component_weights
+    from .params import COMPONENTS
+
+    cfg, km = _model(prm)
+    for component in COMPONENTS:
+        arrays = {k: v.numpy() for k, v in component_weights(component, km).items()}
+        A.save_weights(A.weights_file(component), arrays)
+    A.write_json(A.weights_dir() / "weights.json",
+                 {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed})
+
+
+def export(prm: P.Params, component: str, bucket: int) -> None:
+    """Graphs do not depend on weight values, so export uses seeded random weights: a new
+    checkpoint then reruns only ``weights`` and what reads it, never a compile."""
+    import torch
+
+    from .compiler import export as export_component
+
+    _check_bucket(prm, component, bucket)
+    cfg, km = _model(prm, checkpoint="random")
+    ep = export_component(component, bucket, km, cfg)
+    with A.atomic_path(A.export_file(component, bucket), suffix=".pt2") as tmp:
+        torch.export.save(ep, tmp)
+
+
+def relax(prm: P.Params, component: str, bucket: int) -> None:
+    import torch
+
+    from .compiler import to_relax
+    from .config import load_model_config
+    from .lstm_op import lstm  # noqa: F401  (registers kokoro_tvm::lstm for torch.export.load)
+
+    _check_bucket(prm, component, bucket)
+    path = A.export_file(component, bucket)
+    if not path.exists():
+        raise A.ArtifactError(f"{path} is missing; run `dvc repro export`")
+    ep = torch.export.load(path)
+    t0 = time.perf_counter()
+    mod, sig = to_relax(ep, component, bucket, load_model_config(prm.model_config), prm.lstm_strategy)
+    sig.info["import_s"] = round(time.perf_counter() - t0, 2)  # informational, not a dependency
+    A.save_ir(A.relax_file(component, bucket), mod)
+    A.write_json(A.signature_file(component, bucket), sig.as_dict())
+
+
+def legalize(prm: P.Params, component: str, bucket: int) -> None:
+    from .compiler import legalize as legalize_mod
+
+    _check_bucket(prm, component, bucket)
+    A.save_ir(A.legalized_file(component, bucket), legalize_mod(A.load_ir(A.relax_file(component, bucket))))
+
+
+def build(prm: P.Params, component: str, bucket: int, target: str) -> None:
+    from .compiler import build as build_mod
+
+    _check_bucket(prm, component, bucket)
+    if target not in prm.targets:
+        raise P.ParamsError(f"target {target!r} is not in params.yaml 'targets' {sorted(prm.targets)}")
+    ex, seconds = build_mod(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target])
+    lib = A.library_file(component, bucket, target)
+    A.export_library(ex, lib)
+    sig = A.read_json(A.signature_file(component, bucket), "signature")
+    A.write_json(A.build_info_file(component, bucket, target),
+                 {"target": target, "target_spec": prm.targets[target], "signature": sig,
+                  "build_s": round(seconds, 2)})
+
+
+def manifest(prm: P.Params) -> dict[str, Any]:
+    """Index every library with its sha256 and signature, for the runtime to verify and load."""
+    libs = []
+    for target in sorted(prm.targets):
+        for component in P.COMPONENTS:
+            for bucket in prm.buckets(component):
+                lib = A.library_file(component, bucket, target)
+                info = A.read_json(A.build_info_file(component, bucket, target), "build info")
+                sig = info["signature"]
+                libs.append({
+                    "component": component, "bucket": bucket, "target": target,
+                    "path": lib.relative_to(A.ROOT).as_posix(), "sha256": A.sha256(lib),
+                    "bytes": lib.stat().st_size, "inputs": sig["inputs"], "outputs": sig["outputs"],
+                    "params": sig["params"], "lstm_strategy": sig["info"]["lstm_strategy"],
+                })
+    weights = {c: {"path": A.weights_file(c).relative_to(A.ROOT).as_posix(), "sha256": A.sha256(A.weights_file(c)),
+                   "bytes": A.weights_file(c).stat().st_size} for c in P.COMPONENTS}
+    doc = {
+        "format": 1,
+        "model": {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed},
+        "toolchain": A.read_json(A.toolchain_file(), "toolchain versions"),
+        "buckets": {"tokens": list(prm.tokens), "frames": list(prm.frames)},
+        "targets": prm.targets,
+        "weights": weights,
+        "libraries": libs,
+    }
+    A.write_json(A.manifest_file(), doc)
+    return doc

@@ -1,0 +1,83 @@
+"""Shared fixtures: a temp copy of the pipeline on the tiny config, driven by the real ``dvc``."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+TINY_PARAMS = {
+    "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
+    "buckets": {"tokens": [8], "frames": [12]},
+    "lstm": {"strategy": "unroll"},
+    "targets": {"generic": {"kind": "llvm"}, "v3": {"kind": "llvm", "mcpu": "x86-64-v3"}},
+    "toolchain": {"llvm_major": 22},
+    "runtime": {"num_threads": 0},
+}
+
+
+class Project:
+    """A git + DVC checkout of the pipeline in a temp dir."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1")
+        p = subprocess.run(args, cwd=self.root, env=env, capture_output=True, text=True)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        return p
+
+    def repro(self, *args: str) -> set[str]:
+        """Run ``dvc repro`` and return the names of the stages it actually executed."""
+        out = self.run("dvc", "repro", *args).stdout
+        return set(re.findall(r"Running stage '([^']+)'", out))
+
+    @property
+    def params(self) -> dict:
+        return yaml.safe_load((self.root / "params.yaml").read_text())
+
+    def set_params(self, params: dict) -> None:
+        (self.root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+    def stages(self) -> set[str]:
+        out = self.run("dvc", "stage", "list", "--name-only").stdout
+        return set(out.split())
+
+
+def make_project(root: Path, params: dict) -> Project:
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("dvc.yaml", ".gitignore"):
+        shutil.copy(REPO / name, root / name)
+    for name in ("stages", "src"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (root / "artifacts").mkdir()
+    proj = Project(root)
+    proj.set_params(params)
+    proj.run("git", "init", "-q")
+    proj.run("git", "config", "user.email", "ci@example.com")
+    proj.run("git", "config", "user.name", "ci")
+    proj.run("dvc", "init", "-q")
+    proj.run("dvc", "config", "core.analytics", "false")
+    return proj
+
+
+@pytest.fixture(scope="session")
+def built_project(tmp_path_factory) -> Project:
+    """The tiny pipeline after one full ``dvc repro`` (shared: building takes minutes)."""
+    proj = make_project(tmp_path_factory.mktemp("pipeline") / "repo", TINY_PARAMS)
+    ran = proj.repro()
+    assert ran == proj.stages(), f"first repro should run every stage, ran {sorted(ran)}"
+    proj.run("git", "add", "-A")
+    proj.run("git", "commit", "-qm", "tiny pipeline")
+    return proj

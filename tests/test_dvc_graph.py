@@ -1,0 +1,76 @@
+"""Granular caching, seen through ``dvc`` itself, on the tiny config (issue: DVC build graph).
+
+Tests share one built project and run in file order; each states the change it makes.
+"""
+
+from __future__ import annotations
+
+import json
+
+from conftest import Project
+
+
+def _stage_names(proj: Project, *fragments: str) -> set[str]:
+    return {s for s in proj.stages() if all(f in s for f in fragments)}
+
+
+def test_second_repro_runs_no_stage(built_project: Project):
+    assert built_project.repro() == set()
+    status = built_project.run("dvc", "status").stdout
+    assert "up to date" in status
+
+
+def test_manifest_lists_every_library(built_project: Project):
+    m = json.loads((built_project.root / "artifacts/manifest.json").read_text())
+    libs = {(l["component"], l["bucket"], l["target"]) for l in m["libraries"]}
+    assert libs == {(c, b, t) for c, b in [("duration", 8), ("text_encoder", 8), ("decoder", 12)]
+                    for t in ("generic", "v3")}
+    assert m["toolchain"]["llvm_major"] == 22 and m["toolchain"]["torch"].startswith("2.13.0")
+    for lib in m["libraries"]:
+        so = built_project.root / "artifacts" / lib["path"]
+        # weights are inputs: a library is far smaller than its component's weights file
+        assert so.stat().st_size < m["weights"][lib["component"]]["bytes"] / 4
+
+
+def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
+    p = built_project.params
+    p["buckets"]["tokens"] = [8, 10]
+    built_project.set_params(p)
+    ran = built_project.repro()
+    expected = _stage_names(built_project, "-10") | {"manifest"}
+    assert ran == expected, sorted(ran ^ expected)
+    assert len(expected) == 1 + 2 * 3 + 2 * 2  # manifest + (export, relax, legalize) x2 + builds x2 x2
+
+
+def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
+    p = built_project.params
+    p["lstm"]["strategy"] = "loop"
+    built_project.set_params(p)
+    ran = built_project.repro()
+    assert not any(s.startswith(("export", "weights", "toolchain")) for s in ran), sorted(ran)
+    relax = {s for s in built_project.stages() if s.startswith("relax")}
+    assert relax <= ran
+    assert any(s.startswith("build") for s in ran) and "manifest" in ran
+
+
+def test_changing_one_target_rebuilds_only_its_libraries(built_project: Project):
+    p = built_project.params
+    p["targets"]["v3"]["mcpu"] = "haswell"
+    built_project.set_params(p)
+    ran = built_project.repro()
+    assert ran == {s for s in _stage_names(built_project, "build") if s.endswith("-v3")} | {"manifest"}
+
+
+def test_ci_reuse_through_remote_and_run_cache(built_project: Project, tmp_path):
+    proj = built_project
+    proj.run("git", "add", "-A")
+    proj.run("git", "commit", "-qm", "state before push")
+    remote = tmp_path / "remote"
+    proj.run("dvc", "remote", "add", "-d", "-f", "local", str(remote))
+    proj.run("git", "commit", "-qam", "remote")
+    proj.run("dvc", "push", "--run-cache")
+    clone = Project(tmp_path / "clone")
+    proj.run("git", "clone", "-q", str(proj.root), str(clone.root))
+    assert clone.repro("--pull") == set()
+    assert (clone.root / "artifacts/manifest.json").read_text() == (proj.root / "artifacts/manifest.json").read_text()
+    assert clone.run("dvc", "status").stdout.strip().endswith("up to date.")

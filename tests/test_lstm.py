@@ -178,7 +178,8 @@ def test_two_lstms_get_distinct_kernels():
             self.proj = nn.Linear(16, 16)
 
         def forward(self, x, lengths):
-            return lstm_with_lengths(self.b, self.proj(lstm_with_lengths(self.a, x, lengths)), lengths)
+            hidden = self.proj(lstm_with_lengths(self.a, x, lengths))
+            return lstm_with_lengths(self.b, hidden, lengths)
 
     model = Two().eval()
     x = torch.randn(1, 12, 24)
@@ -196,3 +197,26 @@ def test_two_lstms_get_distinct_kernels():
 def test_unknown_strategy_raises():
     with pytest.raises(ValueError, match="unroll"):
         lstm_convert_map("scan")
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_tvm_params_as_inputs(strategy):
+    # The project imports with keep_params_as_input=True: weights arrive at run time.
+    steps = 9
+    lstm = _make_lstm(24, 8, seed=5)
+    mod = from_exported_program(
+        _export(lstm, 1, steps),
+        keep_params_as_input=True,
+        custom_convert_map=lstm_convert_map(strategy),
+    )
+    mod, params = relax.frontend.detach_params(mod)
+    vm = relax.VirtualMachine(tvm.compile(mod, target=TARGET), tvm.cpu())
+    torch.manual_seed(2)
+    x = torch.randn(1, steps, 24)
+    for n in (1, 4, steps):
+        lengths = torch.tensor([n])
+        got = vm["main"](
+            tvm.runtime.tensor(x.numpy()), tvm.runtime.tensor(lengths.numpy()), *params["main"]
+        )[0].numpy()
+        ref = _packed_reference(lstm, x, lengths)
+        np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)

@@ -15,8 +15,12 @@ starts at ``len-1``, which is exactly what packed sequences compute.
 
 * ``"unroll"``: plain Relax ops, one block of ops per time step.  Simple and
   fully fusable, but the IR (and import/build time) grows linearly with ``T``.
-* ``"loop"``: the input projection stays a Relax matmul; the recurrence is one
+* ``"loop"``: the input projections stay Relax matmuls; the recurrence is one
   TIR PrimFunc with a serial time loop, so the IR size is independent of ``T``.
+
+Weights may be bound constants or function inputs (``keep_params_as_input``);
+neither strategy relies on constant folding for correctness.  Lengths outside
+``1..T`` are not rejected: ``<= 0`` gives all zeros, ``> T`` behaves like ``T``.
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ def lstm_convert_map(strategy: str = "loop") -> dict[str, Callable]:
     converters = {"unroll": _convert_unroll, "loop": _convert_loop}
     if strategy not in converters:
         raise ValueError(
-            f"unknown LSTM lowering strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}"
+            f"unknown LSTM lowering strategy {strategy!r}; "
+            f"valid strategies: {', '.join(STRATEGIES)}"
         )
     return {_OP_KEY: converters[strategy]}
 
@@ -81,10 +86,11 @@ def _unpack(node, importer):
 
 
 def _input_projection(bb, x, w_ih, b_ih, b_hh):
-    """``x @ w_ih^T + (b_ih + b_hh)`` for all steps at once: ``[B, T, rows]``.
+    """``x @ w_ih^T + (b_ih + b_hh)`` for all steps at once: ``[B, T, 4H]``.
 
-    The weight transpose and bias sum only touch constants, so FoldConstant
-    removes them at build time.
+    Hoisting this out of the recurrence turns T small matmuls into one big
+    one.  Written as the permute+matmul+add that ``nn.Linear`` imports to, so
+    FoldConstant (bound weights) or the model's matmul handling applies.
     """
     op = relax.op
     w_t = bb.emit(op.permute_dims(w_ih, axes=[1, 0]))
@@ -138,38 +144,76 @@ def _convert_unroll(node, importer) -> relax.Var:
 # --------------------------------------------------------------------------- #
 
 
-def _chunk(hidden: int) -> int:
-    """Hidden units per parallel task (also the vector width of the inner loop)."""
-    for width in (16, 8, 4, 2):
-        if hidden % width == 0:
-            return width
-    return 1
+def _divisor(n: int, options=(8, 4, 2)) -> int:
+    """Largest of ``options`` dividing ``n`` (else 1)."""
+    return next((k for k in options if n % k == 0), 1)
 
 
-def _recurrence_kernel(batch: int, steps: int, hidden: int, chunk: int):
-    """TIR PrimFunc running both LSTM directions over a serial time loop.
+def _recurrence_kernel(batch: int, steps: int, hidden: int):
+    """TIR PrimFunc running both LSTM directions over one serial time loop.
 
-    Inputs: ``x_proj`` ``[B, T, 2*4H]`` (input projection + both biases,
-    forward gates then backward gates), ``w_blk`` ``[2, H/chunk, H, 4, chunk]``
-    (``w_hh`` re-blocked so each task streams one contiguous block), and
-    ``lengths`` ``[B]`` int64.  Output ``[B, T, 2H]``.
+    Inputs: ``x_fwd``/``x_bwd`` ``[B, T, 4H]`` (input projection plus both
+    biases, per direction), ``w_fwd``/``w_bwd`` ``[4H, H]`` (``w_hh`` in its
+    ``nn.LSTM`` layout, so no weight reshuffling runs per call when weights are
+    function inputs), ``lengths`` ``[B]`` int64.  Output ``[B, T, 2H]``.
 
-    Per time step ``s`` there is one parallel loop over (direction, chunk of
-    ``chunk`` hidden units); forward handles ``t = s`` and backward
-    ``t = T-1-s`` in the same step.  Each task computes its units' four gates
-    (``h @ w_hh^T`` with a vectorised inner loop) and updates ``c``/``h``.
-    ``h`` is double-buffered by step parity because every task reads all of
-    the previous ``h``.  Steps with ``t >= lengths[b]`` copy the state forward
-    and write zeros.
+    Per step ``s`` there is one parallel loop over (direction, chunk of hidden
+    units); forward handles ``t = s`` and backward ``t = T-1-s`` in the same
+    launch.  For each unit the four gate rows are dotted with ``h`` using
+    ``lanes``-wide partial sums (vectorises without fast-math), then ``c`` and
+    ``h`` are updated in place.  ``h`` is double-buffered by step parity since
+    every task reads all of the previous ``h``.  Steps with
+    ``t >= lengths[b]`` carry the state over and write zeros.
     """
+    chunk = _divisor(hidden)  # hidden units per parallel task
+    lanes = _divisor(hidden)  # vector width of the dot products
     n_chunk = hidden // chunk
-    gates = 4 * hidden
+    n_k = hidden // lanes
     last = steps - 1
+
+    def gate(x_proj, part, b, t, q, j):
+        # Pre-activation of gate q for unit j: projection + horizontal sum.
+        total = x_proj[b, t, q * hidden + j]
+        for u in range(lanes):
+            total = total + part[q, u]
+        return total
+
+    @T.macro
+    def direction_task(x_proj, w_hh, lengths, h_buf, c_buf, out, b, s, d, jc, t):
+        if T.Cast("int64", t) < lengths[b]:
+            part = T.alloc_buffer((4, lanes), "float32", scope="local")
+            for ji in range(chunk):
+                for q in T.unroll(4):
+                    for u in T.vectorized(lanes):
+                        part[q, u] = T.float32(0)
+                for ko in range(n_k):
+                    for q in T.unroll(4):
+                        for u in T.vectorized(lanes):
+                            part[q, u] = (
+                                part[q, u]
+                                + w_hh[q * hidden + jc * chunk + ji, ko * lanes + u]
+                                * h_buf[s % 2, d, ko * lanes + u]
+                            )
+                c_buf[d, jc * chunk + ji] = T.sigmoid(
+                    gate(x_proj, part, b, t, 1, jc * chunk + ji)
+                ) * c_buf[d, jc * chunk + ji] + T.sigmoid(
+                    gate(x_proj, part, b, t, 0, jc * chunk + ji)
+                ) * T.tanh(gate(x_proj, part, b, t, 2, jc * chunk + ji))
+                h_buf[(s + 1) % 2, d, jc * chunk + ji] = T.sigmoid(
+                    gate(x_proj, part, b, t, 3, jc * chunk + ji)
+                ) * T.tanh(c_buf[d, jc * chunk + ji])
+                out[b, t, d * hidden + jc * chunk + ji] = h_buf[(s + 1) % 2, d, jc * chunk + ji]
+        else:
+            for ji in range(chunk):
+                h_buf[(s + 1) % 2, d, jc * chunk + ji] = h_buf[s % 2, d, jc * chunk + ji]
+                out[b, t, d * hidden + jc * chunk + ji] = T.float32(0)
 
     @T.prim_func(private=True)
     def lstm_recurrence(
-        x_proj: T.Buffer((batch, steps, 2 * gates), "float32"),
-        w_blk: T.Buffer((2, n_chunk, hidden, 4, chunk), "float32"),
+        x_fwd: T.Buffer((batch, steps, 4 * hidden), "float32"),
+        x_bwd: T.Buffer((batch, steps, 4 * hidden), "float32"),
+        w_fwd: T.Buffer((4 * hidden, hidden), "float32"),
+        w_bwd: T.Buffer((4 * hidden, hidden), "float32"),
         lengths: T.Buffer((batch,), "int64"),
         out: T.Buffer((batch, steps, 2 * hidden), "float32"),
     ):
@@ -182,88 +226,34 @@ def _recurrence_kernel(batch: int, steps: int, hidden: int, chunk: int):
                 c_buf[d, j] = T.float32(0)
             for s in T.serial(steps):
                 for task in T.parallel(2 * n_chunk):
-                    acc = T.alloc_buffer((4, chunk), "float32", scope="local")
-                    # d = task // n_chunk; t = s (forward) or T-1-s (backward)
-                    if T.Cast("int64", s + (task // n_chunk) * (last - 2 * s)) < lengths[b]:
-                        for q in T.unroll(4):
-                            for ji in T.vectorized(chunk):
-                                acc[q, ji] = x_proj[
-                                    b,
-                                    s + (task // n_chunk) * (last - 2 * s),
-                                    (task // n_chunk) * gates
-                                    + q * hidden
-                                    + (task % n_chunk) * chunk
-                                    + ji,
-                                ]
-                        for k in range(hidden):
-                            for q in T.unroll(4):
-                                for ji in T.vectorized(chunk):
-                                    acc[q, ji] = (
-                                        acc[q, ji]
-                                        + w_blk[task // n_chunk, task % n_chunk, k, q, ji]
-                                        * h_buf[s % 2, task // n_chunk, k]
-                                    )
-                        for ji in T.vectorized(chunk):
-                            c_buf[task // n_chunk, (task % n_chunk) * chunk + ji] = T.sigmoid(
-                                acc[1, ji]
-                            ) * c_buf[task // n_chunk, (task % n_chunk) * chunk + ji] + T.sigmoid(
-                                acc[0, ji]
-                            ) * T.tanh(acc[2, ji])
-                            h_buf[
-                                (s + 1) % 2, task // n_chunk, (task % n_chunk) * chunk + ji
-                            ] = T.sigmoid(acc[3, ji]) * T.tanh(
-                                c_buf[task // n_chunk, (task % n_chunk) * chunk + ji]
-                            )
-                            out[
-                                b,
-                                s + (task // n_chunk) * (last - 2 * s),
-                                (task // n_chunk) * hidden + (task % n_chunk) * chunk + ji,
-                            ] = h_buf[(s + 1) % 2, task // n_chunk, (task % n_chunk) * chunk + ji]
+                    if task < n_chunk:
+                        direction_task(x_fwd, w_fwd, lengths, h_buf, c_buf, out, b, s, 0, task, s)
                     else:
-                        for ji in T.vectorized(chunk):
-                            h_buf[
-                                (s + 1) % 2, task // n_chunk, (task % n_chunk) * chunk + ji
-                            ] = h_buf[s % 2, task // n_chunk, (task % n_chunk) * chunk + ji]
-                            out[
-                                b,
-                                s + (task // n_chunk) * (last - 2 * s),
-                                (task // n_chunk) * hidden + (task % n_chunk) * chunk + ji,
-                            ] = T.float32(0)
+                        direction_task(
+                            x_bwd, w_bwd, lengths, h_buf, c_buf, out,
+                            b, s, 1, task - n_chunk, last - s,
+                        )
 
     return lstm_recurrence
 
 
-def _blocked_w_hh(bb, w_hh, hidden: int, chunk: int):
-    """``w_hh`` ``[4H, H]`` -> ``[H/chunk, H, 4, chunk]`` (constant-folded at build)."""
-    op = relax.op
-    w = bb.emit(op.reshape(w_hh, (4, hidden // chunk, chunk, hidden)))  # [q, jc, ji, k]
-    return bb.emit(op.permute_dims(w, axes=[1, 3, 0, 2]))  # [jc, k, q, ji]
-
-
 def _convert_loop(node, importer) -> relax.Var:
-    """Lower with a Relax input projection plus one TIR recurrence kernel."""
+    """Lower with Relax input projections plus one TIR recurrence kernel."""
     args, batch, steps, _, hidden = _unpack(node, importer)
     x, lengths = args[0], args[1]
     bb = importer.block_builder
-    op = relax.op
-    chunk = _chunk(hidden)
 
-    # One matmul for both directions: [B, T, 8H] = [fwd i f g o | bwd i f g o].
-    w_ih = bb.emit(op.concat([args[2], args[6]], axis=0))
-    b_ih = bb.emit(op.concat([args[4], args[8]], axis=0))
-    b_hh = bb.emit(op.concat([args[5], args[9]], axis=0))
-    x_proj = _input_projection(bb, x, w_ih, b_ih, b_hh)
-    w_blk = bb.emit(
-        op.stack(
-            [_blocked_w_hh(bb, args[3], hidden, chunk), _blocked_w_hh(bb, args[7], hidden, chunk)],
-            axis=0,
-        )
+    # Same permute+matmul+add pattern nn.Linear imports to, so whatever
+    # schedules/offloads the model's matmuls handles these too.
+    x_fwd = _input_projection(bb, x, args[2], args[4], args[5])
+    x_bwd = _input_projection(bb, x, args[6], args[8], args[9])
+
+    # add_func de-duplicates structurally equal kernels (same B, T, H) and
+    # makes the name unique within the module; the kernel is private (no
+    # global_symbol), so AttachGlobalSymbol later uses that unique name rather
+    # than a colliding "main".
+    gvar = bb.add_func(
+        _recurrence_kernel(batch, steps, hidden), f"kokoro_lstm_b{batch}_t{steps}_h{hidden}"
     )
-
-    kernel = _recurrence_kernel(batch, steps, hidden, chunk)
-    # add_func de-duplicates structurally equal kernels and makes the name
-    # unique within the module; the kernel is private (no global_symbol), so
-    # AttachGlobalSymbol later uses that unique name instead of "main".
-    gvar = bb.add_func(kernel, f"kokoro_lstm_b{batch}_t{steps}_h{hidden}")
     out_ty = relax.TensorType((batch, steps, 2 * hidden), "float32")
-    return bb.emit(relax.call_tir(gvar, [x_proj, w_blk, lengths], out_ty))
+    return bb.emit(relax.call_tir(gvar, [x_fwd, x_bwd, args[3], args[7], lengths], out_ty))

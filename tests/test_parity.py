@@ -55,3 +55,16 @@ def test_tampered_library_is_refused(built_project: Project, tmp_path):
     manifest["libraries"] = [entry]
     with pytest.raises(Exception, match="sha256"):
         load_component(root, manifest, entry["component"], entry["bucket"], entry["target"])
+
+
+def test_bad_lengths_are_refused(built_project: Project):
+    root = built_project.root / "artifacts"
+    manifest = json.loads((root / "manifest.json").read_text())
+    entry = next(e for e in manifest["libraries"] if e["component"] == "text_encoder")
+    lib = load_component(root, manifest, "text_encoder", entry["bucket"], entry["target"])
+    ids = np.zeros((1, entry["bucket"]), np.int64)
+    for bad in (0, entry["bucket"] + 1):
+        with pytest.raises(ValueError, match=f"length {bad} is outside"):
+            lib(ids, np.array([bad]))
+    with pytest.raises(ValueError, match="shape"):
+        lib(np.zeros((1, entry["bucket"] + 1), np.int64), np.array([1]))

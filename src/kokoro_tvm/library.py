@@ -46,9 +46,20 @@ class CompiledComponent:
             if list(x.shape) != spec["shape"]:
                 raise ValueError(f"{self.entry['component']} input '{spec['name']}' must have shape "
                                  f"{spec['shape']}, got {list(x.shape)}")
+            if spec["name"].endswith("lengths"):
+                self._check_lengths(x)
             args.append(tvm.runtime.tensor(x, self.dev))
         out = self.vm["main"](*args, *self.params)
         return [out[i].numpy() for i in range(len(out))]
+
+
+    def _check_lengths(self, lengths: np.ndarray) -> None:
+        """The kernels clamp silently (0 gives zeros, > bucket acts as the bucket); refuse instead."""
+        bucket = self.entry["bucket"]
+        bad = lengths[(lengths < 1) | (lengths > bucket)]
+        if bad.size:
+            raise ValueError(f"{self.entry['component']} bucket {bucket}: length {int(bad[0])} is outside "
+                             f"1..{bucket}; pick a bucket that fits (or split the input)")
 
 
 def load_component(root: Path, manifest: dict[str, Any], component: str, bucket: int,

@@ -20,7 +20,7 @@ TINY_PARAMS = {
     "buckets": {"tokens": [8], "frames": [12]},
     "lstm": {"strategy": "unroll"},
     "targets": {"generic": {"kind": "llvm"}, "v3": {"kind": "llvm", "mcpu": "x86-64-v3"}},
-    "toolchain": {"llvm_major": 22},
+    "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},
 }
 
@@ -32,7 +32,8 @@ class Project:
         self.root = root
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1")
+        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1",
+                   PYTHONPATH=str(self.root / "src"))  # stages import this copy, not the checkout
         p = subprocess.run(args, cwd=self.root, env=env, capture_output=True, text=True)
         if check and p.returncode != 0:
             raise AssertionError(f"{' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")

@@ -32,10 +32,6 @@ class Signature:
         return {"component": self.component, "bucket": self.bucket, "inputs": self.inputs,
                 "params": self.params, "outputs": self.outputs, "info": self.info}
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Signature":
-        return cls(d["component"], d["bucket"], d["inputs"], d["params"], d["outputs"], d.get("info", {}))
-
 
 def export(component: str, bucket: int, km, cfg: dict[str, Any]) -> torch.export.ExportedProgram:
     """``torch.export`` of one component at one static bucket (full-length example inputs)."""
@@ -70,7 +66,7 @@ def to_relax(ep: torch.export.ExportedProgram, component: str, bucket: int, cfg:
     # and keeps only parameters as inputs, in ``named_parameters`` order; we record their FQNs.
     mod, _ = relax.frontend.detach_params(mod)
     by_arg = {s.arg.name: s.target for s in ep.graph_signature.input_specs}
-    n_inputs = int(mod["main"].attrs["num_input"])
+    n_inputs = int(mod["main"].attrs["num_input"])  # str(v): Var.name raises in TVM 0.27
     params = [by_arg[str(v)] for v in mod["main"].params[n_inputs:]]
     if params != [name for name, _ in ep.named_parameters()]:
         raise RuntimeError("relax parameter order differs from the exported program's parameters")

@@ -58,6 +58,8 @@ class DurationPredictor(nn.Module):
         self.bert = copy.deepcopy(km.bert)
         self.bert_encoder = copy.deepcopy(km.bert_encoder)
         self.predictor = fold_weight_norm(copy.deepcopy(km.predictor))
+        for name in ("shared", "F0", "N", "F0_proj", "N_proj"):  # frame-side: the decoder's
+            delattr(self.predictor, name)
 
     def forward(self, input_ids, input_lengths, style):
         valid = _valid_mask(input_lengths, input_ids.shape[1])

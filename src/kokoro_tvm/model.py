@@ -95,13 +95,30 @@ def _load_state(km, path: Path) -> None:
         raise CheckpointError(f"model.checkpoint: {path} lacks {sorted(missing)}; is it a Kokoro checkpoint?")
     for key in sorted(expected):
         sd = state[key]
-        if all(k.startswith("module.") for k in sd):  # DataParallel-saved checkpoints
+        if sd and all(k.startswith("module.") for k in sd):  # DataParallel-saved checkpoints
             sd = {k[len("module."):]: v for k, v in sd.items()}
-        try:
-            getattr(km, key).load_state_dict(sd, strict=True)
-        except RuntimeError as e:
-            raise CheckpointError(f"model.checkpoint: {path} does not match model.config for '{key}': "
-                                  f"{str(e).splitlines()[0]}") from e
+        load_submodule(getattr(km, key), sd, f"{path}[{key}]")
+
+
+def load_submodule(module: nn.Module, sd: dict[str, torch.Tensor], where: str) -> None:
+    """Load every parameter or fail; buffers may be absent.
+
+    Kokoro's checkpoints were saved with TorchSTFT, so CustomSTFT's constant DFT buffers (and
+    transformers' ``position_ids``) are not in them; those are computed at construction. A
+    missing *parameter* or an unknown key means the wrong checkpoint, and is an error.
+    """
+    params = {name for name, _ in module.named_parameters()}
+    buffers = {name for name, _ in module.named_buffers()}
+    missing = sorted(params - set(sd))
+    unexpected = sorted(k for k in set(sd) - params - buffers if not k.endswith("position_ids"))
+    if missing or unexpected:
+        raise CheckpointError(f"model.checkpoint: {where} does not match model.config: missing "
+                              f"{missing[:3]}{'...' if len(missing) > 3 else ''}, unexpected {unexpected[:3]}")
+    try:
+        module.load_state_dict({k: v for k, v in sd.items() if k in params | buffers}, strict=False)
+    except RuntimeError as e:  # shape mismatches
+        raise CheckpointError(f"model.checkpoint: {where} does not match model.config: "
+                              f"{str(e).splitlines()[-1].strip()}") from e
 
 
 def build_kmodel(cfg: dict[str, Any], checkpoint: str = "random", seed: int = 0):

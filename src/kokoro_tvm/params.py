@@ -17,7 +17,7 @@ from .config import MODEL_CONFIGS
 COMPONENTS = {"duration": "tokens", "text_encoder": "tokens", "decoder": "frames"}
 LSTM_STRATEGIES = ("unroll", "loop")
 TARGET_KINDS = ("llvm",)
-TOOLCHAIN_KEYS = ("torch", "apache-tvm", "apache-tvm-ffi", "kokoro", "llvm_major")
+TOOLCHAIN_KEYS = ("torch", "apache-tvm", "apache-tvm-ffi", "kokoro", "transformers", "llvm_major")
 MAX_TOKENS = 512  # ALBERT position table: 510 phonemes + 2 boundary tokens
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 

@@ -1,5 +1,6 @@
 # Two entry points a newcomer needs: `make repro` (build every library) and `make test`.
 VENV ?= .venv
+PYTHON ?= python3.11
 PY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
@@ -8,7 +9,7 @@ setup: $(VENV)/.installed
 
 # torch first and exactly: an unpinned torch pulls several GB of CUDA wheels.
 $(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[test]'
@@ -20,5 +21,5 @@ repro: setup
 test: setup
 	$(PY) -m pytest
 
-test-slow: setup
-	$(PY) -m pytest -m slow
+test-slow: setup  # only the full-size Kokoro-82M checks (not the default suite)
+	$(PY) -m pytest -m slow -s

@@ -6,7 +6,7 @@ Each error names the offending key and says how to fix it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,6 @@ class Params:
     targets: dict[str, dict[str, Any]]
     toolchain: dict[str, Any]
     num_threads: int
-    raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     def buckets(self, component: str) -> tuple[int, ...]:
         return self.tokens if COMPONENTS[check_component(component)] == "tokens" else self.frames
@@ -117,7 +116,7 @@ def parse(raw: Any) -> Params:
     threads = (raw.get("runtime") or {}).get("num_threads", 0)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ParamsError(f"params.yaml: 'runtime.num_threads' must be an integer >= 0 (0 = all cores), got {threads!r}")
-    return Params(config, checkpoint, seed, tokens, frames, strategy, targets, dict(toolchain), threads, raw)
+    return Params(config, checkpoint, seed, tokens, frames, strategy, targets, dict(toolchain), threads)
 
 
 def load(path: str | Path = "params.yaml") -> Params:

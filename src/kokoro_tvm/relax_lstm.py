@@ -31,13 +31,13 @@ import numpy as np
 from tvm import relax
 from tvm.script import tirx as T
 
+from .params import LSTM_STRATEGIES as STRATEGIES  # one list: params validates against it
+
 __all__ = ["STRATEGIES", "lstm_convert_map"]
 
 #: Key under which the importer looks up ``torch.ops.kokoro_tvm.lstm.default``
 #: (TVM 0.27 keys custom converters by the fx target's ``__name__``).
 _OP_KEY = "lstm.default"
-
-STRATEGIES = ("unroll", "loop")
 
 
 def lstm_convert_map(strategy: str = "loop") -> dict[str, Callable]:

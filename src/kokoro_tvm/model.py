@@ -53,8 +53,8 @@ def _tame_random(km) -> None:
 
     - ``exp(spec)`` overflows with random weights (waveforms ~1e10 were seen): shrink the last
       conv so magnitudes stay O(1) and metrics compare signal with signal.
-    - Random ``duration_proj`` predicts ~25 frames per token; a negative bias gives ~2-10 like
-      real speech, so frame buckets hold realistic utterances.
+    - Random ``duration_proj`` predicts ~25 frames per token; a negative bias gives ~4 (nearly
+      uniform), close to real speech, so frame buckets hold realistically sized utterances.
     """
     with torch.no_grad():
         km.decoder.generator.conv_post.weight_g.mul_(0.1)

@@ -7,7 +7,7 @@ code), and weights are bound once so a call passes only the component's own inpu
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +51,6 @@ class CompiledComponent:
             args.append(tvm.runtime.tensor(x, self.dev))
         out = self.vm["main"](*args, *self.params)
         return [out[i].numpy() for i in range(len(out))]
-
 
     def _check_lengths(self, lengths: np.ndarray) -> None:
         """The kernels clamp silently (0 gives zeros, > bucket acts as the bucket); refuse instead."""

@@ -21,6 +21,7 @@ from torch import nn
 
 from .config import samples_per_frame
 from .lstm_op import lstm_with_lengths
+from .masked import Span, adain_resblk1d, adain_resblock1
 from .params import check_component
 
 
@@ -110,10 +111,14 @@ class TextEncoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """F0/N prediction (``predictor.F0Ntrain``) + iSTFTNet decoder, with explicit random draws.
+    """F0/N prediction (``predictor.F0Ntrain``) + iSTFTNet decoder, exact on padded frames.
 
     ``rand_ini`` is SineGen's initial-phase draw ([B, harmonics]; column 0 is zeroed as kokoro
-    does) and ``noise`` its ``randn_like`` ([B, samples, harmonics]).
+    does) and ``noise`` its ``randn_like`` ([B, samples, harmonics]). Only the first
+    ``frame_lengths`` frames are valid: norms, convolutions and the STFT see exactly what kokoro
+    sees on the unpadded input (``masked``), and audio past ``frame_lengths * 600`` samples is 0.
+    Time resolutions: frames (m) -> F0/N rate (2m) -> generator stages (2m * prod(ups[:i+1]),
+    +1 after the reflection pad) -> samples (2m * prod(ups) * hop).
     """
 
     def __init__(self, km):
@@ -126,37 +131,45 @@ class Decoder(nn.Module):
 
     def forward(self, en, asr, frame_lengths, ref_s, rand_ini, noise):
         s_dec, s_pros = ref_s[:, :128], ref_s[:, 128:]
-        f0, n = self.f0n(en, s_pros, frame_lengths)
-        return self.decode(asr, f0, n, s_dec, rand_ini, noise)
+        frames = Span.of(frame_lengths, en.shape[-1])
+        f0, n = self.f0n(en, s_pros, frames)
+        return self.decode(asr, f0, n, s_dec, rand_ini, noise, frames)
 
-    def f0n(self, en, s, lengths):
+    def f0n(self, en, s, frames: Span):
+        """F0 and N curves at twice the frame rate, zero past ``2 * length``."""
         p = self.predictor
-        x = lstm_with_lengths(p.shared, en.transpose(-1, -2), lengths).transpose(-1, -2)
-        f0, n = x, x
+        x = lstm_with_lengths(p.shared, en.transpose(-1, -2), frames.length).transpose(-1, -2)
+        f0, n, f0_span = x, x, frames
         for block in p.F0:
-            f0 = block(f0, s)
+            f0, f0_span = adain_resblk1d(block, f0, s, f0_span)
+        n_span = frames
         for block in p.N:
-            n = block(n, s)
-        return p.F0_proj(f0).squeeze(1), p.N_proj(n).squeeze(1)
+            n, n_span = adain_resblk1d(block, n, s, n_span)
+        return f0_span.zero_pad(p.F0_proj(f0)).squeeze(1), n_span.zero_pad(p.N_proj(n)).squeeze(1)
 
-    def decode(self, asr, f0_curve, n, s, rand_ini, noise):
+    def decode(self, asr, f0_curve, n, s, rand_ini, noise, frames: Span):
         d = self.decoder
         f0 = d.F0_conv(f0_curve.unsqueeze(1))
         n = d.N_conv(n.unsqueeze(1))
-        x = d.encode(torch.cat([asr, f0, n], dim=1), s)
+        x, span = adain_resblk1d(d.encode, torch.cat([asr, f0, n], dim=1), s, frames)
         asr_res = d.asr_res(asr)
         res = True
         for block in d.decode:
             if res:
                 x = torch.cat([x, asr_res, f0, n], dim=1)
-            x = block(x, s)
+            x, span = adain_resblk1d(block, x, s, span)
             if block.upsample_type != "none":
                 res = False
-        return generator(d.generator, x, s, f0_curve, rand_ini, noise)
+        return generator(d.generator, x, s, f0_curve, rand_ini, noise, span)
 
 
 def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-    """``SourceModuleHnNSF`` + ``SineGen`` with the draws passed in. f0: [B, L, 1]."""
+    """``SourceModuleHnNSF`` + ``SineGen`` with the draws passed in. f0: [B, L, 1].
+
+    Padding needs no special case: f0 is 0 there, so the phase increments are 0 and the
+    cumulative phase holds its last valid value, which is exactly how kokoro's linear
+    upsampling clamps at the end of the unpadded signal.
+    """
     gen = src.l_sin_gen
     harmonics = torch.arange(1, gen.dim + 1, dtype=f0.dtype, device=f0.device)
     fn = f0 * harmonics.view(1, 1, -1)
@@ -186,26 +199,39 @@ def stft_transform(stft, waveform: torch.Tensor):
     return magnitude, phase
 
 
-def generator(g, x, s, f0_curve, rand_ini, noise):
-    """kokoro ``Generator.forward`` over explicit noise."""
+def generator(g, x, s, f0_curve, rand_ini, noise, span: Span):
+    """kokoro ``Generator.forward`` over explicit noise, exact on the valid ``span`` of ``x``.
+
+    The harmonic source is edge-replicated past its valid end before the STFT, because kokoro's
+    CustomSTFT pads the unpadded waveform with ``replicate``; STFT frames past the valid ones
+    are zeroed, as is the spectrum fed to the inverse STFT (``exp(0)`` would be 1).
+    """
     f0 = g.f0_upsamp(f0_curve[:, None]).transpose(1, 2)
+    samples = span.scaled(int(g.f0_upsamp.scale_factor), f0.shape[1])  # span is at the F0 rate
+    noise = noise * samples.mask.transpose(1, 2)
     har_source = sine_source(g.m_source, f0, rand_ini, noise).transpose(1, 2).squeeze(1)
+    har_source = samples.replicate_last(har_source)
     har = torch.cat(stft_transform(g.stft, har_source), dim=1)
+    hop = g.stft.hop_length
+    har = Span(samples.length // hop + 1, har.shape[-1]).zero_pad(har)
     for i in range(g.num_upsamples):
         x = F.leaky_relu(x, negative_slope=0.1)
-        x_source = g.noise_res[i](g.noise_convs[i](har), s)
         x = g.ups[i](x)
+        span = span.scaled(g.ups[i].stride[0], x.shape[-1])
         if i == g.num_upsamples - 1:
             x = g.reflection_pad(x)
-        x = x + x_source
-        xs = g.resblocks[i * g.num_kernels](x, s)
+            span = span.scaled(1, x.shape[-1], offset=1)
+        x_source = adain_resblock1(g.noise_res[i], span.zero_pad(g.noise_convs[i](har)), s, span)
+        x = span.zero_pad(x) + x_source
+        xs = adain_resblock1(g.resblocks[i * g.num_kernels], x, s, span)
         for j in range(1, g.num_kernels):
-            xs = xs + g.resblocks[i * g.num_kernels + j](x, s)
+            xs = xs + adain_resblock1(g.resblocks[i * g.num_kernels + j], x, s, span)
         x = xs / g.num_kernels
     x = g.conv_post(F.leaky_relu(x))
-    spec = torch.exp(x[:, : g.post_n_fft // 2 + 1, :])
+    spec = torch.exp(x[:, : g.post_n_fft // 2 + 1, :]) * span.mask
     phase = torch.sin(x[:, g.post_n_fft // 2 + 1 :, :])
-    return g.stft.inverse(spec, phase)
+    audio = g.stft.inverse(spec, phase)
+    return samples.zero_pad(audio)
 
 
 WRAPPERS: dict[str, Callable[[Any], nn.Module]] = {

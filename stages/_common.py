@@ -11,9 +11,10 @@ def main(run: Callable[[], None]) -> None:
     from kokoro_tvm.model import CheckpointError
     from kokoro_tvm.params import ParamsError
     from kokoro_tvm.toolchain import ToolchainError
+    from kokoro_tvm.validate import ValidationError
 
     try:
         run()
-    except (ParamsError, ToolchainError, CheckpointError, ArtifactError) as e:
+    except (ParamsError, ToolchainError, CheckpointError, ArtifactError, ValidationError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

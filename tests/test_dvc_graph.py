@@ -39,7 +39,8 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
     ran = built_project.repro()
     expected = _stage_names(built_project, "-10") | {"manifest"}
     assert ran == expected, sorted(ran ^ expected)
-    assert len(expected) == 1 + 2 * 3 + 2 * 2  # manifest + (export, relax, legalize) x2 + builds x2 x2
+    # manifest + (export, relax, legalize) x 2 components + (build, validate) x 2 components x 2 targets
+    assert len(expected) == 1 + 2 * 3 + 2 * 2 * 2
 
 
 def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
@@ -47,7 +48,8 @@ def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
     p["lstm"]["strategy"] = "loop"
     built_project.set_params(p)
     ran = built_project.repro()
-    expected = {s for s in built_project.stages() if s.startswith(("relax", "legalize", "build"))} | {"manifest"}
+    expected = {s for s in built_project.stages()
+                if s.startswith(("relax", "legalize", "build", "validate"))} | {"manifest"}
     assert ran == expected, sorted(ran ^ expected)
 
 
@@ -56,7 +58,8 @@ def test_changing_one_target_rebuilds_only_its_libraries(built_project: Project)
     p["targets"]["v3"]["mcpu"] = "haswell"
     built_project.set_params(p)
     ran = built_project.repro()
-    assert ran == {s for s in _stage_names(built_project, "build") if s.endswith("-v3")} | {"manifest"}
+    rebuilt = {s for s in built_project.stages() if s.startswith(("build", "validate")) and s.endswith("-v3")}
+    assert ran == rebuilt | {"manifest"}
 
 
 def test_ci_reuse_through_remote_and_run_cache(built_project: Project, tmp_path):
@@ -77,7 +80,8 @@ def test_ci_reuse_through_remote_and_run_cache(built_project: Project, tmp_path)
 
 
 def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_path):
-    """Graphs do not depend on weight values: a new checkpoint must not recompile anything."""
+    """Graphs do not depend on weight values: a new checkpoint must not recompile anything, but
+    every library is validated again against the new weights."""
     import torch
 
     from kokoro_tvm.config import load_model_config
@@ -89,4 +93,4 @@ def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_
     p = built_project.params
     p["model"]["checkpoint"] = str(ckpt)
     built_project.set_params(p)
-    assert built_project.repro() == {"weights", "manifest"}
+    assert built_project.repro() == _stage_names(built_project, "validate") | {"weights", "manifest"}

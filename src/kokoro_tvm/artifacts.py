@@ -58,6 +58,10 @@ def build_info_file(component: str, bucket: int, target: str, root: Path = ROOT)
     return root / "build" / target / f"{component}-{bucket}.json"
 
 
+def validation_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+    return root / "validate" / target / f"{component}-{bucket}.json"
+
+
 def manifest_file(root: Path = ROOT) -> Path:
     return root / "manifest.json"
 

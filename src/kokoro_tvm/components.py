@@ -28,14 +28,23 @@ from .params import check_component
 HARMONICS = 9  # kokoro's Generator hard-codes harmonic_num=8: fundamental + 8 overtones
 
 
+# Shortest valid length per component: kokoro's InstanceNorm refuses a single frame (and any
+# real utterance has >= 3 tokens of >= 1 frame each).
+MIN_LENGTH = {"duration": 1, "text_encoder": 1, "decoder": 2}
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     name: str
     shape: tuple[int, ...]
     dtype: str
+    bounds: tuple[int, int] | None = None  # allowed values, inclusive (the lengths input)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        d = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        if self.bounds is not None:
+            d["range"] = list(self.bounds)
+        return d
 
 
 def fold_weight_norm(module: nn.Module) -> nn.Module:
@@ -247,14 +256,15 @@ def build_component(component: str, km) -> nn.Module:
 
 def input_specs(component: str, bucket: int, cfg: dict[str, Any]) -> list[TensorSpec]:
     """The static signature of a component at a bucket; the manifest and runtime use it."""
-    if check_component(component) == "duration":
-        return [TensorSpec("input_ids", (1, bucket), "int64"), TensorSpec("input_lengths", (1,), "int64"),
+    lengths = (MIN_LENGTH[check_component(component)], bucket)
+    if component == "duration":
+        return [TensorSpec("input_ids", (1, bucket), "int64"), TensorSpec("input_lengths", (1,), "int64", lengths),
                 TensorSpec("style", (1, cfg["style_dim"]), "float32")]
     if component == "text_encoder":
-        return [TensorSpec("input_ids", (1, bucket), "int64"), TensorSpec("input_lengths", (1,), "int64")]
+        return [TensorSpec("input_ids", (1, bucket), "int64"), TensorSpec("input_lengths", (1,), "int64", lengths)]
     hid, sty, spf = cfg["hidden_dim"], cfg["style_dim"], samples_per_frame(cfg)
     return [TensorSpec("en", (1, hid + sty, bucket), "float32"), TensorSpec("asr", (1, hid, bucket), "float32"),
-            TensorSpec("frame_lengths", (1,), "int64"), TensorSpec("ref_s", (1, 2 * sty), "float32"),
+            TensorSpec("frame_lengths", (1,), "int64", lengths), TensorSpec("ref_s", (1, 2 * sty), "float32"),
             TensorSpec("rand_ini", (1, HARMONICS), "float32"),
             TensorSpec("noise", (1, spf * bucket, HARMONICS), "float32")]
 

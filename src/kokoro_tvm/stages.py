@@ -41,6 +41,11 @@ def _check_bucket(prm: P.Params, component: str, bucket: int) -> None:
         raise P.ParamsError(f"bucket {bucket} is not in params.yaml 'buckets.{axis}' {list(prm.buckets(component))}")
 
 
+def _check_target(prm: P.Params, target: str) -> None:
+    if target not in prm.targets:
+        raise P.ParamsError(f"target {target!r} is not in params.yaml 'targets' {sorted(prm.targets)}")
+
+
 def toolchain(prm: P.Params) -> None:
     """Record the versions that shape artifacts (``setup`` already checked them against params)."""
     A.write_json(A.toolchain_file(), versions())
@@ -101,8 +106,7 @@ def build(prm: P.Params, component: str, bucket: int, target: str) -> None:
     from .compiler import build as build_mod
 
     _check_bucket(prm, component, bucket)
-    if target not in prm.targets:
-        raise P.ParamsError(f"target {target!r} is not in params.yaml 'targets' {sorted(prm.targets)}")
+    _check_target(prm, target)
     ex, seconds = build_mod(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target])
     lib = A.library_file(component, bucket, target)
     A.export_library(ex, lib)
@@ -112,8 +116,23 @@ def build(prm: P.Params, component: str, bucket: int, target: str) -> None:
                   "build_s": round(seconds, 2)})
 
 
+def validate(prm: P.Params, component: str, bucket: int, target: str) -> None:
+    """Run the library at several lengths inside its bucket against eager kokoro on the unpadded
+    input; write the DVC metrics, or fail the stage (writing nothing) when a threshold is missed."""
+    from . import validate as V
+
+    _check_bucket(prm, component, bucket)
+    _check_target(prm, target)
+    cfg, km = _model(prm)
+    lib = V.built_library(A.ROOT, component, bucket, target)
+    doc = V.summary(component, bucket, target, V.check(lib, component, bucket, km, cfg))
+    V.raise_if_failed(doc)
+    A.write_json(A.validation_file(component, bucket, target), doc)
+
+
 def manifest(prm: P.Params) -> dict[str, Any]:
-    """Index every library with its sha256 and signature, for the runtime to verify and load."""
+    """Index every validated library with its sha256, signature and validation result, for the
+    runtime to verify and load."""
     libs = []
     for target in sorted(prm.targets):
         for component in P.COMPONENTS:
@@ -121,11 +140,14 @@ def manifest(prm: P.Params) -> dict[str, Any]:
                 lib = A.library_file(component, bucket, target)
                 info = A.read_json(A.build_info_file(component, bucket, target), "build info")
                 sig = info["signature"]
+                check = A.read_json(A.validation_file(component, bucket, target), "validation metrics")
                 libs.append({
                     "component": component, "bucket": bucket, "target": target,
                     "path": lib.relative_to(A.ROOT).as_posix(), "sha256": A.sha256(lib),
                     "bytes": lib.stat().st_size, "inputs": sig["inputs"], "outputs": sig["outputs"],
                     "params": sig["params"], "lstm_strategy": sig["info"]["lstm_strategy"],
+                    "validation": {k: v for k, v in check.items() if k.startswith("worst_")}
+                    | {"lengths": sorted(int(n) for n in check["lengths"])},
                 })
     weights = {c: {"path": A.weights_file(c).relative_to(A.ROOT).as_posix(), "sha256": A.sha256(A.weights_file(c)),
                    "bytes": A.weights_file(c).stat().st_size} for c in P.COMPONENTS}

@@ -1,38 +1,136 @@
-"""Load one compiled library from the manifest and call it with numpy arrays.
+"""Load compiled libraries from the manifest and call them with numpy arrays.
 
-The sha256 recorded in the manifest is checked before the ``.so`` is loaded (loading runs native
-code), and weights are bound once so a call passes only the component's own inputs.
+Nothing native is loaded before it is verified: the manifest's toolchain must be the installed
+TVM runtime, and every ``.so`` and weights file must match its recorded sha256 (loading a
+library runs its code). Weights are bound once per component and shared by all its buckets,
+so a call passes only the component's own inputs.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import artifacts as A
+from .toolchain import ToolchainError, versions
+
+# What a compiled library needs from the process that loads it: the TVM runtime and its FFI
+# (ABI), and LLVM (the same apache-tvm wheel always ships the same LLVM). torch, kokoro and
+# transformers shape the *build* (DVC reruns stages when they change), not the loading.
+RUNTIME_TOOLCHAIN = ("apache-tvm", "apache-tvm-ffi", "llvm_major")
+
+# LLVM reports tuning flags (fast-*, slow-*) next to ISA extensions; only the latter decide
+# whether a library can run on this CPU.
+_ISA = re.compile(r"^(avx|sse|ssse|fma|f16c|bmi|popcnt|lzcnt|movbe|cx16|aes|pclmul|vpclmul|vaes|gfni|sha|adx|"
+                  r"xsave|amx|evex512|neon|sve|fp-armv8|dotprod|i8mm|bf16|fullfp16)")
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    """``root/manifest.json`` (``root`` is the artifacts directory), with a fix in every error."""
+    root = Path(root)
+    if not root.is_dir():
+        raise A.ArtifactError(f"artifact directory {root} does not exist; run `dvc repro` (or `dvc pull`) "
+                              "in the pipeline checkout, or pass the directory that holds manifest.json")
+    manifest = A.read_json(A.manifest_file(root), "library index")
+    if not isinstance(manifest, dict) or "libraries" not in manifest:
+        raise A.ArtifactError(f"{A.manifest_file(root)} is not a kokoro-tvm manifest; run `dvc repro`")
+    return manifest
+
+
+def check_toolchain(manifest: dict[str, Any], found: dict[str, Any] | None = None) -> None:
+    """Refuse libraries built by another TVM runtime than the installed one, before loading any."""
+    built = manifest.get("toolchain", {})
+    found = versions() if found is None else found
+    for key in RUNTIME_TOOLCHAIN:
+        want, have = str(built.get(key, "unknown")), str(found[key])
+        if want.split("+", 1)[0] != have.split("+", 1)[0]:
+            raise ToolchainError(f"the libraries were built with {key} {want} but {have} is installed; "
+                                 f"install {key}=={want} (pip install -e .) or rebuild them with `dvc repro`")
+
+
+def _isa(spec: dict[str, Any]) -> set[str]:
+    import tvm
+    from tvm.target import codegen
+
+    return {f for f in codegen.llvm_get_cpu_features(tvm.target.Target(dict(spec))) if _ISA.match(f)}
+
+
+def host_supports(spec: dict[str, Any]) -> bool:
+    """True when every ISA extension the target assumes is present on this CPU."""
+    from tvm.target import codegen
+
+    host = {"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu()}
+    return _isa(spec) <= _isa(host)
+
+
+def pick_target(manifest: dict[str, Any], target: str | None = None) -> str:
+    """The requested target if it was built (and runs here); else the richest built one this CPU runs."""
+    specs = manifest.get("targets", {})
+    built = sorted({e["target"] for e in manifest["libraries"]})
+    if target is not None:
+        if target not in built:
+            raise A.ArtifactError(f"target {target!r} was not built (built targets: {built}); add it to "
+                                  "params.yaml 'targets' and run `dvc repro`")
+        if target in specs and not host_supports(specs[target]):
+            raise A.ArtifactError(f"target {target!r} ({specs[target]}) uses CPU features this machine lacks; "
+                                  f"pick another built target: {built}")
+        return target
+    usable = [t for t in built if t not in specs or host_supports(specs[t])]
+    if not usable:
+        raise A.ArtifactError(f"none of the built targets {built} runs on this CPU; add a target this machine "
+                              "supports (e.g. {kind: llvm}) to params.yaml 'targets' and run `dvc repro`")
+    return max(usable, key=lambda t: (len(_isa(specs[t])) if t in specs else 0, t))
+
+
+class ComponentWeights:
+    """One component's weights, verified and copied to the device once, shared by every bucket."""
+
+    def __init__(self, root: Path, info: dict[str, Any]):
+        import tvm
+
+        self.path = Path(root) / info["path"]
+        if not self.path.exists():
+            raise A.ArtifactError(f"{self.path} is missing; run `dvc repro` (or `dvc pull`)")
+        if A.sha256(self.path) != info["sha256"]:
+            raise A.ArtifactError(f"{self.path} does not match its manifest sha256 (tampered or stale); "
+                                  "run `dvc checkout` or `dvc repro`")
+        self.dev = tvm.cpu()
+        with np.load(self.path) as z:
+            self.tensors = {name: tvm.runtime.tensor(z[name], self.dev) for name in z.files}
+
+    def args(self, names: list[str]) -> list[Any]:
+        missing = [n for n in names if n not in self.tensors]
+        if missing:
+            raise A.ArtifactError(f"{self.path} lacks weights {missing[:3]}...; rebuild with `dvc repro`")
+        return [self.tensors[n] for n in names]
 
 
 class CompiledComponent:
-    def __init__(self, root: Path, entry: dict[str, Any], weights: dict[str, Any]):
+    """One library (component x bucket x target) with its weights bound."""
+
+    def __init__(self, root: Path, entry: dict[str, Any], weights: dict[str, Any] | ComponentWeights):
         import tvm
         from tvm import relax
 
         self.entry = entry
-        lib_path = root / entry["path"]
+        lib_path = Path(root) / entry["path"]
         if not lib_path.exists():
             raise A.ArtifactError(f"{lib_path} is missing; run `dvc repro` (or `dvc pull`)")
-        digest = A.sha256(lib_path)
-        if digest != entry["sha256"]:
+        if A.sha256(lib_path) != entry["sha256"]:
             raise A.ArtifactError(f"{lib_path} does not match its manifest sha256 (tampered or stale); "
                                   "run `dvc checkout` or `dvc repro`")
-        w_path = root / weights["path"]
-        if A.sha256(w_path) != weights["sha256"]:
-            raise A.ArtifactError(f"{w_path} does not match its manifest sha256; run `dvc checkout`")
-        self.dev = tvm.cpu()
+        if not isinstance(weights, ComponentWeights):
+            weights = ComponentWeights(root, weights)
+        self.dev = weights.dev
+        self.params = weights.args(entry["params"])
         self.vm = relax.VirtualMachine(tvm.runtime.load_module(str(lib_path)), self.dev)
-        self.params = [tvm.runtime.tensor(w, self.dev) for w in A.load_weights(w_path, entry["params"])]
+
+    @property
+    def bucket(self) -> int:
+        return int(self.entry["bucket"])
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         import tvm
@@ -47,25 +145,33 @@ class CompiledComponent:
                 raise ValueError(f"{self.entry['component']} input '{spec['name']}' must have shape "
                                  f"{spec['shape']}, got {list(x.shape)}")
             if spec["name"].endswith("lengths"):
-                self._check_lengths(x)
+                self._check_lengths(x, spec.get("range"))
             args.append(tvm.runtime.tensor(x, self.dev))
         out = self.vm["main"](*args, *self.params)
         return [out[i].numpy() for i in range(len(out))]
 
-    def _check_lengths(self, lengths: np.ndarray) -> None:
+    def _check_lengths(self, lengths: np.ndarray, bounds: list[int] | None) -> None:
         """The kernels clamp silently (0 gives zeros, > bucket acts as the bucket); refuse instead."""
         bucket = self.entry["bucket"]
-        bad = lengths[(lengths < 1) | (lengths > bucket)]
+        lo, hi = bounds or (1, bucket)
+        bad = lengths[(lengths < lo) | (lengths > hi)]
         if bad.size:
             raise ValueError(f"{self.entry['component']} bucket {bucket}: length {int(bad[0])} is outside "
-                             f"1..{bucket}; pick a bucket that fits (or split the input)")
+                             f"{lo}..{hi}; pick a bucket that fits (or split the input)")
 
 
-def load_component(root: Path, manifest: dict[str, Any], component: str, bucket: int,
-                   target: str) -> CompiledComponent:
+def find_entry(manifest: dict[str, Any], component: str, bucket: int, target: str) -> dict[str, Any]:
     for entry in manifest["libraries"]:
         if (entry["component"], entry["bucket"], entry["target"]) == (component, bucket, target):
-            return CompiledComponent(root, entry, manifest["weights"][component])
+            return entry
     built = sorted({e["target"] for e in manifest["libraries"]})
     raise A.ArtifactError(f"no library for {component} bucket {bucket} target {target!r} "
                           f"(built targets: {built}); add it to params.yaml and run `dvc repro`")
+
+
+def load_component(root: Path, manifest: dict[str, Any], component: str, bucket: int, target: str,
+                   weights: ComponentWeights | None = None) -> CompiledComponent:
+    """Verify and load one library; pass ``weights`` to share a component's weights across buckets."""
+    check_toolchain(manifest)
+    entry = find_entry(manifest, component, bucket, target)
+    return CompiledComponent(root, entry, weights or manifest["weights"][component])

@@ -1,0 +1,212 @@
+"""Latency of one compiled library against PyTorch eager and ONNX Runtime, in one process.
+
+The three runners get the same weights (the manifest's checkpoint), the same full-bucket inputs
+(``components.example_inputs``) and the same thread count (``runtime.num_threads``), and are
+timed in interleaved rounds whose order rotates, so load from other processes on a shared
+machine hits all three alike. Each runner's outputs are also checked against eager once: a
+speedup of a library that computes something else is worthless.
+
+Each call includes the runtime's own host<->tensor conversions (numpy in, numpy out for ORT and
+TVM), i.e. what a caller of that runtime pays.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from . import artifacts as A
+from . import params as P
+
+RUNNERS = ("eager", "ort", "tvm")
+DEFAULT_REPEATS = 10
+DEFAULT_WARMUP = 2
+
+
+def bench_file(component: str, bucket: int, target: str, root: Path = A.ROOT) -> Path:
+    """Per-stage metrics (DVC ``metrics``, one flat dict)."""
+    return root / "bench" / target / f"{component}-{bucket}.json"
+
+
+def plot_file(component: str, bucket: int, target: str, root: Path = A.ROOT) -> Path:
+    """Per-stage plot row (a one-element list: the shape ``dvc plots`` reads)."""
+    return root / "bench_plots" / target / f"{component}-{bucket}.json"
+
+
+def summary_file(component: str, target: str, root: Path = A.ROOT) -> Path:
+    """Every bucket of one component on one target: one line in the speedup plot."""
+    return root / "bench_summary" / target / f"{component}.json"
+
+
+def apply_threads(num_threads: int) -> int:
+    """One thread count for all three runtimes (0 = all cores). Returns the count used.
+
+    TVM reads ``TVM_NUM_THREADS`` when its pool first starts (default: half the cores), so this
+    must run before the first TVM call in the process; the stage script guarantees that.
+    """
+    import torch
+
+    threads = num_threads or os.cpu_count() or 1
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+    return threads
+
+
+def _tvm_runner(lib, inputs):
+    arrays = [x.numpy() for x in inputs]
+    return lambda: lib(*arrays)
+
+
+def _eager_runner(component: str, km, inputs):
+    import torch
+
+    from .components import build_component
+
+    module = build_component(component, km)
+
+    def run():
+        with torch.inference_mode():
+            out = module(*inputs)
+        return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
+
+    return run
+
+
+def _ort_runner(component: str, bucket: int, km, cfg: dict[str, Any], inputs, threads: int):
+    from .onnx_export import export_onnx, ort_feeds, ort_session
+
+    session = ort_session(export_onnx(component, bucket, km, cfg), threads)
+    feeds = ort_feeds(session, component, bucket, cfg, inputs)
+    return lambda: session.run(None, feeds)
+
+
+def agreement(component: str, ref: list[np.ndarray], got: list[np.ndarray]) -> float:
+    """Decoder: log-mel SNR (dB, higher is better); text side: max rel err (lower is better)."""
+    from .metrics import log_mel_snr, rel_err
+
+    if component == "decoder":
+        return round(log_mel_snr(ref[0], got[0]), 2)
+    return float(f"{max(rel_err(r, g) for r, g in zip(ref, got)):.3e}")
+
+
+def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup: int) -> dict[str, list[float]]:
+    """Seconds per call for each runner: ``warmup`` untimed calls each, then ``repeats`` rounds,
+    each round calling every runner once in an order that rotates between rounds."""
+    names = list(runners)
+    for _ in range(warmup):
+        for name in names:
+            runners[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            runners[name]()
+            samples[name].append(time.perf_counter() - t0)
+    return samples
+
+
+def _manifest(root: Path) -> dict[str, Any]:
+    return A.read_json(A.manifest_file(root), "library manifest")
+
+
+def _model(manifest: dict[str, Any]):
+    """Eager kokoro on the manifest's checkpoint: the weights the libraries were given."""
+    from .config import load_model_config
+    from .model import build_kmodel
+
+    m = manifest["model"]
+    cfg = load_model_config(m["config"])
+    return cfg, build_kmodel(cfg, m["checkpoint"], m["seed"])
+
+
+def measure(component: str, bucket: int, target: str, root: Path = A.ROOT,
+            params: P.Params | str | Path = "params.yaml", repeats: int = DEFAULT_REPEATS,
+            warmup: int = DEFAULT_WARMUP, model=None) -> dict[str, Any]:
+    """Median ms of eager, ORT and TVM on ``component`` at full ``bucket`` length, and ratios.
+
+    ``speedup_vs_eager`` = eager/tvm and ``speedup_vs_ort`` = ort/tvm (> 1: TVM is faster).
+    ``model`` = ``(cfg, km)`` skips rebuilding kokoro when the caller already has it.
+    """
+    from .components import example_inputs
+    from .library import load_component
+
+    P.check_component(component)
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    prm = params if isinstance(params, P.Params) else P.load(params)
+    threads = apply_threads(prm.num_threads)
+    manifest = _manifest(root)
+    lib = load_component(root, manifest, component, bucket, target)  # before the slow part: fail fast
+    cfg, km = model or _model(manifest)
+    inputs = example_inputs(component, bucket, cfg)
+    runners = {"eager": _eager_runner(component, km, inputs),
+               "ort": _ort_runner(component, bucket, km, cfg, inputs, threads),
+               "tvm": _tvm_runner(lib, inputs)}
+    ref = runners["eager"]()
+    checks = {f"{name}_agreement": agreement(component, ref, runners[name]()) for name in ("ort", "tvm")}
+    samples = time_interleaved(runners, repeats, warmup)
+    ms = {name: round(statistics.median(s) * 1e3, 3) for name, s in samples.items()}
+    return {
+        "component": component, "bucket": bucket, "target": target,
+        "eager_ms": ms["eager"], "ort_ms": ms["ort"], "tvm_ms": ms["tvm"],
+        "speedup_vs_eager": round(ms["eager"] / ms["tvm"], 4),
+        "speedup_vs_ort": round(ms["ort"] / ms["tvm"], 4),
+        "ort_vs_eager": round(ms["ort"] / ms["eager"], 4),
+        "agreement_metric": "log_mel_snr_db" if component == "decoder" else "max_rel_err",
+        **checks,
+        "threads": threads, "repeats": repeats, "warmup": warmup,
+    }
+
+
+def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Path]:
+    """The stage's two DVC outputs, each written atomically: metrics and its plot row."""
+    comp, bucket, target = result["component"], result["bucket"], result["target"]
+    metrics, plot = bench_file(comp, bucket, target, root), plot_file(comp, bucket, target, root)
+    A.write_json(metrics, result)
+    A.write_json(plot, [_plot_row(result)])
+    return metrics, plot
+
+
+def _plot_row(result: dict[str, Any]) -> dict[str, Any]:
+    keys = ("component", "bucket", "speedup_vs_eager", "speedup_vs_ort", "eager_ms", "ort_ms", "tvm_ms")
+    return {k: result[k] for k in keys}
+
+
+def write_summary(target: str, prm: P.Params, root: Path = A.ROOT) -> list[Path]:
+    """Gather every bucket's plot row into one file per component (one plot line each).
+
+    Stages cannot share an output file, so rows are written per stage and gathered here.
+    """
+    if target not in prm.targets:
+        raise P.ParamsError(f"target {target!r} is not in params.yaml 'targets' {sorted(prm.targets)}")
+    out = []
+    for component in P.COMPONENTS:
+        rows = [A.read_json(plot_file(component, b, target, root), "bench plot row")[0]
+                for b in prm.buckets(component)]
+        path = summary_file(component, target, root)
+        A.write_json(path, sorted(rows, key=lambda r: r["bucket"]))
+        out.append(path)
+    return out
+
+
+def check_stage(prm: P.Params, component: str, bucket: int, target: str) -> None:
+    """The stage's arguments must name a built library of params.yaml, or nothing is measured."""
+    P.check_component(component)
+    if bucket not in prm.buckets(component):
+        axis = P.COMPONENTS[component]
+        raise P.ParamsError(f"bucket {bucket} is not in params.yaml 'buckets.{axis}' {list(prm.buckets(component))}")
+    if target not in prm.targets:
+        raise P.ParamsError(f"target {target!r} is not in params.yaml 'targets' {sorted(prm.targets)}")
+
+
+def stage(prm: P.Params, component: str, bucket: int, target: str, root: Path = A.ROOT) -> dict[str, Any]:
+    """DVC stage ``bench@<component>-<bucket>-<target>``: measure, then write metrics + plot row."""
+    check_stage(prm, component, bucket, target)
+    result = measure(component, bucket, target, root, prm)
+    write_outputs(result, root)
+    return result

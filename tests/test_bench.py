@@ -1,0 +1,148 @@
+"""Benchmark module on the tiny config: ONNX export parity, ``measure`` on a real tiny library,
+output layout, and clear errors. Builds one small library itself (seconds), not the DVC project."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from kokoro_tvm import artifacts as A
+from kokoro_tvm import bench, components, lstm_op
+from kokoro_tvm.config import load_model_config
+from kokoro_tvm.metrics import log_mel_snr, rel_err
+from kokoro_tvm.model import build_kmodel
+from kokoro_tvm.params import ParamsError
+from kokoro_tvm.toolchain import versions
+
+pytest.importorskip("onnxruntime", reason="needs the bench extra: pip install -e '.[bench]'")
+from kokoro_tvm import onnx_export  # noqa: E402
+
+BUCKETS = {"duration": 8, "text_encoder": 8, "decoder": 12}
+LIB = ("text_encoder", 8, "generic")  # the smallest library: builds in a few seconds
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    cfg = load_model_config("tiny")
+    return cfg, build_kmodel(cfg, "random", 0)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, tiny) -> Path:
+    """A root with params.yaml, weights, one library and its manifest, as `dvc repro` lays them out."""
+    from kokoro_tvm import compiler
+
+    cfg, km = tiny
+    component, bucket, target = LIB
+    root = tmp_path_factory.mktemp("bench")
+    art = root / "artifacts"
+    ep = compiler.export(component, bucket, km, cfg)
+    mod, sig = compiler.to_relax(ep, component, bucket, cfg, "loop")
+    ex, _ = compiler.build(compiler.legalize(mod), {"kind": "llvm"})
+    lib = A.library_file(component, bucket, target, art)
+    A.export_library(ex, lib)
+    A.save_weights(A.weights_file(component, art),
+                   {k: v.numpy() for k, v in compiler.component_weights(component, km).items()})
+    entry = {"component": component, "bucket": bucket, "target": target,
+             "path": lib.relative_to(art).as_posix(), "sha256": A.sha256(lib), **sig.as_dict()}
+    weights = {component: {"path": A.weights_file(component, art).relative_to(art).as_posix(),
+                           "sha256": A.sha256(A.weights_file(component, art))}}
+    A.write_json(A.manifest_file(art), {"model": {"config": "tiny", "checkpoint": "random", "seed": 0},
+                                        "toolchain": versions(), "targets": {target: {"kind": "llvm"}},
+                                        "weights": weights, "libraries": [entry]})
+    (root / "params.yaml").write_text(yaml.safe_dump({
+        "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
+        "buckets": {"tokens": [8], "frames": [12]}, "lstm": {"strategy": "loop"},
+        "targets": {"generic": {"kind": "llvm"}}, "runtime": {"num_threads": 0}}))
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.mark.parametrize("component", list(BUCKETS))
+def test_onnx_matches_eager_at_full_length(tiny, component):
+    cfg, km = tiny
+    bucket = BUCKETS[component]
+    inputs = components.example_inputs(component, bucket, cfg)
+    with torch.no_grad():
+        ref = components.build_component(component, km)(*inputs)
+    ref = [r.numpy() for r in (ref if isinstance(ref, tuple) else (ref,))]
+    session = onnx_export.ort_session(onnx_export.export_onnx(component, bucket, km, cfg), 1)
+    got = session.run(None, onnx_export.ort_feeds(session, component, bucket, cfg, inputs))
+    assert len(got) == len(ref)
+    if component == "decoder":
+        assert np.isfinite(got[0]).all()
+        assert log_mel_snr(ref[0], got[0]) >= 40.0
+    else:
+        assert max(rel_err(r, g) for r, g in zip(ref, got)) <= 1e-4
+
+
+def test_plain_lstms_is_scoped():
+    with onnx_export.plain_lstms():
+        assert components.lstm_with_lengths is not lstm_op.lstm_with_lengths
+    assert components.lstm_with_lengths is lstm_op.lstm_with_lengths
+
+
+def test_measure_tiny_library(project, tiny):
+    component, bucket, target = LIB
+    r = bench.measure(component, bucket, target, root=project / "artifacts",
+                      params=project / "params.yaml", repeats=3, warmup=1, model=tiny)
+    assert (r["component"], r["bucket"], r["target"]) == LIB
+    for key in ("eager_ms", "ort_ms", "tvm_ms"):
+        assert r[key] > 0, key
+    assert r["speedup_vs_eager"] == pytest.approx(r["eager_ms"] / r["tvm_ms"], rel=1e-3)
+    assert r["speedup_vs_ort"] == pytest.approx(r["ort_ms"] / r["tvm_ms"], rel=1e-3)
+    assert r["threads"] == (os.cpu_count() or 1)
+    assert os.environ["TVM_NUM_THREADS"] == str(r["threads"])
+    assert torch.get_num_threads() == r["threads"]
+    assert (r["repeats"], r["warmup"]) == (3, 1)
+    assert r["ort_agreement"] <= 1e-4 and r["tvm_agreement"] <= 1e-4
+
+    art = project / "artifacts"
+    metrics, plot = bench.write_outputs(r, art)
+    assert metrics == art / "bench" / target / f"{component}-{bucket}.json"
+    assert json.loads(metrics.read_text()) == r
+    assert json.loads(plot.read_text())[0]["speedup_vs_eager"] == r["speedup_vs_eager"]
+
+
+def test_summary_has_one_sorted_file_per_component(tmp_path, project):
+    from kokoro_tvm.params import load
+
+    prm = dataclasses.replace(load(project / "params.yaml"), tokens=(16, 8))
+    for component in BUCKETS:
+        for b in prm.buckets(component):
+            bench.write_outputs({"component": component, "bucket": b, "target": "generic", "speedup_vs_eager": 1.0,
+                                 "speedup_vs_ort": 1.0, "eager_ms": 1.0, "ort_ms": 1.0, "tvm_ms": 1.0}, tmp_path)
+    paths = bench.write_summary("generic", prm, tmp_path)
+    assert [p.name for p in paths] == [f"{c}.json" for c in ("duration", "text_encoder", "decoder")]
+    assert [row["bucket"] for row in json.loads(paths[0].read_text())] == [8, 16]
+    with pytest.raises(ParamsError, match="target 'nope'"):
+        bench.write_summary("nope", prm, tmp_path)
+
+
+def test_bad_requests_say_what_to_do(project, tiny):
+    art, params = project / "artifacts", project / "params.yaml"
+    with pytest.raises(ParamsError, match="unknown component 'vocoder'"):
+        bench.measure("vocoder", 8, "generic", root=art, params=params)
+    with pytest.raises(A.ArtifactError, match="no library for text_encoder bucket 16 .*dvc repro"):
+        bench.measure("text_encoder", 16, "generic", root=art, params=params, model=tiny)
+    with pytest.raises(A.ArtifactError, match="manifest.json is missing"):
+        bench.measure("text_encoder", 8, "generic", root=project / "nowhere", params=params)
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        bench.measure("text_encoder", 8, "generic", root=art, params=params, repeats=0)
+    from kokoro_tvm.params import load
+
+    with pytest.raises(ParamsError, match="bucket 16 is not in params.yaml 'buckets.tokens'"):
+        bench.check_stage(load(params), "text_encoder", 16, "generic")

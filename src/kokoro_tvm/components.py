@@ -28,9 +28,10 @@ from .params import check_component
 HARMONICS = 9  # kokoro's Generator hard-codes harmonic_num=8: fundamental + 8 overtones
 
 
-# Shortest valid length per component: kokoro's InstanceNorm refuses a single frame (and any
-# real utterance has >= 3 tokens of >= 1 frame each).
-MIN_LENGTH = {"duration": 1, "text_encoder": 1, "decoder": 2}
+# Shortest valid length per component. kokoro never decodes fewer than 3 frames (a chunk has
+# >= 3 tokens, BOS + phoneme + EOS, of >= 1 frame each); its InstanceNorm refuses 1 frame, and 2
+# frames normalise over 2 values, which amplifies float noise (43 dB log-mel SNR measured).
+MIN_LENGTH = {"duration": 1, "text_encoder": 1, "decoder": 3}
 
 
 @dataclass(frozen=True)
@@ -215,14 +216,16 @@ def generator(g, x, s, f0_curve, rand_ini, noise, span: Span):
     CustomSTFT pads the unpadded waveform with ``replicate``; STFT frames past the valid ones
     are zeroed, as is the spectrum fed to the inverse STFT (``exp(0)`` would be 1).
     """
+    upsample = int(g.f0_upsamp.scale_factor)  # F0 rate (``span``) -> samples
     f0 = g.f0_upsamp(f0_curve[:, None]).transpose(1, 2)
-    samples = span.scaled(int(g.f0_upsamp.scale_factor), f0.shape[1])  # span is at the F0 rate
+    samples = span.scaled(upsample, f0.shape[1])
     noise = noise * samples.mask.transpose(1, 2)
     har_source = sine_source(g.m_source, f0, rand_ini, noise).transpose(1, 2).squeeze(1)
     har_source = samples.replicate_last(har_source)
     har = torch.cat(stft_transform(g.stft, har_source), dim=1)
-    hop = g.stft.hop_length
-    har = Span(samples.length // hop + 1, har.shape[-1]).zero_pad(har)
+    # A centred STFT has samples / hop + 1 frames; Python ints, because Relax rejects the
+    # int64 // int32 that a traced tensor floor division imports as.
+    har = span.scaled(upsample // g.stft.hop_length, har.shape[-1], offset=1).zero_pad(har)
     for i in range(g.num_upsamples):
         x = F.leaky_relu(x, negative_slope=0.1)
         x = g.ups[i](x)

@@ -66,14 +66,16 @@ def weights(prm: P.Params) -> None:
 
 def export(prm: P.Params, component: str, bucket: int) -> None:
     """Graphs do not depend on weight values, so export uses seeded random weights: a new
-    checkpoint then reruns only ``weights`` and what reads it, never a compile."""
+    checkpoint then reruns only ``weights`` and what reads it, never a compile. The ``.pt2``
+    keeps the graph and buffers, not the parameter values (``weights`` has those)."""
     import torch
 
     from .compiler import export as export_component
+    from .compiler import without_parameter_values
 
     _check_bucket(prm, component, bucket)
     cfg, km = _model(prm, checkpoint="random", seed=0)
-    ep = export_component(component, bucket, km, cfg)
+    ep = without_parameter_values(export_component(component, bucket, km, cfg))
     with A.atomic_path(A.export_file(component, bucket), suffix=".pt2") as tmp:
         torch.export.save(ep, tmp)
 

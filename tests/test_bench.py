@@ -45,7 +45,7 @@ def project(tmp_path_factory, tiny) -> Path:
     art = root / "artifacts"
     ep = compiler.export(component, bucket, km, cfg)
     mod, sig = compiler.to_relax(ep, component, bucket, cfg, "loop")
-    ex, _ = compiler.build(compiler.legalize(mod), {"kind": "llvm"})
+    ex, _, _ = compiler.build(compiler.legalize(mod), {"kind": "llvm"})
     lib = A.library_file(component, bucket, target, art)
     A.export_library(ex, lib)
     A.save_weights(A.weights_file(component, art),

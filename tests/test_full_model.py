@@ -24,7 +24,7 @@ def test_kokoro_82m_full_length_parity(component, bucket):
     km = build_kmodel(cfg, "random", seed=0)
     ep = compiler.export(component, bucket, km, cfg)
     mod, sig = compiler.to_relax(ep, component, bucket, cfg, "loop")
-    ex, _ = compiler.build(compiler.legalize(mod), {"kind": "llvm", "mcpu": "x86-64-v3"})
+    ex, _, _ = compiler.build(compiler.legalize(mod), {"kind": "llvm", "mcpu": "x86-64-v3"})
     weights = compiler.component_weights(component, km)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     inputs = components.example_inputs(component, bucket, cfg, seed=1)

@@ -109,13 +109,13 @@ def build(prm: P.Params, component: str, bucket: int, target: str) -> None:
 
     _check_bucket(prm, component, bucket)
     _check_target(prm, target)
-    ex, seconds = build_mod(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target])
+    ex, seconds, report = build_mod(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target])
     lib = A.library_file(component, bucket, target)
     A.export_library(ex, lib)
     sig = A.read_json(A.signature_file(component, bucket), "signature")
     A.write_json(A.build_info_file(component, bucket, target),
                  {"target": target, "target_spec": prm.targets[target], "signature": sig,
-                  "build_s": round(seconds, 2)})
+                  "build_s": round(seconds, 2), "schedule": report.as_dict()})
 
 
 def validate(prm: P.Params, component: str, bucket: int, target: str) -> None:

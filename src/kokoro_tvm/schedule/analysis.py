@@ -1,0 +1,101 @@
+"""What the rules need to know about a target and a PrimFunc, read from structure only.
+
+Rules dispatch on block iteration kinds and buffer access patterns, never on function or block
+names: fusion names functions after the ops it merged, which says nothing reliable about loops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.target import codegen
+
+
+@dataclass(frozen=True)
+class CPU:
+    """Vector width and register budget of an LLVM CPU target."""
+
+    lanes: int  # float32 lanes per vector register
+    registers: int  # architectural vector registers (the register tile must fit)
+
+    @staticmethod
+    def of(target: tvm.target.Target) -> "CPU":
+        # ``llvm_get_vector_width`` answers 512 for every x86 CPU in TVM 0.27; features do not lie.
+        with target:
+            has = lambda feature: bool(codegen.target_has_features(feature, target))  # noqa: E731
+            if has("avx512f"):
+                return CPU(lanes=16, registers=32)
+            if has("avx"):
+                return CPU(lanes=8, registers=16)
+            if has("neon") or has("sve"):
+                return CPU(lanes=4, registers=32)
+        return CPU(lanes=4, registers=16)  # SSE2 baseline of a plain {"kind": "llvm"}
+
+
+@dataclass
+class Block:
+    """One child block of the root: its handle and how it iterates."""
+
+    rv: s_tir.schedule.SBlockRV
+    stmt: s_tir.SBlock
+
+    @property
+    def kinds(self) -> str:
+        return "".join({0: "S", 2: "R"}.get(int(iv.iter_type), "O") for iv in self.stmt.iter_vars)
+
+    @property
+    def extents(self) -> list[int | None]:
+        return [_int(iv.dom.extent) for iv in self.stmt.iter_vars]
+
+    @property
+    def is_spatial(self) -> bool:
+        return set(self.kinds) <= {"S"}
+
+    @property
+    def is_reduction(self) -> bool:
+        return "R" in self.kinds and set(self.kinds) <= {"S", "R"}
+
+
+def _int(expr) -> int | None:
+    return int(expr) if isinstance(expr, tirx.IntImm) else None
+
+
+def root_blocks(sch: s_tir.Schedule) -> list[Block] | None:
+    """Child blocks of the root block in program order, or None when there is no root block."""
+    try:
+        root = sch.get_sblock("root")
+    except Exception:  # hand-written TIR without blocks
+        return None
+    return [Block(rv, sch.get(rv)) for rv in sch.get_child_blocks(root)]
+
+
+def _walk(stmt, visit) -> None:
+    """Pre-order walk over TIR statements (TVM 0.27 has no Python stmt visitor)."""
+    visit(stmt)
+    for attr in ("seq", "body", "then_case", "else_case", "block", "init"):
+        child = getattr(stmt, attr, None)
+        if child is None:
+            continue
+        for c in (child if attr == "seq" else [child]):
+            if isinstance(c, (tirx.Stmt, s_tir.SBlock)):
+                _walk(c, visit)
+
+
+def is_scheduled(func: tirx.PrimFunc) -> bool:
+    """True if the function already carries a schedule: a parallel/vectorized loop, or no blocks.
+
+    Hand-written kernels such as the LSTM recurrence come with their own loop structure; a rule
+    must not reorder them.
+    """
+    kinds: set = set()
+    _walk(func.body, lambda n: kinds.add(n.kind) if isinstance(n, tirx.For) else None)
+    if kinds & {tirx.ForKind.PARALLEL, tirx.ForKind.VECTORIZED}:
+        return True
+    return root_blocks(s_tir.Schedule(tvm.IRModule({"main": func}))) is None
+
+
+def vars_in(expr) -> set:
+    """Free variables of an index expression."""
+    return set(tirx.analysis.undefined_vars(expr))

@@ -1,0 +1,114 @@
+"""conv1d / conv_transpose1d in NCW layout with their fused producers (pad, dilate, weight flip)
+and epilogues (bias, residual adds, activations).
+
+The anchor is the one reduction ``out[n, f, y] += data[n, c, y*s + r*d] * w[f, c, r]`` (legalized
+conv_transpose1d is the same over a zero-dilated, padded input and a flipped kernel). Producers
+stay separate parallel stages (the pad writes each input element once; inlining its bounds
+check into the innermost loop would cost a select per FMA); the epilogue chain is inlined into
+one block computed per register tile straight from the accumulators.
+"""
+
+from __future__ import annotations
+
+from tvm import s_tir
+
+from .analysis import CPU, Block, root_blocks, vars_in
+from .injective import parallel_vectorize
+from .tile import OuterProduct, match, pick_tile, tile_reduction
+
+_has_if = None
+
+
+def _has_if_then_else(sch: s_tir.Schedule, blk: Block) -> bool:
+    global _has_if
+    if _has_if is None:
+        import tvm_ffi
+
+        _has_if = tvm_ffi.get_global_func("s_tir.schedule.HasIfThenElse")
+    return bool(_has_if(blk.stmt))
+
+
+def split_around(blocks: list[Block], anchor: Block) -> tuple[list[Block], list[Block]]:
+    i = next(k for k, b in enumerate(blocks) if b.stmt.same_as(anchor.stmt))
+    return blocks[:i], blocks[i + 1:]
+
+
+def prepare(sch: s_tir.Schedule, anchor_name: str) -> tuple[Block, list[Block], list[Block]] | None:
+    """Inline what should be inlined around the anchor; return (anchor, producers, consumers).
+
+    Producers feeding other producers are inlined into them (dilate into pad), producers without
+    a condition (plain copies, reshapes) into the anchor; consumers are inlined down the chain so
+    that one epilogue block remains.
+    """
+    def current():
+        blocks = root_blocks(sch)
+        anchor = next(b for b in blocks if b.stmt.name_hint == anchor_name)
+        return (anchor, *split_around(blocks, anchor))
+
+    anchor, producers, consumers = current()
+    for blk in producers:
+        if not _has_if_then_else(sch, blk):
+            try:
+                sch.compute_inline(blk.rv)
+                continue
+            except s_tir.ScheduleError:
+                pass
+        if all(c.stmt.same_as(anchor.stmt) for c in map(lambda rv: Block(rv, sch.get(rv)), sch.get_consumers(blk.rv))):
+            continue
+        try:
+            sch.compute_inline(blk.rv)
+        except s_tir.ScheduleError:
+            pass
+    anchor, producers, consumers = current()
+    for blk in consumers[:-1]:
+        try:
+            sch.compute_inline(blk.rv)
+        except s_tir.ScheduleError:
+            pass
+    return current()
+
+
+def schedule_anchor(sch: s_tir.Schedule, cpu: CPU, op: OuterProduct, producers: list[Block],
+                    consumers: list[Block]) -> None:
+    extents = op.block.extents
+    tile = pick_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col],
+                     can_pack_rows=op.row is not None and _plain_row_index(op))
+    if tile is None:
+        raise ValueError(f"no register tile divides the extents {extents}")
+    epilogue = consumers[0].rv if len(consumers) == 1 else None
+    tile_reduction(sch, op, cpu, epilogue, tile)
+    for blk in producers:
+        parallel_vectorize(sch, blk.rv, cpu)
+    if epilogue is None:
+        for blk in consumers:
+            parallel_vectorize(sch, blk.rv, cpu)
+
+
+def _plain_row_index(op: OuterProduct) -> bool:
+    var = op.block.stmt.iter_vars[op.row].var
+    region = op.block.stmt.reads[op.broadcast].region
+    return sum(1 for r in region if r.min.same_as(var)) == 1 and all(
+        r.min.same_as(var) or var not in vars_in(r.min) for r in region)
+
+
+def _anchor(blocks: list[Block]) -> Block | None:
+    reductions = [b for b in blocks if not b.is_spatial]
+    if len(reductions) != 1 or not reductions[0].is_reduction:
+        return None
+    return reductions[0]
+
+
+def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
+    blocks = root_blocks(sch)
+    anchor = _anchor(blocks or [])
+    if anchor is None or anchor.kinds[:3] != "SSS" or len(anchor.kinds) < 4 or "S" in anchor.kinds[3:]:
+        return False
+    op = match(anchor)
+    if op is None or op.row != 1 or op.col != 2:  # NCW: rows = output channels, cols = width
+        return False
+    anchor, producers, consumers = prepare(sch, anchor.stmt.name_hint)
+    op = match(anchor)
+    if op is None:
+        return False
+    schedule_anchor(sch, cpu, op, producers, consumers)
+    return True

@@ -110,11 +110,11 @@ def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup
     return samples
 
 
-def _manifest(root: Path) -> dict[str, Any]:
+def read_manifest(root: Path) -> dict[str, Any]:
     return A.read_json(A.manifest_file(root), "library manifest")
 
 
-def _model(manifest: dict[str, Any]):
+def model_of(manifest: dict[str, Any]):
     """Eager kokoro on the manifest's checkpoint: the weights the libraries were given."""
     from .config import load_model_config
     from .model import build_kmodel
@@ -140,15 +140,16 @@ def measure(component: str, bucket: int, target: str, root: Path = A.ROOT,
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
     prm = params if isinstance(params, P.Params) else P.load(params)
     threads = apply_threads(prm.num_threads)
-    manifest = _manifest(root)
+    manifest = read_manifest(root)
     lib = load_component(root, manifest, component, bucket, target)  # before the slow part: fail fast
-    cfg, km = model or _model(manifest)
+    cfg, km = model or model_of(manifest)
     inputs = example_inputs(component, bucket, cfg)
     runners = {"eager": _eager_runner(component, km, inputs),
                "ort": _ort_runner(component, bucket, km, cfg, inputs, threads),
                "tvm": _tvm_runner(lib, inputs)}
     ref = runners["eager"]()
     checks = {f"{name}_agreement": agreement(component, ref, runners[name]()) for name in ("ort", "tvm")}
+    load = os.getloadavg()[0]  # > threads: other processes share the cores, timings are inflated
     samples = time_interleaved(runners, repeats, warmup)
     ms = {name: round(statistics.median(s) * 1e3, 3) for name, s in samples.items()}
     return {
@@ -159,7 +160,7 @@ def measure(component: str, bucket: int, target: str, root: Path = A.ROOT,
         "ort_vs_eager": round(ms["ort"] / ms["eager"], 4),
         "agreement_metric": "log_mel_snr_db" if component == "decoder" else "max_rel_err",
         **checks,
-        "threads": threads, "repeats": repeats, "warmup": warmup,
+        "threads": threads, "repeats": repeats, "warmup": warmup, "load_avg_1m": round(load, 2),
     }
 
 
@@ -210,3 +211,42 @@ def stage(prm: P.Params, component: str, bucket: int, target: str, root: Path = 
     result = measure(component, bucket, target, root, prm)
     write_outputs(result, root)
     return result
+
+
+def measure_end_to_end(phonemes: str, target: str | None = None, root: Path = A.ROOT,
+                       params: P.Params | str | Path = "params.yaml", repeats: int = 3, warmup: int = 1,
+                       voice: Any = None, speed: float = 1.0, seed: int = 0, model=None) -> dict[str, Any]:
+    """Real-time factor of ``KokoroTVM.synthesize`` against ``KModel.forward_with_tokens``.
+
+    Eager replays the chunks the runtime planned (same ids, style, draws: ``e2e.eager_chunk``), so
+    both sides synthesize the same utterances; host-side planning is inside the TVM time.
+    RTF = compute seconds per second of audio (< 1: faster than real time).
+    """
+    import torch
+
+    from .e2e import eager_chunk
+    from .runtime import KokoroTVM
+
+    prm = params if isinstance(params, P.Params) else P.load(params)
+    threads = apply_threads(prm.num_threads)
+    tts = KokoroTVM.from_manifest(root, target, num_threads=threads)
+    first = tts.synthesize(phonemes, voice, speed, seed)
+    _, km = model or model_of(tts.manifest)
+
+    def eager():
+        with torch.inference_mode():
+            return [eager_chunk(km, c, speed) for c in first.chunks]
+
+    samples = time_interleaved({"eager": eager, "tvm": lambda: tts.synthesize(phonemes, voice, speed, seed)},
+                               repeats, warmup)
+    sec = {name: statistics.median(s) for name, s in samples.items()}
+    audio_s = first.audio_seconds
+    return {
+        "target": tts.target, "phonemes": len(phonemes), "chunks": len(first.chunks),
+        "token_buckets": [c.token_bucket for c in first.chunks],
+        "frame_buckets": [c.frame_bucket for c in first.chunks], "audio_s": round(audio_s, 3),
+        "eager_s": round(sec["eager"], 4), "tvm_s": round(sec["tvm"], 4),
+        "rtf_eager": round(sec["eager"] / audio_s, 4), "rtf_tvm": round(sec["tvm"] / audio_s, 4),
+        "speedup_vs_eager": round(sec["eager"] / sec["tvm"], 4),
+        "threads": threads, "repeats": repeats, "warmup": warmup,
+    }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
@@ -61,6 +62,9 @@ def export_onnx(component: str, bucket: int, km, cfg: dict[str, Any], path: Path
     module = components.build_component(component, km)
     args = components.example_inputs(component, bucket, cfg)
     names = input_names(component, bucket, cfg)
+    log = logging.getLogger("torch.onnx")  # "torchvision is not installed" lines: irrelevant here
+    level = log.level
+    log.setLevel(logging.ERROR)
     try:
         with plain_lstms(), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer and deprecation chatter; shapes are static
@@ -78,6 +82,8 @@ def export_onnx(component: str, bucket: int, km, cfg: dict[str, Any], path: Path
     except Exception as e:
         raise OnnxExportError(f"ONNX export of {component} bucket {bucket} failed "
                               f"({type(e).__name__}: {e})") from e
+    finally:
+        log.setLevel(level)
     if path is not None:
         from .atomic import atomic_path
 

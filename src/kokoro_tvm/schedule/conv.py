@@ -16,16 +16,9 @@ from .analysis import CPU, Block, root_blocks, vars_in
 from .injective import parallel_vectorize
 from .tile import OuterProduct, match, pick_tile, tile_reduction
 
-_has_if = None
-
-
-def _has_if_then_else(sch: s_tir.Schedule, blk: Block) -> bool:
-    global _has_if
-    if _has_if is None:
-        import tvm_ffi
-
-        _has_if = tvm_ffi.get_global_func("s_tir.schedule.HasIfThenElse")
-    return bool(_has_if(blk.stmt))
+def _is_conditional(blk: Block) -> bool:
+    """A producer with a bounds check (pad, dilate): inlining it would put a select on every FMA."""
+    return "if_then_else" in blk.stmt.body.script() or "T.where" in blk.stmt.script()
 
 
 def split_around(blocks: list[Block], anchor: Block) -> tuple[list[Block], list[Block]]:
@@ -45,20 +38,20 @@ def prepare(sch: s_tir.Schedule, anchor_name: str) -> tuple[Block, list[Block], 
         anchor = next(b for b in blocks if b.stmt.name_hint == anchor_name)
         return (anchor, *split_around(blocks, anchor))
 
-    anchor, producers, consumers = current()
-    for blk in producers:
-        if not _has_if_then_else(sch, blk):
+    progressed = True
+    while progressed:  # block handles go stale after each inline: re-read every round
+        progressed = False
+        anchor, producers, _ = current()
+        for blk in producers:
+            feeds_anchor = any(sch.get(c).same_as(anchor.stmt) for c in sch.get_consumers(blk.rv))
+            if feeds_anchor and _is_conditional(blk):
+                continue
             try:
                 sch.compute_inline(blk.rv)
-                continue
             except s_tir.ScheduleError:
-                pass
-        if all(c.stmt.same_as(anchor.stmt) for c in map(lambda rv: Block(rv, sch.get(rv)), sch.get_consumers(blk.rv))):
-            continue
-        try:
-            sch.compute_inline(blk.rv)
-        except s_tir.ScheduleError:
-            pass
+                continue
+            progressed = True
+            break
     anchor, producers, consumers = current()
     for blk in consumers[:-1]:
         try:

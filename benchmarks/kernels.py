@@ -1,0 +1,152 @@
+"""Scheduled TVM components vs PyTorch eager at Kokoro-82M size, plus per-kernel hotspots.
+
+    TVM_NUM_THREADS=2 python benchmarks/kernels.py                      # default buckets
+    python benchmarks/kernels.py --threads 2 --only decoder:128 --top 12
+
+Each component is built with ``compiler.build`` (schedule pass included) and timed against the
+same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM, eager,
+TVM, ...) at the same thread count; medians and ratios are printed. Hotspots come from the Relax
+VM profiler; conv GFLOP/s are compared with this CPU's FP32 peak
+(cores x 2 FMA units x lanes x 2 flops x clock from /proc/cpuinfo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import time
+
+DEFAULT = ["duration:32", "duration:64", "text_encoder:32", "text_encoder:64", "decoder:128", "decoder:256"]
+
+
+def cpu_peak_gflops(threads: int, lanes: int) -> tuple[float, float]:
+    mhz = 0.0
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("cpu MHz"):
+                mhz = max(mhz, float(line.split(":")[1]))
+    ghz = mhz / 1000
+    return threads * 2 * lanes * 2 * ghz, ghz
+
+
+def conv_flops(func) -> float | None:
+    """2 * prod(iteration extents) of the one reduction block of a conv/matmul PrimFunc."""
+    import tvm
+    from tvm import s_tir
+
+    from kokoro_tvm.schedule.analysis import root_blocks
+
+    blocks = root_blocks(s_tir.Schedule(tvm.IRModule({"main": func}))) or []
+    red = [b for b in blocks if b.is_reduction]
+    if len(red) != 1 or any(e is None for e in red[0].extents):
+        return None
+    n = 1
+    for e in red[0].extents:
+        n *= e
+    return 2.0 * n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("TVM_NUM_THREADS", "2")))
+    ap.add_argument("--only", nargs="*", default=DEFAULT, help="component:bucket ...")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--top", type=int, default=8, help="hotspot kernels to print per component")
+    ap.add_argument("--mcpu", default="x86-64-v3")
+    args = ap.parse_args()
+    os.environ["TVM_NUM_THREADS"] = str(args.threads)
+
+    import numpy as np
+    import torch
+    import tvm
+    from tvm import relax
+
+    from kokoro_tvm import compiler, components
+    from kokoro_tvm.config import load_model_config
+    from kokoro_tvm.model import build_kmodel
+    from kokoro_tvm.schedule.analysis import CPU
+
+    torch.set_num_threads(args.threads)
+    target_spec = {"kind": "llvm", "mcpu": args.mcpu}
+    target = tvm.target.Target(target_spec)
+    cpu = CPU.of(target)
+    peak, ghz = cpu_peak_gflops(args.threads, cpu.lanes)
+    print(f"threads={args.threads} target={target_spec} lanes={cpu.lanes} clock={ghz:.2f}GHz "
+          f"FP32 peak={peak:.0f} GFLOP/s")
+    cfg = load_model_config("kokoro-82m")
+    km = build_kmodel(cfg, "random", seed=0)
+    rows = []
+    for item in args.only:
+        component, bucket = item.split(":")
+        bucket = int(bucket)
+        t0 = time.perf_counter()
+        ep = compiler.export(component, bucket, km, cfg)
+        mod, sig = compiler.to_relax(ep, component, bucket, cfg, "loop")
+        legal = compiler.legalize(mod)
+        ex, build_s, report = compiler.build(legal, target_spec)
+        prep_s = time.perf_counter() - t0 - build_s
+        weights = compiler.component_weights(component, km)
+        inputs = components.example_inputs(component, bucket, cfg, seed=1)
+        module = components.build_component(component, km)
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        targs = ([tvm.runtime.tensor(x.numpy()) for x in inputs]
+                 + [tvm.runtime.tensor(weights[n].numpy()) for n in sig.params])
+        with torch.no_grad():
+            ref = module(*inputs)
+        ref = ref if isinstance(ref, tuple) else (ref,)
+        out = vm["main"](*targs)
+        errs = [float(np.abs(out[i].numpy() - r.numpy()).max() / max(np.abs(r.numpy()).max(), 1e-30))
+                for i, r in enumerate(ref)]
+        t_eager, t_tvm = [], []
+        with torch.no_grad():
+            module(*inputs)
+            for _ in range(args.repeat):
+                t = time.perf_counter(); module(*inputs); t_eager.append(time.perf_counter() - t)  # noqa: E702
+                t = time.perf_counter(); vm["main"](*targs); t_tvm.append(time.perf_counter() - t)  # noqa: E702
+        e, v = float(np.median(t_eager)), float(np.median(t_tvm))
+        rows.append((component, bucket, e, v, build_s, report))
+        print(f"\n== {component}-{bucket}: eager {e*1e3:.1f} ms | TVM {v*1e3:.1f} ms | eager/TVM {e/v:.2f}x | "
+              f"build {build_s:.1f}s (+{prep_s:.1f}s export/import/legalize) | rel err {max(errs):.1e}")
+        print(f"   rules {report.as_dict()['counts']} fallbacks {report.fallbacks}")
+        _hotspots(legal, ex, targs, args.top, peak)
+    print(f"\n{'component':14} {'bucket':>6} {'eager ms':>9} {'TVM ms':>9} {'eager/TVM':>9} {'build s':>8}")
+    for component, bucket, e, v, b, _ in rows:
+        print(f"{component:14} {bucket:6d} {e*1e3:9.1f} {v*1e3:9.1f} {e/v:9.2f} {b:8.1f}")
+
+
+def _hotspots(legal, ex, targs, top: int, peak: float) -> None:
+    """Per-PrimFunc wall time from a VM instrument hook (one run), with GFLOP/s of conv/matmul."""
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    spent: dict[str, list[float]] = {}
+    started: list[float] = []
+
+    def instrument(func, name, before_run, ret_value, *args):
+        if before_run:
+            started.append(time.perf_counter())
+        else:
+            spent.setdefault(str(name), []).append(time.perf_counter() - started.pop())
+        return 0
+
+    vm.set_instrument(instrument)
+    t0 = time.perf_counter()
+    vm["main"](*targs)
+    total = time.perf_counter() - t0
+    funcs = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    ranked = sorted(spent.items(), key=lambda kv: -sum(kv[1]))
+    print(f"   top kernels of one instrumented run ({total*1e3:.1f} ms):")
+    for name, times in ranked[:top]:
+        sec = sum(times)
+        flops = conv_flops(funcs[name]) if name in funcs else None
+        gf = ""
+        if flops and sec > 0:
+            rate = flops * len(times) / sec / 1e9
+            gf = f" {rate:6.1f} GFLOP/s ({100 * rate / peak:.0f}% of peak)"
+        print(f"     {name[:64]:64} {sec*1e3:8.2f} ms x{len(times)} {100*sec/total:4.1f}%{gf}")
+
+
+if __name__ == "__main__":
+    main()

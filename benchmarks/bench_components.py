@@ -1,7 +1,7 @@
 """Eager vs ONNX Runtime vs TVM latency for every library in a manifest, as a markdown table.
 
 usage: python benchmarks/bench_components.py [--root artifacts] [--params params.yaml]
-           [--target T] [--repeats 10] [--warmup 2] [--json out.json]
+           [--target T] [--repeats 10] [--json out.json]
 (after `dvc repro`, from the repo root; needs `pip install -e '.[bench]'`)
 
 Kokoro is built once and shared by all rows; each row is one ``kokoro_tvm.bench.measure``.
@@ -10,13 +10,15 @@ Kokoro is built once and shared by all rows; each row is one ``kokoro_tvm.bench.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 from kokoro_tvm import bench, stages
 from kokoro_tvm.artifacts import ArtifactError
-from kokoro_tvm.model import CheckpointError
+from kokoro_tvm.library import read_manifest
+from kokoro_tvm.model import CheckpointError, load
 from kokoro_tvm.onnx_export import OnnxExportError
 from kokoro_tvm.toolchain import ToolchainError
 
@@ -25,8 +27,10 @@ HEADER = ("| component | bucket | target | eager ms | ORT ms | TVM ms | speedup 
 
 
 def row(r: dict) -> str:
-    return (f"| {r['component']} | {r['bucket']} | {r['target']} | {r['eager_ms']:.1f} | {r['ort_ms']:.1f} | "
-            f"{r['tvm_ms']:.1f} | {r['speedup_vs_eager']:.3f}x | {r['speedup_vs_ort']:.3f}x | {r['threads']} |")
+    ort = f"{r['ort_ms']:.1f}" if "ort_ms" in r else "-"
+    vs_ort = f"{r['speedup_vs_ort']:.3f}x" if "speedup_vs_ort" in r else "-"
+    return (f"| {r['component']} | {r['bucket']} | {r['target']} | {r['eager_ms']:.1f} | {ort} | "
+            f"{r['tvm_ms']:.1f} | {r['speedup_vs_eager']:.3f}x | {vs_ort} | {r['threads']} |")
 
 
 def main() -> None:
@@ -34,22 +38,22 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=Path("artifacts"))
     ap.add_argument("--params", type=Path, default=Path("params.yaml"))
     ap.add_argument("--target", help="only this target (default: every built target)")
-    ap.add_argument("--repeats", type=int, default=bench.DEFAULT_REPEATS)
-    ap.add_argument("--warmup", type=int, default=bench.DEFAULT_WARMUP)
+    ap.add_argument("--repeats", type=int, help="default: params.yaml bench.repeats")
     ap.add_argument("--json", type=Path, help="also write every row here")
     a = ap.parse_args()
     try:
         prm = stages.setup(a.params)
-        manifest = bench.read_manifest(a.root)
-        model = bench.model_of(manifest)
+        if a.repeats:
+            prm = dataclasses.replace(prm, bench_repeats=a.repeats)
+        manifest = read_manifest(a.root)
+        model = load(**manifest["model"])  # the weights the libraries were given
         entries = [e for e in manifest["libraries"] if a.target in (None, e["target"])]
         if not entries:
             raise ArtifactError(f"{a.root}/manifest.json has no library for target {a.target!r}")
         print(HEADER, flush=True)
         rows = []
         for e in entries:
-            rows.append(bench.measure(e["component"], e["bucket"], e["target"], a.root, prm,
-                                      a.repeats, a.warmup, model=model))
+            rows.append(bench.measure(e["component"], e["bucket"], e["target"], prm, a.root, model=model))
             print(row(rows[-1]), flush=True)
     except (ArtifactError, ToolchainError, CheckpointError, OnnxExportError, ValueError) as e:
         sys.exit(f"error: {e}")

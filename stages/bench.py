@@ -1,9 +1,9 @@
-"""DVC stage `bench@<component>-<bucket>-<target>`: see kokoro_tvm.bench.stage."""
+"""DVC stage `bench@<component>-<bucket>-<target>`: see kokoro_tvm.stages.bench."""
 
 import argparse
 
 from _common import main
-from kokoro_tvm import bench, stages
+from kokoro_tvm import stages
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
@@ -11,4 +11,4 @@ if __name__ == "__main__":
     ap.add_argument("bucket", type=int)
     ap.add_argument("target")
     a = ap.parse_args()
-    main(lambda: bench.stage(stages.setup(), a.component, a.bucket, a.target))
+    main(lambda: stages.bench(stages.setup(), a.component, a.bucket, a.target))

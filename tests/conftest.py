@@ -22,6 +22,7 @@ TINY_PARAMS = {
     "targets": {"generic": {"kind": "llvm"}, "v3": {"kind": "llvm", "mcpu": "x86-64-v3"}},
     "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},
+    "bench": {"repeats": 2, "onnxruntime": False},  # ORT is covered by test_bench.py
 }
 
 

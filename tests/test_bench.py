@@ -19,7 +19,6 @@ from kokoro_tvm.config import load_model_config
 from kokoro_tvm.metrics import log_mel_snr, rel_err
 from kokoro_tvm.model import build_kmodel
 from kokoro_tvm.params import ParamsError
-from kokoro_tvm.toolchain import versions
 
 pytest.importorskip("onnxruntime", reason="needs the bench extra: pip install -e '.[bench]'")
 from kokoro_tvm import onnx_export  # noqa: E402
@@ -50,18 +49,19 @@ def project(tmp_path_factory, tiny) -> Path:
     A.export_library(ex, lib)
     A.save_weights(A.weights_file(component, art),
                    {k: v.numpy() for k, v in compiler.component_weights(component, km).items()})
-    entry = {"component": component, "bucket": bucket, "target": target,
-             "path": lib.relative_to(art).as_posix(), "sha256": A.sha256(lib), **sig.as_dict()}
-    weights = {component: {"path": A.weights_file(component, art).relative_to(art).as_posix(),
-                           "sha256": A.sha256(A.weights_file(component, art))}}
-    A.write_json(A.manifest_file(art), {"model": {"config": "tiny", "checkpoint": "random", "seed": 0},
-                                        "toolchain": versions(), "targets": {target: {"kind": "llvm"}},
-                                        "weights": weights, "libraries": [entry]})
+    A.write_json(A.build_info_file(component, bucket, target, art), {"signature": sig.as_dict()})
     (root / "params.yaml").write_text(yaml.safe_dump({
         "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
         "buckets": {"tokens": [8], "frames": [12]}, "lstm": {"strategy": "loop"},
-        "targets": {"generic": {"kind": "llvm"}}, "runtime": {"num_threads": 0}}))
+        "targets": {"generic": {"kind": "llvm"}}, "runtime": {"num_threads": 0},
+        "bench": {"repeats": 3, "onnxruntime": True}}))
     return root
+
+
+def _params(project: Path, **changes):
+    from kokoro_tvm.params import load
+
+    return dataclasses.replace(load(project / "params.yaml"), **changes)
 
 
 @pytest.fixture(autouse=True)
@@ -97,8 +97,7 @@ def test_plain_lstms_is_scoped():
 
 def test_measure_tiny_library(project, tiny):
     component, bucket, target = LIB
-    r = bench.measure(component, bucket, target, root=project / "artifacts",
-                      params=project / "params.yaml", repeats=3, warmup=1, model=tiny)
+    r = bench.measure(component, bucket, target, _params(project), project / "artifacts", model=tiny)
     assert (r["component"], r["bucket"], r["target"]) == LIB
     for key in ("eager_ms", "ort_ms", "tvm_ms"):
         assert r[key] > 0, key
@@ -107,7 +106,7 @@ def test_measure_tiny_library(project, tiny):
     assert r["threads"] == (os.cpu_count() or 1)
     assert os.environ["TVM_NUM_THREADS"] == str(r["threads"])
     assert torch.get_num_threads() == r["threads"]
-    assert (r["repeats"], r["warmup"]) == (3, 1)
+    assert r["repeats"] == 3
     assert r["ort_agreement"] <= 1e-4 and r["tvm_agreement"] <= 1e-4
 
     art = project / "artifacts"
@@ -117,7 +116,7 @@ def test_measure_tiny_library(project, tiny):
     assert json.loads(plot.read_text())[0]["speedup_vs_eager"] == r["speedup_vs_eager"]
 
 
-def test_summary_has_one_sorted_file_per_component(tmp_path, project):
+def test_summary_has_one_sorted_file_per_component(tmp_path, project, tiny):
     from kokoro_tvm.params import load
 
     prm = dataclasses.replace(load(project / "params.yaml"), tokens=(16, 8))
@@ -128,21 +127,21 @@ def test_summary_has_one_sorted_file_per_component(tmp_path, project):
     paths = bench.write_summary("generic", prm, tmp_path)
     assert [p.name for p in paths] == [f"{c}.json" for c in ("duration", "text_encoder", "decoder")]
     assert [row["bucket"] for row in json.loads(paths[0].read_text())] == [8, 16]
-    with pytest.raises(ParamsError, match="target 'nope'"):
-        bench.write_summary("nope", prm, tmp_path)
+    without_ort = bench.measure(*LIB, _params(project, bench_onnxruntime=False), project / "artifacts", model=tiny)
+    assert "ort_ms" not in without_ort and without_ort["tvm_ms"] > 0
 
 
 def test_bad_requests_say_what_to_do(project, tiny):
-    art, params = project / "artifacts", project / "params.yaml"
+    art, prm = project / "artifacts", _params(project)
     with pytest.raises(ParamsError, match="unknown component 'vocoder'"):
-        bench.measure("vocoder", 8, "generic", root=art, params=params)
-    with pytest.raises(A.ArtifactError, match="no library for text_encoder bucket 16 .*dvc repro"):
-        bench.measure("text_encoder", 16, "generic", root=art, params=params, model=tiny)
-    with pytest.raises(A.ArtifactError, match="manifest.json is missing"):
-        bench.measure("text_encoder", 8, "generic", root=project / "nowhere", params=params)
-    with pytest.raises(ValueError, match="repeats must be >= 1"):
-        bench.measure("text_encoder", 8, "generic", root=art, params=params, repeats=0)
-    from kokoro_tvm.params import load
+        bench.measure("vocoder", 8, "generic", prm, art)
+    with pytest.raises(A.ArtifactError, match="text_encoder-16.so is missing; run `dvc repro`"):
+        bench.measure("text_encoder", 16, "generic", prm, art, model=tiny)
+    with pytest.raises(A.ArtifactError, match="is missing; run `dvc repro`"):
+        bench.measure("text_encoder", 8, "generic", prm, project / "nowhere")
+    from kokoro_tvm.params import ParamsError as PE, parse
 
-    with pytest.raises(ParamsError, match="bucket 16 is not in params.yaml 'buckets.tokens'"):
-        bench.check_stage(load(params), "text_encoder", 16, "generic")
+    raw = yaml.safe_load((project / "params.yaml").read_text())
+    raw["bench"]["repeats"] = 0
+    with pytest.raises(PE, match="'bench.repeats' must be an integer >= 1"):
+        parse(raw)

@@ -37,10 +37,11 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
     p["buckets"]["tokens"] = [8, 10]
     built_project.set_params(p)
     ran = built_project.repro()
-    expected = _stage_names(built_project, "-10") | {"manifest"}
+    expected = _stage_names(built_project, "-10") | _stage_names(built_project, "bench_summary") | {"manifest"}
     assert ran == expected, sorted(ran ^ expected)
-    # manifest + (export, relax, legalize) x 2 components + (build, validate) x 2 components x 2 targets
-    assert len(expected) == 1 + 2 * 3 + 2 * 2 * 2
+    # manifest + bench summaries x 2 targets + (export, relax, legalize) x 2 components
+    # + (build, validate, bench) x 2 components x 2 targets
+    assert len(expected) == 1 + 2 + 2 * 3 + 3 * 2 * 2
 
 
 def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
@@ -49,7 +50,7 @@ def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
     built_project.set_params(p)
     ran = built_project.repro()
     expected = {s for s in built_project.stages()
-                if s.startswith(("relax", "legalize", "build", "validate"))} | {"manifest"}
+                if s.startswith(("relax", "legalize", "build", "validate", "bench"))} | {"manifest"}
     assert ran == expected, sorted(ran ^ expected)
 
 
@@ -58,7 +59,8 @@ def test_changing_one_target_rebuilds_only_its_libraries(built_project: Project)
     p["targets"]["v3"]["mcpu"] = "haswell"
     built_project.set_params(p)
     ran = built_project.repro()
-    rebuilt = {s for s in built_project.stages() if s.startswith(("build", "validate")) and s.endswith("-v3")}
+    rebuilt = {s for s in built_project.stages()
+               if s.startswith(("build", "validate", "bench")) and s.endswith(("-v3", "@v3"))}
     assert ran == rebuilt | {"manifest"}
 
 
@@ -93,4 +95,5 @@ def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_
     p = built_project.params
     p["model"]["checkpoint"] = str(ckpt)
     built_project.set_params(p)
-    assert built_project.repro() == _stage_names(built_project, "validate") | {"weights", "manifest"}
+    revisited = _stage_names(built_project, "validate") | _stage_names(built_project, "bench")
+    assert built_project.repro() == revisited | {"weights", "manifest"}

@@ -24,7 +24,6 @@ from . import artifacts as A
 from . import params as P
 
 RUNNERS = ("eager", "ort", "tvm")
-DEFAULT_REPEATS = 10
 DEFAULT_WARMUP = 2
 
 
@@ -110,58 +109,55 @@ def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup
     return samples
 
 
-def read_manifest(root: Path) -> dict[str, Any]:
-    return A.read_json(A.manifest_file(root), "library manifest")
-
-
-def model_of(manifest: dict[str, Any]):
-    """Eager kokoro on the manifest's checkpoint: the weights the libraries were given."""
-    from .config import load_model_config
-    from .model import build_kmodel
-
-    m = manifest["model"]
-    cfg = load_model_config(m["config"])
-    return cfg, build_kmodel(cfg, m["checkpoint"], m["seed"])
-
-
-def measure(component: str, bucket: int, target: str, root: Path = A.ROOT,
-            params: P.Params | str | Path = "params.yaml", repeats: int = DEFAULT_REPEATS,
-            warmup: int = DEFAULT_WARMUP, model=None) -> dict[str, Any]:
+def measure(component: str, bucket: int, target: str, prm: P.Params, root: Path = A.ROOT,
+            model=None) -> dict[str, Any]:
     """Median ms of eager, ORT and TVM on ``component`` at full ``bucket`` length, and ratios.
 
     ``speedup_vs_eager`` = eager/tvm and ``speedup_vs_ort`` = ort/tvm (> 1: TVM is faster).
+    Repeats, thread count and whether ORT runs come from ``prm`` (``bench``, ``runtime``).
     ``model`` = ``(cfg, km)`` skips rebuilding kokoro when the caller already has it.
     """
     from .components import example_inputs
-    from .library import load_component
+    from .library import load_built
+    from .model import load as load_model
 
     P.check_component(component)
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
-    prm = params if isinstance(params, P.Params) else P.load(params)
     threads = apply_threads(prm.num_threads)
-    manifest = read_manifest(root)
-    lib = load_component(root, manifest, component, bucket, target)  # before the slow part: fail fast
-    cfg, km = model or model_of(manifest)
+    lib = load_built(root, component, bucket, target)  # before the slow part: fail fast
+    cfg, km = model or load_model(prm.model_config, prm.checkpoint, prm.seed)
     inputs = example_inputs(component, bucket, cfg)
-    runners = {"eager": _eager_runner(component, km, inputs),
-               "ort": _ort_runner(component, bucket, km, cfg, inputs, threads),
-               "tvm": _tvm_runner(lib, inputs)}
+    runners = {"eager": _eager_runner(component, km, inputs), "tvm": _tvm_runner(lib, inputs)}
+    if prm.bench_onnxruntime:
+        runners["ort"] = _ort_runner(component, bucket, km, cfg, inputs, threads)
     ref = runners["eager"]()
-    checks = {f"{name}_agreement": agreement(component, ref, runners[name]()) for name in ("ort", "tvm")}
+    checks = {f"{name}_agreement": agreement(component, ref, runners[name]()) for name in runners if name != "eager"}
     load = os.getloadavg()[0]  # > threads: other processes share the cores, timings are inflated
-    samples = time_interleaved(runners, repeats, warmup)
+    samples = time_interleaved(runners, prm.bench_repeats, DEFAULT_WARMUP)
     ms = {name: round(statistics.median(s) * 1e3, 3) for name, s in samples.items()}
+    ratios = {"speedup_vs_eager": round(ms["eager"] / ms["tvm"], 4)}
+    if "ort" in ms:
+        ratios |= {"speedup_vs_ort": round(ms["ort"] / ms["tvm"], 4), "ort_vs_eager": round(ms["ort"] / ms["eager"], 4)}
     return {
         "component": component, "bucket": bucket, "target": target,
-        "eager_ms": ms["eager"], "ort_ms": ms["ort"], "tvm_ms": ms["tvm"],
-        "speedup_vs_eager": round(ms["eager"] / ms["tvm"], 4),
-        "speedup_vs_ort": round(ms["ort"] / ms["tvm"], 4),
-        "ort_vs_eager": round(ms["ort"] / ms["eager"], 4),
+        **{f"{name}_ms": v for name, v in ms.items()}, **ratios,
         "agreement_metric": "log_mel_snr_db" if component == "decoder" else "max_rel_err",
         **checks,
-        "threads": threads, "repeats": repeats, "warmup": warmup, "load_avg_1m": round(load, 2),
+        "threads": threads, "repeats": prm.bench_repeats, "warmup": DEFAULT_WARMUP, "load_avg_1m": round(load, 2),
+        "cpu": _cpu_name(),
     }
+
+
+def _cpu_name() -> str:
+    """Timings belong to a machine; the metrics say which."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
 
 
 def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Path]:
@@ -175,7 +171,7 @@ def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Pa
 
 def _plot_row(result: dict[str, Any]) -> dict[str, Any]:
     keys = ("component", "bucket", "speedup_vs_eager", "speedup_vs_ort", "eager_ms", "ort_ms", "tvm_ms")
-    return {k: result[k] for k in keys}
+    return {k: result[k] for k in keys if k in result}
 
 
 def write_summary(target: str, prm: P.Params, root: Path = A.ROOT) -> list[Path]:
@@ -183,8 +179,6 @@ def write_summary(target: str, prm: P.Params, root: Path = A.ROOT) -> list[Path]
 
     Stages cannot share an output file, so rows are written per stage and gathered here.
     """
-    if target not in prm.targets:
-        raise P.ParamsError(f"target {target!r} is not in params.yaml 'targets' {sorted(prm.targets)}")
     out = []
     for component in P.COMPONENTS:
         rows = [A.read_json(plot_file(component, b, target, root), "bench plot row")[0]
@@ -193,24 +187,6 @@ def write_summary(target: str, prm: P.Params, root: Path = A.ROOT) -> list[Path]
         A.write_json(path, sorted(rows, key=lambda r: r["bucket"]))
         out.append(path)
     return out
-
-
-def check_stage(prm: P.Params, component: str, bucket: int, target: str) -> None:
-    """The stage's arguments must name a built library of params.yaml, or nothing is measured."""
-    P.check_component(component)
-    if bucket not in prm.buckets(component):
-        axis = P.COMPONENTS[component]
-        raise P.ParamsError(f"bucket {bucket} is not in params.yaml 'buckets.{axis}' {list(prm.buckets(component))}")
-    if target not in prm.targets:
-        raise P.ParamsError(f"target {target!r} is not in params.yaml 'targets' {sorted(prm.targets)}")
-
-
-def stage(prm: P.Params, component: str, bucket: int, target: str, root: Path = A.ROOT) -> dict[str, Any]:
-    """DVC stage ``bench@<component>-<bucket>-<target>``: measure, then write metrics + plot row."""
-    check_stage(prm, component, bucket, target)
-    result = measure(component, bucket, target, root, prm)
-    write_outputs(result, root)
-    return result
 
 
 def measure_end_to_end(phonemes: str, target: str | None = None, root: Path = A.ROOT,
@@ -225,13 +201,14 @@ def measure_end_to_end(phonemes: str, target: str | None = None, root: Path = A.
     import torch
 
     from .e2e import eager_chunk
+    from .model import load as load_model
     from .runtime import KokoroTVM
 
     prm = params if isinstance(params, P.Params) else P.load(params)
     threads = apply_threads(prm.num_threads)
     tts = KokoroTVM.from_manifest(root, target, num_threads=threads)
     first = tts.synthesize(phonemes, voice, speed, seed)
-    _, km = model or model_of(tts.manifest)
+    _, km = model or load_model(**tts.manifest["model"])
 
     def eager():
         with torch.inference_mode():

@@ -175,3 +175,24 @@ def load_component(root: Path, manifest: dict[str, Any], component: str, bucket:
     check_toolchain(manifest)
     entry = find_entry(manifest, component, bucket, target)
     return CompiledComponent(root, entry, weights or manifest["weights"][component])
+
+
+def load_built(root: Path, component: str, bucket: int, target: str) -> CompiledComponent:
+    """One library straight from its build outputs, for the stages that run before the manifest.
+
+    ``validate`` and ``bench`` read the build outputs, not the manifest: the manifest lists only
+    validated libraries, and depending on it would rerun every one of those stages whenever a
+    bucket is added. The sha256 recorded is the file's own, so this verifies existence, not
+    provenance; DVC's dependency hashes cover that.
+    """
+    lib = A.library_file(component, bucket, target, root)
+    if not lib.exists():
+        raise A.ArtifactError(f"{lib} is missing; run `dvc repro`")
+    weights = A.weights_file(component, root)
+    if not weights.exists():
+        raise A.ArtifactError(f"{weights} is missing; run `dvc repro`")
+    sig = A.read_json(A.build_info_file(component, bucket, target, root), "build info")["signature"]
+    entry = {"component": component, "bucket": bucket, "target": target, "path": lib.relative_to(root).as_posix(),
+             "sha256": A.sha256(lib), "inputs": sig["inputs"], "outputs": sig["outputs"], "params": sig["params"]}
+    return CompiledComponent(root, entry, {"path": weights.relative_to(root).as_posix(),
+                                           "sha256": A.sha256(weights)})

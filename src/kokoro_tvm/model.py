@@ -131,3 +131,11 @@ def build_kmodel(cfg: dict[str, Any], checkpoint: str = "random", seed: int = 0)
     else:
         _load_state(km, _resolve_checkpoint(checkpoint))
     return km.eval()
+
+
+def load(config: str, checkpoint: str = "random", seed: int = 0) -> tuple[dict[str, Any], Any]:
+    """``(cfg, km)`` for a named config: what params.yaml ``model`` and the manifest describe."""
+    from .config import load_model_config
+
+    cfg = load_model_config(config)
+    return cfg, build_kmodel(cfg, checkpoint, seed)

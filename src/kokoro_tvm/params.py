@@ -37,6 +37,8 @@ class Params:
     targets: dict[str, dict[str, Any]]
     toolchain: dict[str, Any]
     num_threads: int
+    bench_repeats: int = 10
+    bench_onnxruntime: bool = True
 
     def buckets(self, component: str) -> tuple[int, ...]:
         return self.tokens if COMPONENTS[check_component(component)] == "tokens" else self.frames
@@ -116,7 +118,15 @@ def parse(raw: Any) -> Params:
     threads = (raw.get("runtime") or {}).get("num_threads", 0)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ParamsError(f"params.yaml: 'runtime.num_threads' must be an integer >= 0 (0 = all cores), got {threads!r}")
-    return Params(config, checkpoint, seed, tokens, frames, strategy, targets, dict(toolchain), threads)
+    bench = raw.get("bench") or {}
+    repeats = bench.get("repeats", 10)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ParamsError(f"params.yaml: 'bench.repeats' must be an integer >= 1, got {repeats!r}")
+    use_ort = bench.get("onnxruntime", True)
+    if not isinstance(use_ort, bool):
+        raise ParamsError(f"params.yaml: 'bench.onnxruntime' must be true or false, got {use_ort!r}")
+    return Params(config, checkpoint, seed, tokens, frames, strategy, targets, dict(toolchain), threads,
+                  repeats, use_ort)
 
 
 def load(path: str | Path = "params.yaml") -> Params:

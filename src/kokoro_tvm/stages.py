@@ -27,11 +27,9 @@ def setup(params_path: str | Path = "params.yaml") -> P.Params:
 
 
 def _model(prm: P.Params, checkpoint: str | None = None, seed: int | None = None):
-    from .config import load_model_config
-    from .model import build_kmodel
+    from .model import load
 
-    cfg = load_model_config(prm.model_config)
-    return cfg, build_kmodel(cfg, checkpoint or prm.checkpoint, prm.seed if seed is None else seed)
+    return load(prm.model_config, checkpoint or prm.checkpoint, prm.seed if seed is None else seed)
 
 
 def _check_bucket(prm: P.Params, component: str, bucket: int) -> None:
@@ -122,14 +120,33 @@ def validate(prm: P.Params, component: str, bucket: int, target: str) -> None:
     """Run the library at several lengths inside its bucket against eager kokoro on the unpadded
     input; write the DVC metrics, or fail the stage (writing nothing) when a threshold is missed."""
     from . import validate as V
+    from .library import load_built
 
     _check_bucket(prm, component, bucket)
     _check_target(prm, target)
     cfg, km = _model(prm)
-    lib = V.built_library(A.ROOT, component, bucket, target)
+    lib = load_built(A.ROOT, component, bucket, target)
     doc = V.summary(component, bucket, target, V.check(lib, component, bucket, km, cfg))
     V.raise_if_failed(doc)
     A.write_json(A.validation_file(component, bucket, target), doc)
+
+
+def bench(prm: P.Params, component: str, bucket: int, target: str) -> None:
+    """Time the library against PyTorch eager (and ONNX Runtime) on one thread count, interleaved;
+    write the medians and ratios as DVC metrics plus a plot row."""
+    from . import bench as B
+
+    _check_bucket(prm, component, bucket)
+    _check_target(prm, target)
+    B.write_outputs(B.measure(component, bucket, target, prm, A.ROOT, model=_model(prm)))
+
+
+def bench_summary(prm: P.Params, target: str) -> None:
+    """One file per component with every bucket's ratios: the lines of the speedup plot."""
+    from . import bench as B
+
+    _check_target(prm, target)
+    B.write_summary(target, prm)
 
 
 def manifest(prm: P.Params) -> dict[str, Any]:

@@ -8,12 +8,10 @@ the same noise draws).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import artifacts as A
 from . import components
 from .metrics import log_mel_snr, rel_err
 from .reference import reference
@@ -78,24 +76,3 @@ def raise_if_failed(doc: dict[str, Any]) -> None:
         f"{doc['component']}-{doc['bucket']} ({doc['target']}) misses {doc['threshold']} against eager "
         "kokoro on the unpadded input:\n" + "\n".join(lines)
         + "\nThe library is not exact on padded input; fix the component wrapper or its lowering.")
-
-
-def built_library(root: Path, component: str, bucket: int, target: str):
-    """A ``CompiledComponent`` straight from the build outputs, without the manifest.
-
-    Validation runs before the manifest exists (the manifest indexes validated libraries only),
-    and reading the manifest would make every validation rerun whenever a bucket is added.
-    """
-    from .library import CompiledComponent
-
-    lib = A.library_file(component, bucket, target, root)
-    info = A.read_json(A.build_info_file(component, bucket, target, root), "build info")
-    sig = info["signature"]
-    entry = {"component": component, "bucket": bucket, "target": target,
-             "path": lib.relative_to(root).as_posix(), "sha256": A.sha256(lib) if lib.exists() else "",
-             "inputs": sig["inputs"], "outputs": sig["outputs"], "params": sig["params"]}
-    weights = A.weights_file(component, root)
-    if not weights.exists():
-        raise A.ArtifactError(f"{weights} is missing; run `dvc repro`")
-    w_entry = {"path": weights.relative_to(root).as_posix(), "sha256": A.sha256(weights)}
-    return CompiledComponent(root, entry, w_entry)

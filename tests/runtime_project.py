@@ -10,6 +10,7 @@ frames [16, 32] make short inputs fit, and 10 phonemes already overflow the fram
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import yaml
@@ -53,7 +54,12 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS) -> Path:
 
 
 def runtime_artifacts(tmp_path_factory) -> Path:
-    """The shared build (one per test session, whichever module asks first)."""
+    """The shared build (one per test session, whichever module asks first).
+
+    ``KOKORO_TVM_TEST_ARTIFACTS=dir`` reuses a directory built by ``build_artifacts`` (while
+    iterating on runtime code; the code under test must not have changed the graphs)."""
+    if os.environ.get("KOKORO_TVM_TEST_ARTIFACTS"):
+        return Path(os.environ["KOKORO_TVM_TEST_ARTIFACTS"])
     if "default" not in _BUILT:
         _BUILT["default"] = build_artifacts(tmp_path_factory.mktemp("runtime") / "repo")
     return _BUILT["default"]

@@ -1,0 +1,275 @@
+"""Runtime: chunking, host alignment, voices, errors, and end-to-end parity with eager kokoro.
+
+Parity compares ``KokoroTVM.synthesize`` with ``KModel.forward_with_tokens`` on the same weights,
+chunks and decoder draws (``kokoro_tvm.e2e``). Libraries come from ``runtime_project`` (tiny
+config, tokens [6, 12], frames [16, 32]); the decoder runs unscheduled, so decoder calls are few.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from kokoro_tvm import alignment, chunking, voices
+from kokoro_tvm.artifacts import ArtifactError
+from kokoro_tvm.config import load_model_config
+from kokoro_tvm.e2e import AUDIO_SNR_DB, compare
+from kokoro_tvm.model import build_kmodel
+from kokoro_tvm.runtime import BucketError, KokoroTVM
+from kokoro_tvm.toolchain import ToolchainError
+from runtime_project import RUNTIME_PARAMS, runtime_artifacts
+
+# Kokoro phonemes (misaki output for a few English sentences).
+TEXT = ("kˈOkəɹO ɪz ɐn ˈOpən wˈAt tˌitˌiˈɛs mˈɑdᵊl, wɪð ˈATi tˈu mˈɪljən pəɹˈæməTəɹz. dəspˈIt ɪts "
+        "lˈItwˌAt ˈɑɹkətˌɛkʧəɹ, ɪt dəlˈɪvəɹz kˈɑmpəɹəbᵊl kwˈɑləTi; wˌIl bˈiɪŋ fˈæstəɹ!")
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    return runtime_artifacts(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def tts(artifacts) -> KokoroTVM:
+    return KokoroTVM.from_manifest(artifacts)
+
+
+@pytest.fixture(scope="module")
+def km():
+    m = RUNTIME_PARAMS["model"]
+    return build_kmodel(load_model_config(m["config"]), m["checkpoint"], m["seed"])
+
+
+def eager_durations(km, phonemes: str, style: np.ndarray, speed: float = 1.0) -> np.ndarray:
+    """kokoro's ``pred_dur`` for one chunk, from its duration path alone (the decoder is slow)."""
+    from kokoro_tvm.reference import reference
+
+    ids = torch.from_numpy(chunking.token_ids(phonemes, km.vocab)).unsqueeze(0)
+    inputs = (ids, torch.tensor([ids.shape[1]]), torch.from_numpy(style[:, 128:]))
+    dur = reference("duration", km, inputs, ids.shape[1], {})[0][0].numpy()
+    return alignment.frame_durations(dur, speed)
+
+
+def eager_frames(km, phonemes: str, style: np.ndarray, speed: float = 1.0) -> int:
+    return int(eager_durations(km, phonemes, style, speed).sum())
+
+
+def find_phonemes(km, lo: int, hi: int, seed: int = 0, max_len: int = 10) -> str:
+    """A substring of TEXT, starting at a word, whose frames (one chunk) lie in [lo, hi].
+
+    Random tiny weights give ~4 frames per token, so lengths near ``lo / 4 - 2`` are tried first.
+    """
+    style = voices.random_style(seed, 256)[0]
+    starts = [i for i in range(len(TEXT)) if i == 0 or TEXT[i - 1] == " "]
+    guess = max(1, lo // 4 - 2)
+    for n in sorted(range(1, max_len + 1), key=lambda n: abs(n - guess)):
+        for i in starts:
+            ps = TEXT[i:i + n]
+            if len(ps.strip()) == n and lo <= eager_frames(km, ps, style) <= hi:
+                return ps
+    raise AssertionError(f"no substring of TEXT predicts {lo}..{hi} frames")
+
+
+# -- host code, no libraries --------------------------------------------------------------------
+
+def test_split_prefers_sentence_end_then_clause_then_word():
+    assert chunking.split_phonemes("ab cd. ef, gh ij", 12) == ["ab cd.", "ef, gh ij"]
+    assert chunking.split_phonemes("ab cd; ef, gh ij", 12) == ["ab cd;", "ef, gh ij"]
+    assert chunking.split_phonemes("ab cd ef, gh", 9) == ["ab cd ef,", "gh"]
+    assert chunking.split_phonemes("ab cd ef gh", 7) == ["ab cd", "ef gh"]
+    assert chunking.split_phonemes("abcdefghij", 4) == ["abcd", "efgh", "ij"]  # one over-long word
+    assert chunking.split_phonemes("“ab.” cd", 6) == ["“ab.”", "cd"]  # closing quote stays
+    for limit in (5, 17, 40):
+        parts = chunking.split_phonemes(TEXT, limit)
+        assert all(1 <= len(p) <= limit for p in parts)
+        assert "".join(parts).replace(" ", "") == TEXT.replace(" ", "")  # only cut spaces are lost
+        if limit >= max(map(len, TEXT.split())):
+            assert " ".join(parts).split() == TEXT.split()  # words are never cut when they fit
+
+
+def test_join_keeps_every_sample_and_fades_only_inner_seams():
+    a, b = np.ones(1000, np.float32), -np.ones(800, np.float32)
+    out = chunking.join([a, b])
+    assert out.size == 1800
+    assert out[0] == 1 and out[-1] == -1  # outer edges untouched
+    assert abs(out[999]) < 1e-3 and abs(out[1000]) < 1e-3  # the seam meets near zero
+    assert np.count_nonzero(out == 0) == 0  # no inserted silence
+    assert np.all(np.abs(np.diff(out)) < 0.03)  # a step of 2 became a smooth ramp
+
+
+def test_unknown_phonemes_warn_and_drop_or_reject():
+    vocab = load_model_config("tiny")["vocab"]
+    with pytest.warns(UserWarning, match=r"outside the Kokoro phoneme vocabulary: '#\$'.*dropped"):
+        assert chunking.clean_phonemes("hə$l#O", vocab) == "həlO"
+    with pytest.raises(chunking.InputError, match="outside the Kokoro phoneme vocabulary"):
+        chunking.clean_phonemes("hə$lO", vocab, unknown="error")
+    for empty in ("", "  \n"):
+        with pytest.raises(chunking.InputError, match="empty input"):
+            chunking.clean_phonemes(empty, vocab)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(chunking.InputError, match="no phoneme"):
+            chunking.clean_phonemes("123", vocab)
+
+
+def test_durations_and_alignment_match_kokoro():
+    g = torch.Generator().manual_seed(0)
+    dur = torch.rand(1, 40, generator=g) * 10
+    dur[0, :4] = torch.tensor([2.5, 3.5, 0.2, 0.5])  # ties round to even, minimum 1
+    for speed in (1.0, 0.7, 1.3):
+        ref = torch.round(dur / speed).clamp(min=1).long().squeeze()
+        got = alignment.frame_durations(dur.numpy()[0], speed)
+        assert np.array_equal(got, ref.numpy())
+        idx = torch.repeat_interleave(torch.arange(40), ref)
+        aln = torch.zeros(40, idx.numel())
+        aln[idx, torch.arange(idx.numel())] = 1
+        x = torch.randn(1, 7, 40, generator=g)
+        expanded = alignment.expand(x.numpy(), got, idx.numel() + 5)
+        assert np.array_equal(expanded[..., : idx.numel()], (x @ aln).numpy())
+        assert not expanded[..., idx.numel():].any()
+    with pytest.raises(ValueError, match="positive"):
+        alignment.frame_durations(dur.numpy()[0], 0)
+
+
+def test_voice_pack_rows_and_shapes(tmp_path):
+    pack = torch.randn(510, 1, 256)
+    torch.save(pack, tmp_path / "v.pt")
+    loaded = voices.load_voice(tmp_path / "v.pt", 256)
+    assert loaded.shape == (510, 1, 256)
+    assert np.array_equal(voices.style_for(loaded, 7), pack[6].numpy())  # kokoro: pack[len(ps) - 1]
+    assert voices.style_for(loaded, 900).shape == (1, 256)
+    torch.save(torch.randn(510, 256), tmp_path / "flat.pt")
+    with pytest.raises(voices.VoiceError, match=r"shape \[510, 256\]; expected .*\[510, 1, 256\]"):
+        voices.load_voice(tmp_path / "flat.pt", 256)
+    with pytest.raises(voices.VoiceError, match="does not exist"):
+        voices.load_voice(tmp_path / "missing.pt", 256)
+    assert voices.check_pack(np.zeros(256), 256).shape == (1, 1, 256)
+
+
+# -- loading and refusing -----------------------------------------------------------------------
+
+def test_missing_artifact_directory_says_dvc_repro(tmp_path):
+    with pytest.raises(ArtifactError, match=r"does not exist; run `dvc repro`"):
+        KokoroTVM.from_manifest(tmp_path / "artifacts")
+
+
+def test_target_not_built_is_refused(artifacts):
+    with pytest.raises(ArtifactError, match=r"target 'x86_avx512' was not built \(built targets: \['generic'\]\)"):
+        KokoroTVM.from_manifest(artifacts, target="x86_avx512")
+
+
+def test_toolchain_mismatch_is_refused_before_loading(artifacts, tmp_path):
+    manifest = json.loads((artifacts / "manifest.json").read_text())
+    manifest["toolchain"]["apache-tvm"] = "0.26.0"
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ToolchainError, match="built with apache-tvm 0.26.0 but 0.27"):
+        KokoroTVM.from_manifest(tmp_path)
+
+
+def test_tampered_library_is_refused(artifacts, tmp_path):
+    copy = tmp_path / "artifacts"
+    shutil.copytree(artifacts, copy, ignore=shutil.ignore_patterns("decoder*", "export", "relax", "legalize"))
+    lib = copy / "build/generic/duration-6.so"
+    data = bytearray(lib.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    lib.write_bytes(bytes(data))
+    tts = KokoroTVM.from_manifest(copy)
+    with pytest.raises(ArtifactError, match="duration-6.so does not match its manifest sha256"):
+        tts.plan("hə")  # 4 tokens: bucket 6
+
+
+def test_lazy_vms_and_weights_loaded_once(artifacts):
+    tts = KokoroTVM.from_manifest(artifacts)
+    assert tts._libs == {} and tts._weights == {}
+    tts.plan("ab")  # 4 tokens: bucket 6
+    assert set(tts._libs) == {("duration", 6)}
+    tts.plan("ab cd ef")  # 10 tokens: bucket 12
+    assert set(tts._libs) == {("duration", 6), ("duration", 12)}
+    assert list(tts._weights) == ["duration"]
+    assert tts._libs[("duration", 6)].params[0] is tts._libs[("duration", 12)].params[0]
+
+
+def test_bad_input_errors(tts):
+    with pytest.raises(chunking.InputError, match="empty input"):
+        tts.plan("   ")
+    with pytest.raises(chunking.InputError, match="outside the Kokoro phoneme vocabulary"):
+        tts.plan("hə$lO", unknown="error")
+    with pytest.raises(voices.VoiceError, match=r"shape \[510, 1, 128\]; expected"):
+        tts.plan("həlO", voice=np.zeros((510, 1, 128), np.float32))
+    with pytest.raises(chunking.InputError, match="speed must be a positive number"):
+        tts.plan("həlO", speed=0)
+    with pytest.raises(BucketError, match="more than the largest frame bucket 32.*raise the speed"):
+        tts.plan("ə", speed=0.1)
+
+
+# -- planning: token components only ------------------------------------------------------------
+
+@pytest.mark.parametrize("speed", [1.0, 1.3])
+def test_long_input_splits_to_fit_buckets_with_kokoro_durations(tts, km, speed):
+    text = TEXT[:64]
+    chunks = tts.plan(text, speed=speed)
+    assert len(chunks) > len(chunking.split_phonemes(text, 10))  # frame buckets forced extra cuts
+    # words longer than ~6 phonemes overflow 32 frames here, so some are cut; nothing is lost
+    assert "".join(c.phonemes for c in chunks).replace(" ", "") == text.replace(" ", "")
+    for c in chunks:
+        assert c.tokens <= 12 and c.frames <= 32
+        assert c.token_bucket == (6 if c.tokens <= 6 else 12)
+        assert np.array_equal(c.durations, eager_durations(km, c.phonemes, c.style, speed)), c.phonemes
+
+
+# -- end to end ---------------------------------------------------------------------------------
+
+def _check(row) -> None:
+    print({k: v for k, v in row.items() if k not in ("result", "reference")})
+    assert row["finite"] and row["durations_equal"]
+    assert row["snr_db"] >= AUDIO_SNR_DB, row["snr_db"]
+
+
+@pytest.mark.parametrize("frames", [16, 32])
+def test_parity_at_full_frame_bucket(tts, km, frames):
+    """Frames == bucket: exact even without masked decoder norms."""
+    ps = find_phonemes(km, frames, frames)
+    row = compare(tts, km, ps)
+    assert row["chunks"] == 1 and row["frame_buckets"] == [frames]
+    _check(row)
+
+
+@pytest.mark.parametrize("bucket", [16, 32])
+def test_parity_padded_frames(tts, km, bucket):
+    """Frames < bucket (in each frame bucket): needs the length-masked decoder."""
+    ps = find_phonemes(km, bucket // 2 + 1, bucket - 3)
+    row = compare(tts, km, ps)
+    assert row["chunks"] == 1 and row["frame_buckets"] == [bucket] and not row["at_bucket"]
+    _check(row)
+
+
+@pytest.fixture(scope="module")
+def long_row(tts, km, tmp_path_factory):
+    pack = torch.randn(510, 1, 256, generator=torch.Generator().manual_seed(3)) * 0.3
+    path = tmp_path_factory.mktemp("voice") / "voice.pt"
+    torch.save(pack, path)
+    ps = "wɪð ˈATi tˈu mˈɪljən pəɹˈæməTəɹz. dəspˈIt ɪts"  # token and frame splits
+    return compare(tts, km, ps, voice=path, speed=1.1, seed=5)
+
+
+def test_parity_multi_chunk_with_voice_pack(long_row):
+    assert long_row["chunks"] >= 3
+    _check(long_row)
+
+
+def test_chunks_join_without_gap_or_click(long_row):
+    res = long_row["result"]
+    audio, spf = res.audio, 600
+    assert audio.dtype == np.float32 and res.sample_rate == 24000
+    assert audio.size == sum(c.frames for c in res.chunks) * spf  # no gap, nothing dropped
+    seams = np.cumsum([c.audio.size for c in res.chunks])[:-1]
+    steps = np.abs(np.diff(audio))
+    typical = np.percentile(steps, 99)
+    for s in seams:
+        assert steps[s - 1] <= typical, (s, steps[s - 1], typical)  # the seam is no larger a step
+        assert np.abs(audio[s - 3:s + 3]).max() < 0.05 * np.abs(audio).max()

@@ -1,0 +1,136 @@
+"""The ``kokoro-tvm`` CLI: synth (WAV read back), info, progress on long input, clear errors.
+
+Uses the runtime test build (``runtime_project``: tiny config, tokens [6, 12], frames [16, 32]).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from kokoro_tvm import cli
+from kokoro_tvm.runtime import KokoroTVM
+from kokoro_tvm.wav import read_wav, write_wav
+from runtime_project import runtime_artifacts
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    return runtime_artifacts(tmp_path_factory)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_console_script_is_declared():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"kokoro-tvm": "kokoro_tvm.cli:main"}
+
+
+def test_wav_round_trip(tmp_path):
+    x = (np.sin(np.arange(2400) / 7) * 0.9).astype(np.float32)
+    x[10] = 1.5  # clipped in PCM, kept in float
+    assert write_wav(tmp_path / "a.wav", x, 24000, "pcm16") == 1
+    with wave.open(str(tmp_path / "a.wav")) as w:  # the standard library reads it
+        assert (w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getnframes()) == (1, 2, 24000, 2400)
+    y, sr = read_wav(tmp_path / "a.wav")
+    assert sr == 24000 and np.abs(y - np.clip(x, -1, 1)).max() <= 1 / 32767
+    write_wav(tmp_path / "f.wav", x, 24000, "float32")
+    y, sr = read_wav(tmp_path / "f.wav")
+    assert sr == 24000 and np.array_equal(y, x)
+
+
+def test_info_lists_components_buckets_targets_sizes_toolchain(capsys, artifacts):
+    rc, out, _ = run(capsys, "info", "--artifacts", str(artifacts))
+    assert rc == 0
+    for needle in ("model: tiny", "apache-tvm 0.27", "llvm_major 22", "tokens [6, 12], frames [16, 32]",
+                   "target generic: {'kind': 'llvm'}", "decoder", "bucket    32", "MiB"):
+        assert needle in out, (needle, out)
+    rc, out, _ = run(capsys, "info", "--artifacts", str(artifacts), "--json")
+    doc = json.loads(out)
+    assert {(lib["component"], lib["bucket"]) for lib in doc["libraries"]["generic"]} == {
+        ("duration", 6), ("duration", 12), ("text_encoder", 6), ("text_encoder", 12), ("decoder", 16), ("decoder", 32)}
+
+
+def test_module_entry_point_runs(artifacts):
+    p = subprocess.run([sys.executable, "-m", "kokoro_tvm.cli", "info", "--artifacts", str(artifacts)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "decoder" in p.stdout, p.stderr
+
+
+def test_synth_phonemes_writes_pcm16_wav(capsys, artifacts, tmp_path):
+    out = tmp_path / "out.wav"
+    rc, stdout, err = run(capsys, "synth", "--phonemes", "ɐn", "--seed", "3", "-o", str(out),
+                          "--artifacts", str(artifacts))
+    assert rc == 0, err
+    assert "wrote" in stdout and "RTF" in stdout and "random style seeded with 3" in err
+    with wave.open(str(out)) as w:
+        assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, 24000)
+        pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2")
+    ref = KokoroTVM.from_manifest(artifacts).synthesize("ɐn", seed=3).audio
+    assert pcm.size == ref.size and pcm.size % 600 == 0
+    assert np.abs(pcm / 32767 - np.clip(ref, -1, 1)).max() <= 1.01 / 32767
+
+
+def test_synth_long_input_reports_progress_float_wav(capsys, artifacts, tmp_path):
+    voice = tmp_path / "voice.pt"
+    torch.save(torch.randn(510, 1, 256, generator=torch.Generator().manual_seed(1)) * 0.3, voice)
+    out = tmp_path / "long.wav"
+    rc, stdout, err = run(capsys, "synth", "--phonemes", "ɐn ˈOpən, wˈAt", "--voice", str(voice), "--speed", "2",
+                          "--format", "float32", "-o", str(out), "--artifacts", str(artifacts))
+    assert rc == 0, err
+    assert "2 chunk(s)" in err and "chunk 1/2" in err and "chunk 2/2" in err
+    audio, sr = read_wav(out)
+    frames = [int(line.split(" frames")[0].split()[-1]) for line in err.splitlines() if "chunk " in line and "/" in line]
+    assert sr == 24000 and audio.size == sum(frames) * 600 and np.isfinite(audio).all()
+
+
+def test_text_without_g2p_model_says_what_to_install(capsys, artifacts, tmp_path, monkeypatch):
+    import spacy
+
+    monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
+    rc, _, err = run(capsys, "synth", "--text", "Hello world.", "-o", str(tmp_path / "x.wav"),
+                     "--artifacts", str(artifacts))
+    assert rc == 1
+    assert "en_core_web_sm" in err and "python -m spacy download en_core_web_sm" in err and "--phonemes" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--phonemes", "   "], "empty input"),
+    (["--phonemes", "hə$lO", "--strict"], "outside the Kokoro phoneme vocabulary"),
+    (["--phonemes", "həlO", "--speed", "0"], "speed must be a positive number"),
+    (["--phonemes", "həlO", "--target", "avx512"], "target 'avx512' was not built"),
+    (["--phonemes", "həlO", "--voice", "BAD"], r"shape \[510, 256\]; expected"),
+    (["--phonemes", "həlO", "--voice", "nowhere.pt"], "does not exist"),
+])
+def test_bad_input_is_one_clear_error(capsys, artifacts, tmp_path, args, message):
+    if "BAD" in args:
+        torch.save(torch.zeros(510, 256), tmp_path / "bad.pt")
+        args = [str(tmp_path / "bad.pt") if a == "BAD" else a for a in args]
+    rc, _, err = run(capsys, "synth", *args, "-o", str(tmp_path / "x.wav"), "--artifacts", str(artifacts))
+    assert rc == 1
+    assert err.startswith("error: ") or "\nerror: " in err
+    assert re.search(message, err), err
+    assert not (tmp_path / "x.wav").exists()
+
+
+def test_missing_artifacts_say_dvc_repro(capsys, tmp_path):
+    rc, _, err = run(capsys, "info", "--artifacts", str(tmp_path / "artifacts"))
+    assert rc == 1 and "run `dvc repro`" in err
+    rc, _, err = run(capsys, "synth", "--phonemes", "a", "-o", str(tmp_path / "x.wav"),
+                     "--artifacts", str(tmp_path / "artifacts"))
+    assert rc == 1 and "run `dvc repro`" in err

@@ -7,9 +7,10 @@ its own utterance exactly as ``KModel.forward_with_tokens`` would, the way kokor
 ``KPipeline`` chunks long text: prefer the last sentence end (``!.?…``), then ``:;``, then
 ``,—``, then any word boundary, and a hard cut only inside a single over-long word.
 
-Joining: kokoro concatenates chunk audio as is. Every chunk starts and ends with the boundary
-token 0 (at least one 600-sample frame each), which a trained model renders as near-silence, so
-the concatenation has no gap and lands in silence. ``join`` adds a 5 ms raised-cosine fade at
+Joining: kokoro's pipeline yields each chunk's audio for the caller to concatenate, with nothing
+inserted between chunks. Every chunk starts and ends with the boundary token 0 (at least one
+600-sample frame each), which a trained model renders as near-silence, so the concatenation has
+no gap and lands in silence. ``join`` adds a 5 ms raised-cosine fade at
 each inner seam, well inside those boundary frames, so the seam cannot click even when an edge is
 not silent (random weights, a cut mid-word); it never removes or inserts samples.
 """

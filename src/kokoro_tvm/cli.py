@@ -65,6 +65,15 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
+def _validation(v: dict) -> str:
+    """The validate stage's worst case vs eager kokoro, as recorded in the manifest."""
+    worst = {k[len("worst_"):]: x for k, x in v.items() if k.startswith("worst_")}
+    if not worst or not v.get("lengths"):
+        return ""
+    return "  validated at lengths " + ",".join(map(str, v["lengths"])) + ": " + ", ".join(
+        f"worst {k} {x:.3g}" for k, x in worst.items())
+
+
 def info(args: argparse.Namespace) -> None:
     from .library import read_manifest
     from .runtime import describe
@@ -84,7 +93,8 @@ def info(args: argparse.Namespace) -> None:
         print(f"target {target}: {d['targets'][target]}")
         for lib in libs:
             state = "" if lib["present"] else "  MISSING (run `dvc repro` or `dvc pull`)"
-            print(f"  {lib['component']:13s} bucket {lib['bucket']:5d}  {_size(lib['bytes']):>10s}{state}")
+            print(f"  {lib['component']:13s} bucket {lib['bucket']:5d}  {_size(lib['bytes']):>10s}"
+                  f"{_validation(lib['validation'])}{state}")
 
 
 def parser() -> argparse.ArgumentParser:

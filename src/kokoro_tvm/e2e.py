@@ -19,6 +19,22 @@ from .runtime import Chunk, KokoroTVM
 
 AUDIO_SNR_DB = 40.0
 
+# misaki phonemes for a few English sentences: realistic punctuation and word lengths.
+SAMPLE = ("kˈOkəɹO ɪz ɐn ˈOpən wˈAt tˌitˌiˈɛs mˈɑdᵊl, wɪð ˈATi tˈu mˈɪljən pəɹˈæməTəɹz. dəspˈIt ɪts "
+          "lˈItwˌAt ˈɑɹkətˌɛkʧəɹ, ɪt dəlˈɪvəɹz kˈɑmpəɹəbᵊl kwˈɑləTi tə lˈɑɹʤəɹ mˈɑdᵊlz; wˌIl bˈiɪŋ "
+          "səɡnˈɪfəkəntli fˈæstəɹ ænd mˈɔɹ kˈɑst ɪfˈɪʃənt! wɪð ˈOpən wˈAt, ɪt kæn bi dəplˈYd ˈɛniwˌɛɹ.")
+
+
+def sample_phonemes(n: int) -> str:
+    """About ``n`` phonemes of SAMPLE (repeated as needed), ending at a word boundary when possible."""
+    text = SAMPLE
+    while len(text) < n:
+        text += " " + SAMPLE
+    cut = text[:n]
+    if n < len(text) and text[n] != " " and " " in cut[n // 2:]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.strip()
+
 
 def eager_chunk(km, chunk: Chunk, speed: float) -> tuple[np.ndarray, np.ndarray]:
     """kokoro's audio and ``pred_dur`` for one decoded chunk, with its draws injected."""

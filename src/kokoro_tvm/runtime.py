@@ -251,7 +251,7 @@ def describe(manifest: dict[str, Any], root: Path) -> dict[str, Any]:
     for e in manifest["libraries"]:
         libs.setdefault(e["target"], []).append(
             {"component": e["component"], "bucket": e["bucket"], "bytes": e["bytes"],
-             "present": (Path(root) / e["path"]).exists()})
+             "present": (Path(root) / e["path"]).exists(), "validation": e.get("validation", {})})
     return {"artifacts": str(root), "model": manifest["model"], "toolchain": manifest["toolchain"],
             "targets": {t: manifest["targets"].get(t, {}) for t in sorted(libs)},
             "buckets": manifest["buckets"],

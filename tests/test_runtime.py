@@ -183,15 +183,24 @@ def test_tampered_library_is_refused(artifacts, tmp_path):
         tts.plan("hə")  # 4 tokens: bucket 6
 
 
-def test_lazy_vms_and_weights_loaded_once(artifacts):
+def test_lazy_vms_and_weights_loaded_once(artifacts, monkeypatch):
+    import kokoro_tvm.runtime as R
+    from kokoro_tvm.library import ComponentWeights
+
+    loads = []
+
+    def counted(root, info):
+        loads.append(info["path"])
+        return ComponentWeights(root, info)
+
+    monkeypatch.setattr(R, "ComponentWeights", counted)
     tts = KokoroTVM.from_manifest(artifacts)
-    assert tts._libs == {} and tts._weights == {}
+    assert tts._libs == {} and loads == []
     tts.plan("ab")  # 4 tokens: bucket 6
     assert set(tts._libs) == {("duration", 6)}
     tts.plan("ab cd ef")  # 10 tokens: bucket 12
     assert set(tts._libs) == {("duration", 6), ("duration", 12)}
-    assert list(tts._weights) == ["duration"]
-    assert tts._libs[("duration", 6)].params[0] is tts._libs[("duration", 12)].params[0]
+    assert loads == ["weights/duration.npz"]  # one read for both buckets
 
 
 def test_bad_input_errors(tts):

@@ -91,7 +91,7 @@ def main() -> None:
         module = components.build_component(component, km)
         vm = relax.VirtualMachine(ex, tvm.cpu())
         targs = ([tvm.runtime.tensor(x.numpy()) for x in inputs]
-                 + [tvm.runtime.tensor(weights[n].numpy()) for n in sig.params])
+                 + compiler.bind_params(vm, [weights[n].numpy() for n in sig.params]))
         with torch.no_grad():
             ref = module(*inputs)
         ref = ref if isinstance(ref, tuple) else (ref,)

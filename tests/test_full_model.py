@@ -28,7 +28,7 @@ def test_kokoro_82m_full_length_parity(component, bucket):
     weights = compiler.component_weights(component, km)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     inputs = components.example_inputs(component, bucket, cfg, seed=1)
-    args = [tvm.runtime.tensor(x.numpy()) for x in inputs] + [tvm.runtime.tensor(weights[n].numpy()) for n in sig.params]
+    args = [tvm.runtime.tensor(x.numpy()) for x in inputs] + compiler.bind_params(vm, [weights[n].numpy() for n in sig.params])
     out = vm["main"](*args)
     got = [out[i].numpy() for i in range(len(out))]
     ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]

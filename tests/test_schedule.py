@@ -32,7 +32,7 @@ def _run(module: torch.nn.Module, inputs: tuple, target=V3):
     legal, params = _import(module, *inputs)
     ex, _, report = compiler.build(legal, target)
     vm = relax.VirtualMachine(ex, tvm.cpu())
-    out = vm["main"](*[tvm.runtime.tensor(x.numpy()) for x in inputs], *[tvm.runtime.tensor(p) for p in params])
+    out = vm["main"](*[tvm.runtime.tensor(x.numpy()) for x in inputs], *compiler.bind_params(vm, params))
     out = out[0] if not hasattr(out, "numpy") else out
     with torch.no_grad():
         ref = module(*inputs)
@@ -59,6 +59,48 @@ class ConvT(torch.nn.Module):
 
     def forward(self, x):
         return self.up(x) + 1.0
+
+
+class ConvTCase(torch.nn.Module):
+    """conv_transpose1d (+ bias, + leaky) through the polyphase legalization."""
+
+    def __init__(self, cin, cout, k, stride, padding=0, output_padding=0, groups=1, bias=True):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose1d(cin, cout, k, stride=stride, padding=padding,
+                                           output_padding=output_padding, groups=groups, bias=bias)
+
+    def forward(self, x):
+        return F.leaky_relu(self.up(x), 0.1)
+
+
+CONVT_CASES = [
+    # (cin, cout, k, stride, padding, output_padding, groups), length
+    ((16, 8, 20, 10, 5, 0, 1), 9),  # generator ups[0] shape (k = 2 * stride)
+    ((16, 8, 12, 6, 3, 0, 1), 13),  # generator ups[1]
+    ((12, 12, 3, 2, 1, 1, 12), 10),  # F0/N and decoder UpSample1d: depthwise, output_padding
+    ((8, 8, 3, 2, 1, 1, 8), 7),
+    ((6, 10, 5, 3, 0, 0, 2), 8),  # groups, K not a multiple of the stride, no padding
+    ((5, 7, 4, 4, 0, 3, 1), 6),  # K == stride (one tap), output_padding past the last tap
+    ((4, 6, 7, 2, 3, 1, 1), 11),
+    ((4, 6, 2, 3, 0, 2, 1), 5),  # K < stride: phases with no tap
+    ((3, 4, 5, 1, 2, 0, 1), 8),  # stride 1
+]
+
+
+@pytest.mark.parametrize("case,length", CONVT_CASES, ids=["-".join(map(str, c[0])) + f"-L{c[1]}" for c in CONVT_CASES])
+def test_conv_transpose1d_polyphase_matches_torch(case, length):
+    import tvm
+
+    torch.manual_seed(0)
+    module = ConvTCase(*case)
+    x = torch.randn(1, case[0], length)
+    legal, _ = _import(module, x)
+    # no zero-dilated input left: every conv reads the undilated data
+    assert "conv1d_transpose" not in legal.script()
+    got, ref, report = _run(module, (x,))
+    assert got.shape == ref.shape
+    assert _rel(got, ref) <= 1e-5
+    assert report.fallbacks == [], report.functions
 
 
 class Linear(torch.nn.Module):
@@ -158,8 +200,50 @@ def test_tiny_component_matches_eager(component, bucket):
     assert report.fallbacks == [], report.fallbacks
     weights = compiler.component_weights(component, km)
     inputs = components.example_inputs(component, bucket, cfg, seed=1)
-    args = [tvm.runtime.tensor(x.numpy()) for x in inputs] + [tvm.runtime.tensor(weights[n].numpy()) for n in sig.params]
-    out = relax.VirtualMachine(ex, tvm.cpu())["main"](*args)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    args = [tvm.runtime.tensor(x.numpy()) for x in inputs] + compiler.bind_params(vm, [weights[n].numpy() for n in sig.params])
+    out = vm["main"](*args)
     got = [out[i].numpy() for i in range(len(out))]
     ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]
     assert max(rel_err(r, g) for r, g in zip(ref, got)) <= 1e-4
+
+
+def test_library_binding_runs_transform_params_once(tmp_path):
+    """A library loaded the way the runtime loads it (``CompiledComponent``: .so + weights file)
+    runs ``main_transform_params`` at load time and still matches eager; untouched weights stay
+    the shared ``ComponentWeights`` tensors."""
+    import numpy as np
+    import tvm
+
+    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import components
+    from kokoro_tvm.config import load_model_config
+    from kokoro_tvm.library import CompiledComponent, ComponentWeights
+    from kokoro_tvm.metrics import rel_err
+    from kokoro_tvm.model import build_kmodel
+    from kokoro_tvm.reference import reference
+
+    cfg = load_model_config("tiny")
+    km = build_kmodel(cfg, "random", seed=0)
+    component, bucket = "duration", 8
+    mod, sig = compiler.to_relax(compiler.export(component, bucket, km, cfg), component, bucket, cfg, "loop")
+    legal = compiler.legalize(mod)
+    assert "main_transform_params" in [gv.name_hint for gv in legal.functions]
+    # the nn.Linear weight transposes left main: no permute_dims of a parameter per call
+    ex, _, _ = compiler.build(legal, V3)
+    lib = tmp_path / "duration-8.so"
+    ex.export_library(str(lib))
+    weights = compiler.component_weights(component, km)
+    np.savez(tmp_path / "duration.npz", **{k: v.numpy() for k, v in weights.items()})
+    shared = ComponentWeights(tmp_path, {"path": "duration.npz", "sha256": A.sha256(tmp_path / "duration.npz")})
+    entry = {"component": component, "bucket": bucket, "path": lib.name, "sha256": A.sha256(lib),
+             "inputs": sig.inputs, "outputs": sig.outputs, "params": sig.params}
+    comp = CompiledComponent(tmp_path, entry, shared)
+    raw = shared.args(sig.params)
+    kept = sum(any(p is r for r in raw) for p in comp.params)
+    assert 0 < kept < len(comp.params)  # some weights transformed, the rest shared as they are
+    inputs = components.example_inputs(component, bucket, cfg, seed=1)
+    got = comp(*[x.numpy() for x in inputs])
+    ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]
+    assert max(rel_err(r, g) for r, g in zip(ref, got)) <= 1e-4
+    assert isinstance(comp.params[0], tvm.runtime.Tensor)

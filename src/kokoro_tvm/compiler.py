@@ -104,13 +104,26 @@ def _output_types(func) -> list:
 
 
 def legalize(mod):
-    """Lower Relax ops to TIR and fuse; what a schedule pass will later act on."""
+    """Lower Relax ops to TIR and fuse; what a schedule pass will later act on.
+
+    ``LegalizeOps`` uses our legalizations (``legalize_ops.LEGALIZE_MAP``: polyphase
+    conv1d_transpose) over TVM's. ``LiftTransformParams`` then moves everything that depends on
+    parameters only (``nn.Linear`` weight transposes, LSTM ``b_ih + b_hh``, weight-norm,
+    conv_transpose kernel rearrangement) out of ``main`` into ``main_transform_params``, which a
+    loader runs once (``bind_params``): ``main`` then takes the *transformed* parameters.
+    """
     import tvm
     from tvm import relax
 
+    from .legalize_ops import LEGALIZE_MAP
+
+    if "num_input" not in (mod["main"].attrs or {}):
+        raise ValueError("legalize needs main's 'num_input' attr (import with keep_params_as_input "
+                         "and detach_params) to tell inputs from parameters")
     seq = tvm.transform.Sequential([
         relax.transform.DecomposeOpsForInference(),
-        relax.transform.LegalizeOps(),
+        relax.transform.LegalizeOps(customize_legalize_map=LEGALIZE_MAP),
+        relax.transform.LiftTransformParams(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
@@ -118,6 +131,14 @@ def legalize(mod):
         relax.transform.DeadCodeElimination(),
     ])
     return seq(mod)
+
+
+def bind_params(vm, weights) -> list:
+    """Arguments after the inputs for ``vm["main"]`` from raw weights in ``Signature.params``
+    order (runs ``main_transform_params`` once when the library has it)."""
+    from .legalize_ops import bind_params as _bind
+
+    return _bind(vm, weights)
 
 
 def make_target(spec: dict[str, Any]):

@@ -125,8 +125,12 @@ class CompiledComponent:
         if not isinstance(weights, ComponentWeights):
             weights = ComponentWeights(root, weights)
         self.dev = weights.dev
-        self.params = weights.args(entry["params"])
         self.vm = relax.VirtualMachine(tvm.runtime.load_module(str(lib_path)), self.dev)
+        # Libraries with ``main_transform_params`` (LiftTransformParams) take transformed weights:
+        # transform once here; weights it passes through stay the shared ComponentWeights tensors.
+        from .legalize_ops import bind_params
+
+        self.params = bind_params(self.vm, weights.args(entry["params"]))
 
     @property
     def bucket(self) -> int:

@@ -247,3 +247,29 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]
     assert max(rel_err(r, g) for r, g in zip(ref, got)) <= 1e-4
     assert isinstance(comp.params[0], tvm.runtime.Tensor)
+
+
+class MaskedNorm(torch.nn.Module):
+    """Length-masked instance norm (``masked.instance_norm``): the decoder's AdaIN statistics."""
+
+    def __init__(self, channels=16):
+        super().__init__()
+        self.norm = torch.nn.InstanceNorm1d(channels, affine=True)
+
+    def forward(self, x, length):
+        from kokoro_tvm import masked
+
+        return masked.instance_norm(self.norm, x, masked.Span.of(length, x.shape[-1]))
+
+
+@pytest.mark.parametrize("size,length", [(64, 37), (64, 64), (256, 3), (61, 40), (24, 24)])
+def test_masked_norm_reduction_matches_torch(size, length):
+    """The vectorized (rfactor) statistics at padded and full lengths; T not a multiple of the
+    lanes keeps the scalar loop."""
+    torch.manual_seed(0)
+    module = MaskedNorm()
+    x = torch.randn(1, 16, size)
+    got, ref, report = _run(module, (x, torch.tensor([length])))
+    assert _rel(got, ref) <= 1e-5
+    assert report.fallbacks == [] and report.errors == {}, (report.fallbacks, report.errors)
+    assert report.as_dict()["counts"].get("reduction", 0) == 2

@@ -2,8 +2,15 @@
 
 Every reduction block is parallelized over its spatial axes (rows of a norm, heads x queries of
 attention); spatial blocks around it are inlined where possible and otherwise run as their own
-parallel vectorized loops. The reduction loop itself stays scalar: vectorizing it needs an
-rfactor, and these reductions are a small share of Kokoro's time.
+parallel vectorized loops.
+
+A reduction over the contiguous inner axis of its input (the masked instance-norm / AdaIN
+statistics ``sum(x * mask, -1)``, ``sum((x - mean)^2 * mask, -1)``) is vectorized with an
+rfactor: the axis is split into ``[T / F, F]`` (``F`` = 4, 2 or 1 vectors of lanes) and the ``F`` partial sums become
+a spatial axis of a per-row ``local`` accumulator (``F / lanes`` vector registers, independent add
+chains, vectorized over the whole row), summed across lanes at the end. That needs the extent to divide by the lane count
+(a lane predicate would scalarize the loop); other reductions keep a scalar loop (unrolled when
+short). The summation order changes (lanes-way partial sums), which is within float32 rounding.
 """
 
 from __future__ import annotations
@@ -28,15 +35,77 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
         n_sp = len(kinds) - len(kinds.lstrip("S"))
         if len(loops) != len(kinds) or n_sp == 0 or set(kinds[n_sp:]) != {"R"}:
             raise ValueError("reduction rule needs spatial iters before reduce iters")
+        rf = _rfactor(sch, blk, loops[-1], cpu)
+        if rf is not None:
+            loops = list(sch.get_loops(blk.rv))
         outer = sch.fuse(*loops[:n_sp]) if n_sp > 1 else loops[0]
         work = 1
         for ext in blk.extents:
             work *= ext or 1
         if work >= PARALLEL_MIN and int(sch.get(outer).extent) > 1:
             sch.parallel(outer)
+        if rf is not None:
+            _vectorize_rf(sch, rf, outer)
+            continue
         if len(loops) - n_sp > 0:
             inner = loops[n_sp:]
             # unroll a short innermost reduction (taps of a small kernel)
             if int(sch.get(inner[-1]).extent) <= 16:
                 sch.unroll(inner[-1])
     return True
+
+
+def _reads_contiguous_along(blk, var) -> bool:
+    """Every buffer the block reads that depends on ``var`` is indexed by ``var`` (+ terms without
+    it) in its last dimension only: consecutive iterations load consecutive elements."""
+    from .analysis import vars_in
+    from .tile import _linear_unit
+
+    found = False
+    for rd in blk.stmt.reads:
+        region = [r.min for r in rd.region]
+        if not any(var in vars_in(e) for e in region):
+            continue
+        if any(var in vars_in(e) for e in region[:-1]) or not _linear_unit(region[-1], var):
+            return False
+        found = True
+    return found
+
+
+def _rfactor(sch: s_tir.Schedule, blk, inner, cpu: CPU):
+    """rfactor the innermost reduction loop into ``cpu.lanes`` partial sums (see module doc);
+    returns the rf block, or None when the reduction does not qualify."""
+    kinds = blk.kinds
+    extent = blk.extents[-1]
+    # up to 4 vectors of partial sums: independent add chains hide the FP add latency
+    factor = next((f * cpu.lanes for f in (4, 2, 1) if extent and extent % (f * cpu.lanes) == 0
+                   and extent >= 2 * f * cpu.lanes), None)
+    if kinds[-1] != "R" or factor is None:
+        return None
+    if len(blk.stmt.writes) != 1 or not _reads_contiguous_along(blk, blk.stmt.iter_vars[-1].var):
+        return None
+    _, r_i = sch.split(inner, [None, factor])
+    return sch.rfactor(r_i, factor_axis=len(blk.stmt.writes[0].region))
+
+
+def _vectorize_rf(sch: s_tir.Schedule, rf, outer) -> None:
+    """Per row (under ``outer``): a ``local`` vector of partial sums, vectorized FMAs."""
+    sch.compute_at(rf, outer)
+    sch.set_scope(rf, 0, "local")
+    rf_loops = list(sch.get_loops(rf))
+    pos = next(i for i, lp in enumerate(rf_loops) if sch.get(lp).same_as(sch.get(outer)))
+    # compute_at lays the loops out in block-iter order: the factor (lanes) iter comes first
+    lanes, *reduce = rf_loops[pos + 1:]
+    if not reduce or int(sch.get(lanes).extent) != lanes_of(sch, rf):
+        raise ValueError("unexpected rfactor loop nest")
+    sch.reorder(*reduce, lanes)  # lanes innermost
+    sch.vectorize(lanes)
+    init = sch.decompose_reduction(rf, reduce[0])
+    sch.vectorize(sch.get_loops(init)[-1])
+
+
+def lanes_of(sch: s_tir.Schedule, rf) -> int:
+    """Extent of the rf block's factor iter (its last write index)."""
+    stmt = sch.get(rf)
+    var = stmt.writes[0].region[-1].min
+    return int(next(iv.dom.extent for iv in stmt.iter_vars if iv.var.same_as(var)))

@@ -273,3 +273,33 @@ def test_masked_norm_reduction_matches_torch(size, length):
     assert _rel(got, ref) <= 1e-5
     assert report.fallbacks == [] and report.errors == {}, (report.fallbacks, report.errors)
     assert report.as_dict()["counts"].get("reduction", 0) == 2
+
+
+class Snake(torch.nn.Module):
+    """The generator's Snake activation: ``sin`` goes through ``legalize_ops.sin_poly``."""
+
+    def __init__(self, channels=8):
+        super().__init__()
+        self.alpha = torch.nn.Parameter(torch.rand(1, channels, 1) + 0.5)
+
+    def forward(self, x):
+        return x + (1 / self.alpha) * (torch.sin(self.alpha * x) ** 2)
+
+
+class Sin(torch.nn.Module):
+    def forward(self, x):
+        return torch.sin(x)
+
+
+def test_sin_poly_matches_torch():
+    torch.manual_seed(0)
+    x = torch.cat([torch.linspace(-3000.0, 3000.0, 400_003), torch.randn(4096) * 10,
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, 1e-6, 3.14159265, -3.14159265, 1.5707964, 1e4])])
+    x = x.reshape(1, 1, -1)
+    got, ref, _ = _run(Sin(), (x,))
+    exact = np.sin(x.numpy().astype(np.float64))
+    # within float32 rounding of the exact value, like libm (torch: <= 1.2e-7 here)
+    assert np.abs(got - exact).max() <= 2.5e-7, np.abs(got - exact).max()
+    assert np.abs(got - ref).max() <= 3e-7
+    got, ref, report = _run(Snake(), (torch.randn(1, 8, 64) * 4,))
+    assert _rel(got, ref) <= 1e-5 and report.fallbacks == []

@@ -130,6 +130,8 @@ CASES = [
     # (module, input shape, rule that must schedule the heaviest function)
     (ConvLeaky(), (1, 16, 37), "conv"),  # 37 frames: the unrolled tail path (along_rows tile)
     (ConvLeaky(16, 24, 3), (1, 16, 64), "conv"),
+    (ConvLeaky(16, 22, 7), (1, 16, 77), "conv"),  # neither 22 rows nor 77 cols divide: tail tile
+    (ConvLeaky(8, 1, 5), (1, 8, 45), "conv"),  # one output channel (F0/N projections, iSTFT)
     (ConvT(), (1, 16, 9), "conv"),
     (Linear(), (1, 7, 40), "matmul"),
     (Norm(), (1, 12, 50), "reduction"),

@@ -94,10 +94,10 @@ def pick_tile(cpu: CPU, rows_extent: int, cols_extent: int, can_pack_rows: bool)
     """
     budget = cpu.registers - 4
 
-    def best(vec_extent: int, unrolled_extent: int, along_rows: bool) -> Tile | None:
+    def best(vec_extent: int, unrolled_extent: int, along_rows: bool, tail: bool = False) -> Tile | None:
         found = None
         for vectors in (4, 3, 2, 1):
-            if vec_extent % (vectors * cpu.lanes):
+            if (vec_extent % (vectors * cpu.lanes) if not tail else vec_extent < vectors * cpu.lanes):
                 continue
             for rows in range(max(1, min(budget // vectors, unrolled_extent)), 0, -1):
                 tile = Tile(rows, vectors, along_rows)
@@ -108,6 +108,11 @@ def pick_tile(cpu: CPU, rows_extent: int, cols_extent: int, can_pack_rows: bool)
     tile = best(cols_extent, rows_extent, False)
     if tile is None and can_pack_rows:
         tile = best(rows_extent, cols_extent, True)
+    if tile is None:
+        # neither axis divides (conv_post: 22 channels x 120m+1 samples): vectors along the
+        # columns with a tail; ``compiler.build`` partitions the tail loop off (LoopPartition), so
+        # only the last tile of a row runs predicated
+        tile = best(cols_extent, rows_extent, False, tail=True)
     return tile
 
 

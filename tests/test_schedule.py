@@ -103,6 +103,32 @@ def test_conv_transpose1d_polyphase_matches_torch(case, length):
     assert report.fallbacks == [], report.functions
 
 
+class StridedConv(torch.nn.Module):
+    def __init__(self, cin, cout, k, stride, padding):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(cin, cout, k, stride=stride, padding=padding)
+
+    def forward(self, x):
+        return self.conv(x) * 2.0
+
+
+@pytest.mark.parametrize("case,length", [
+    ((1, 1, 3, 2, 1), 40),  # decoder F0_conv / N_conv
+    ((1, 22, 20, 5, 10), 203),  # CustomSTFT forward conv shape (hop 5, n_fft 20, centre pad)
+    ((3, 8, 4, 3, 0), 31),
+    ((4, 16, 5, 2, 2), 33),
+    ((2, 5, 2, 4, 1), 41),  # K < stride
+])
+def test_strided_conv1d_space_to_depth_matches_torch(case, length):
+    torch.manual_seed(0)
+    module = StridedConv(*case)
+    x = torch.randn(1, case[0], length)
+    got, ref, report = _run(module, (x,))
+    assert got.shape == ref.shape
+    assert _rel(got, ref) <= 1e-5
+    assert "conv" in report.functions.values() and report.fallbacks == [], report.functions
+
+
 class Linear(torch.nn.Module):
     def __init__(self):
         super().__init__()

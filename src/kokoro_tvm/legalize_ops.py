@@ -108,7 +108,46 @@ def _sin(bb, call):
     return bb.call_te(sin_poly, call.args[0], primfunc_name_hint="sin")
 
 
-LEGALIZE_MAP = {"relax.nn.conv1d_transpose": _conv1d_transpose_polyphase, "relax.sin": _sin}
+def _conv1d_strided_space_to_depth(bb, call):
+    """Strided conv1d (the decoder's F0/N convs, stride 2; CustomSTFT's forward conv, stride hop)
+    as a stride-1 conv over ``s`` phase channels: ``X[n, c*s + p, q] = xpad[n, c, q*s + p]``,
+    ``W[o, c*s + p, j] = w[o, c, j*s + p]``. A stride-1 conv streams its input with unit stride,
+    which the conv rule's register tile needs; the strided form fell back to scalar loops."""
+    from tvm import ir, relax
+
+    attrs = call.attrs
+    default = ir.Op.get("relax.nn.conv1d").get_attr("FLegalize")
+    x, w = call.args
+    s = int(attrs.strides[0])
+    if (s == 1 or [int(d) for d in attrs.dilation] != [1] or int(attrs.groups) != 1
+            or attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW"
+            or (attrs.out_layout and attrs.out_layout != "NCW")):
+        return default(bb, call)
+    try:
+        n, c, length = (int(v) for v in x.ty.shape)
+        o, _, k = (int(v) for v in w.ty.shape)
+        t_out = int(call.ty.shape[2])
+    except TypeError:
+        return default(bb, call)
+    pad_l = int(attrs.padding[0])
+    taps = -(-k // s)
+    q = t_out + taps - 1
+    right = q * s - length - pad_l
+    xp = bb.emit(relax.op.nn.pad(x, [0, 0, 0, 0, pad_l, max(0, right)]))
+    if right < 0:
+        xp = bb.emit(relax.op.strided_slice(xp, axes=[2], begin=[0], end=[q * s]))
+    xp = bb.emit(relax.op.reshape(xp, [n, c, q, s]))
+    xp = bb.emit(relax.op.permute_dims(xp, [0, 1, 3, 2]))
+    xp = bb.emit(relax.op.reshape(xp, [n, c * s, q]))
+    wk = w if taps * s == k else bb.emit(relax.op.nn.pad(w, [0, 0, 0, 0, 0, taps * s - k]))
+    wk = bb.emit(relax.op.reshape(wk, [o, c, taps, s]))
+    wk = bb.emit(relax.op.permute_dims(wk, [0, 1, 3, 2]))
+    wk = bb.emit(relax.op.reshape(wk, [o, c * s, taps]))
+    return relax.op.nn.conv1d(xp, wk, strides=1, padding=0, data_layout="NCW", kernel_layout="OIW")
+
+
+LEGALIZE_MAP = {"relax.nn.conv1d_transpose": _conv1d_transpose_polyphase, "relax.sin": _sin,
+                "relax.nn.conv1d": _conv1d_strided_space_to_depth}
 
 
 def has_transform_params(vm) -> bool:

@@ -2,6 +2,7 @@
 
     TVM_NUM_THREADS=2 python benchmarks/kernels.py                      # default buckets
     python benchmarks/kernels.py --threads 2 --only decoder:128 --top 12
+    python benchmarks/kernels.py --ops --frames 128   # single ops: old vs new lowering, interleaved
 
 Each component is built with ``compiler.build`` (schedule pass included) and timed against the
 same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM, eager,
@@ -54,8 +55,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--top", type=int, default=8, help="hotspot kernels to print per component")
     ap.add_argument("--mcpu", default="x86-64-v3")
+    ap.add_argument("--ops", action="store_true", help="single-op before/after table (Kokoro-82M shapes) and exit")
+    ap.add_argument("--frames", type=int, default=128, help="decoder frames m for --ops shapes")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
+    if args.ops:
+        return ops_table(args)
 
     import numpy as np
     import torch
@@ -113,6 +118,127 @@ def main() -> None:
     print(f"\n{'component':14} {'bucket':>6} {'eager ms':>9} {'TVM ms':>9} {'eager/TVM':>9} {'build s':>8}")
     for component, bucket, e, v, b, _ in rows:
         print(f"{component:14} {bucket:6d} {e*1e3:9.1f} {v*1e3:9.1f} {e/v:9.2f} {b:8.1f}")
+
+
+def _legalize_variant(mod, new: bool):
+    """``compiler.legalize`` (new) or the same pipeline with TVM's own legalizations (old)."""
+    import tvm
+    from tvm import relax
+
+    from kokoro_tvm import compiler
+
+    if new:
+        return compiler.legalize(mod)
+    return tvm.transform.Sequential([
+        relax.transform.DecomposeOpsForInference(), relax.transform.LegalizeOps(),
+        relax.transform.LiftTransformParams(), relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
+        relax.transform.DeadCodeElimination()])(mod)
+
+
+def ops_table(args) -> None:
+    """Kokoro-82M decoder ops at ``--frames`` m, old vs new lowering/schedule, interleaved medians.
+
+    old = TVM's legalization (conv_transpose over a zero-dilated input, libm ``sinf``), the scalar
+    reduction loop for norm statistics, no tail tile; new = this repository's.
+    """
+    import numpy as np
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm import compiler, masked
+    from kokoro_tvm.schedule import reduction, tile
+
+    torch.set_num_threads(args.threads)
+    m = args.frames
+    F = torch.nn.functional
+
+    class ConvT(torch.nn.Module):
+        def __init__(self, cin, cout, k, s, p, op=0, groups=1):
+            super().__init__()
+            self.up = torch.nn.ConvTranspose1d(cin, cout, k, s, p, output_padding=op, groups=groups)
+
+        def forward(self, x):
+            return self.up(F.leaky_relu(x, 0.1))
+
+    class Norm(torch.nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.norm = torch.nn.InstanceNorm1d(c, affine=True)
+
+        def forward(self, x, length):
+            return masked.instance_norm(self.norm, x, masked.Span.of(length, x.shape[-1]))
+
+    class Snake(torch.nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.alpha = torch.nn.Parameter(torch.rand(1, c, 1) + 0.5)
+
+        def forward(self, x):
+            return x + (1 / self.alpha) * (torch.sin(self.alpha * x) ** 2)
+
+    class Conv(torch.nn.Module):
+        def __init__(self, cin, cout, k):
+            super().__init__()
+            self.conv = torch.nn.Conv1d(cin, cout, k, padding=k // 2)
+
+        def forward(self, x):
+            return self.conv(F.leaky_relu(x, 0.1))
+
+    n_gen = 120 * m + 1
+    cases = [
+        ("ups[0] convT 512->256 k20 s10", ConvT(512, 256, 20, 10, 5), (torch.randn(1, 512, 2 * m),)),
+        ("ups[1] convT 256->128 k12 s6", ConvT(256, 128, 12, 6, 3), (torch.randn(1, 256, 20 * m),)),
+        ("decoder pool convT dw 1090 k3 s2", ConvT(1090, 1090, 3, 2, 1, 1, 1090), (torch.randn(1, 1090, m),)),
+        ("F0/N pool convT dw 512 k3 s2", ConvT(512, 512, 3, 2, 1, 1, 512), (torch.randn(1, 512, m),)),
+        ("masked norm 1024 x m", Norm(1024), (torch.randn(1, 1024, m), torch.tensor([m * 3 // 4]))),
+        ("masked norm 128 x 120m (gen)", Norm(128), (torch.randn(1, 128, 120 * m), torch.tensor([100 * m]))),
+        ("masked norm 256 x 20m (gen)", Norm(256), (torch.randn(1, 256, 20 * m), torch.tensor([15 * m]))),
+        ("snake 128 x 120m+1", Snake(128), (torch.randn(1, 128, n_gen),)),
+        ("conv_post 128->22 k7 x 120m+1", Conv(128, 22, 7), (torch.randn(1, 128, n_gen),)),
+    ]
+    target = {"kind": "llvm", "mcpu": args.mcpu}
+    print(f"threads={args.threads} frames={m}: median ms, old | new | eager  (rel err of new vs torch)")
+    for name, module, inputs in cases:
+        module.eval()
+        ep = torch.export.export(module, inputs)
+        mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+        params = [p.numpy() for p in params.get("main", [])]
+        runs = []
+        for new in (False, True):
+            saved = reduction._rfactor, tile.pick_tile
+            if not new:  # the schedule before this change: scalar reduction, no tail tile
+                reduction._rfactor = lambda *a: None
+                orig = tile.pick_tile
+                tile.pick_tile = lambda cpu, r, c, can, _o=orig: (
+                    _o(cpu, r, c, can) if c % cpu.lanes == 0 or (can and r % cpu.lanes == 0) else None)
+            try:
+                from kokoro_tvm.schedule import conv as conv_rule
+                conv_rule.pick_tile = tile.pick_tile
+                ex, _, _ = compiler.build(_legalize_variant(mod, new), target)
+            finally:
+                reduction._rfactor, tile.pick_tile = saved
+                conv_rule.pick_tile = saved[1]
+            vm = relax.VirtualMachine(ex, tvm.cpu())
+            targs = [tvm.runtime.tensor(x.numpy()) for x in inputs] + compiler.bind_params(vm, params)
+            vm["main"](*targs)
+            runs.append((vm, targs, []))
+        with torch.no_grad():
+            ref = module(*inputs).numpy()
+        out = runs[1][0]["main"](*runs[1][1])
+        out = (out if hasattr(out, "numpy") else out[0]).numpy()
+        err = float(np.abs(out - ref).max() / np.abs(ref).max())
+        eager = []
+        with torch.no_grad():
+            for _ in range(args.repeat):
+                for vm, targs, ts in runs:
+                    t = time.perf_counter(); vm["main"](*targs); ts.append(time.perf_counter() - t)  # noqa: E702
+                t = time.perf_counter(); module(*inputs); eager.append(time.perf_counter() - t)  # noqa: E702
+        old, new_ = (float(np.median(ts)) * 1e3 for _, _, ts in runs)
+        print(f"  {name:34} {old:9.2f} | {new_:9.2f} | {float(np.median(eager)) * 1e3:9.2f}   "
+              f"x{old / new_:5.1f}  (err {err:.1e})", flush=True)
 
 
 def _hotspots(legal, ex, targs, top: int, peak: float) -> None:

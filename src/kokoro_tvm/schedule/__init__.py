@@ -12,10 +12,15 @@ conv       one reduction ``[n, f, y | r...]`` streaming a row of the data along 
 matmul     one reduction ``[..., i, j | k]`` streaming ``B[.., k, j]`` (dense, matmul, LSTM
            input projections)
 reduction  reductions that keep the inner axis of their input (norm statistics, softmax,
-           sums), and reductions that read a transposed operand (``Q @ K^T``)
+           sums; vectorized by an rfactor when the axis divides by the lanes), and
+           reductions that read a transposed operand (``Q @ K^T``)
 injective  only spatial blocks (elementwise, broadcast, transpose, concat, take, ...)
 generic    anything else: parallel + vectorize the outer spatial loops of every block
 ========== ==============================================================================
+
+Strided conv1d and conv_transpose1d reach this pass as stride-1 convs (``legalize_ops``), so the
+conv rule tiles them; a conv whose channels and width both miss the lane count gets a tile with a
+predicated column tail (slow but vectorized; see the report's remaining fallbacks).
 
 Functions that already carry a schedule (hand-written TIR such as ``kokoro_lstm_*``) are left
 alone. ``ScheduleReport`` says which rule each function got and lists the ones that fell back

@@ -59,7 +59,7 @@ class Project:
 
 def make_project(root: Path, params: dict) -> Project:
     root.mkdir(parents=True, exist_ok=True)
-    for name in ("dvc.yaml", ".gitignore"):
+    for name in ("dvc.yaml", ".gitignore", ".dvcignore"):
         shutil.copy(REPO / name, root / name)
     for name in ("stages", "src"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))

@@ -18,3 +18,19 @@ def main(run: Callable[[], None]) -> None:
     except (ParamsError, ToolchainError, CheckpointError, ArtifactError, ValidationError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
+
+
+def bucket_stage(name: str, doc: str | None, per_target: bool) -> None:
+    """Run ``kokoro_tvm.stages.<name>(prm, component, bucket[, target])`` from the command line."""
+    import argparse
+
+    from kokoro_tvm import stages
+
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("component")
+    ap.add_argument("bucket", type=int)
+    if per_target:
+        ap.add_argument("target")
+    a = ap.parse_args()
+    args = (a.component, a.bucket) + ((a.target,) if per_target else ())
+    main(lambda: getattr(stages, name)(stages.setup(), *args))

@@ -1,14 +1,6 @@
 """DVC stage `validate@<component>-<bucket>-<target>`: see kokoro_tvm.stages.validate."""
 
-import argparse
-
-from _common import main
-from kokoro_tvm import stages
+from _common import bucket_stage
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("component")
-    ap.add_argument("bucket", type=int)
-    ap.add_argument("target")
-    a = ap.parse_args()
-    main(lambda: stages.validate(stages.setup(), a.component, a.bucket, a.target))
+    bucket_stage("validate", __doc__, per_target=True)

@@ -99,7 +99,12 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
     op = match(anchor)
     if op is None or op.row != 1 or op.col != 2:  # NCW: rows = output channels, cols = width
         return False
-    anchor, producers, consumers = prepare(sch, anchor.stmt.name_hint)
+    return schedule_matched(sch, cpu, anchor.stmt.name_hint)
+
+
+def schedule_matched(sch: s_tir.Schedule, cpu: CPU, anchor_name: str) -> bool:
+    """Prepare the anchor's producers/consumers, re-match it, and tile it (shared with matmul)."""
+    anchor, producers, consumers = prepare(sch, anchor_name)
     op = match(anchor)
     if op is None:
         return False

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tvm import s_tir
 
 from .analysis import CPU, root_blocks
-from .conv import _anchor, prepare, schedule_anchor
+from .conv import _anchor, schedule_matched
 from .tile import match
 
 
@@ -18,9 +18,4 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
     anchor = _anchor(root_blocks(sch) or [])
     if anchor is None or match(anchor) is None:
         return False
-    anchor, producers, consumers = prepare(sch, anchor.stmt.name_hint)
-    op = match(anchor)
-    if op is None:
-        return False
-    schedule_anchor(sch, cpu, op, producers, consumers)
-    return True
+    return schedule_matched(sch, cpu, anchor.stmt.name_hint)

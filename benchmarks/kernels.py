@@ -53,6 +53,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=int(os.environ.get("TVM_NUM_THREADS", "2")))
     ap.add_argument("--only", nargs="*", default=DEFAULT, help="component:bucket ...")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--settle", type=float, default=0.05,
+                    help="seconds to pause before each timed call (bench.SETTLE_S); 0 shows the "
+                         "cost of one runtime's spinning threads on the next")
     ap.add_argument("--top", type=int, default=8, help="hotspot kernels to print per component")
     ap.add_argument("--mcpu", default="x86-64-v3")
     ap.add_argument("--ops", action="store_true", help="single-op before/after table (Kokoro-82M shapes) and exit")
@@ -68,6 +71,7 @@ def main() -> None:
     from tvm import relax
 
     from kokoro_tvm import compiler, components
+    from kokoro_tvm.bench import time_interleaved
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.model import build_kmodel
     from kokoro_tvm.schedule.analysis import CPU
@@ -103,12 +107,11 @@ def main() -> None:
         out = vm["main"](*targs)
         errs = [float(np.abs(out[i].numpy() - r.numpy()).max() / max(np.abs(r.numpy()).max(), 1e-30))
                 for i, r in enumerate(ref)]
-        t_eager, t_tvm = [], []
         with torch.no_grad():
-            module(*inputs)
-            for _ in range(args.repeat):
-                t = time.perf_counter(); module(*inputs); t_eager.append(time.perf_counter() - t)  # noqa: E702
-                t = time.perf_counter(); vm["main"](*targs); t_tvm.append(time.perf_counter() - t)  # noqa: E702
+            samples = time_interleaved({"eager": lambda: module(*inputs),
+                                        "tvm": lambda: vm["main"](*targs)}, args.repeat, 1,
+                                       args.settle)
+        t_eager, t_tvm = samples["eager"], samples["tvm"]
         e, v = float(np.median(t_eager)), float(np.median(t_tvm))
         rows.append((component, bucket, e, v, build_s, report))
         print(f"\n== {component}-{bucket}: eager {e*1e3:.1f} ms | TVM {v*1e3:.1f} ms | eager/TVM {e/v:.2f}x | "

@@ -23,6 +23,7 @@ TINY_PARAMS = {
     "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},
     "bench": {"repeats": 2, "onnxruntime": False},  # ORT is covered by test_bench.py
+    "tune": {"trials": 0},  # a real search is covered by test_tune.py
 }
 
 

@@ -38,8 +38,8 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
     ran = built_project.repro()
     expected = _stage_names(built_project, "-10") | _stage_names(built_project, "bench_summary") | {"manifest"}
     assert ran == expected, sorted(ran ^ expected)
-    # manifest + bench summary + (export, relax, legalize, build, validate, bench) x 2 components
-    assert len(expected) == 1 + 1 + 6 * 2
+    # manifest + bench summary + (export, relax, legalize, tune, build, validate, bench) x 2 components
+    assert len(expected) == 1 + 1 + 7 * 2
 
 
 def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
@@ -48,8 +48,28 @@ def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
     built_project.set_params(p)
     ran = built_project.repro()
     expected = {s for s in built_project.stages()
-                if s.startswith(("relax", "legalize", "build", "validate", "bench"))} | {"manifest"}
+                if s.startswith(("relax", "legalize", "tune", "build", "validate", "bench"))} | {"manifest"}
     assert ran == expected, sorted(ran ^ expected)
+
+
+def test_tune_trials_touch_only_tune_stages(built_project: Project):
+    """``tune.trials`` is read by the tune stages alone; with 0 they write an empty database,
+    which every build applies (nothing), so the default costs no compile."""
+    p = built_project.params
+    assert p["tune"]["trials"] == 0
+    libs = {s.split("@")[1] for s in _stage_names(built_project, "build")}
+    for lib in libs:
+        db = built_project.root / "artifacts/tune/generic" / lib.rsplit("-", 1)[0]
+        report = json.loads((db / "report.json").read_text())
+        assert report["trials_per_task"] == 0 and report["kept"] == 0
+        assert (db / "database_tuning_record.json").read_text() == ""
+    p["tune"]["trials"] = 16
+    built_project.set_params(p)
+    changed = set(json.loads(built_project.run("dvc", "status", "--json").stdout))
+    assert changed == _stage_names(built_project, "tune"), sorted(changed)
+    p["tune"]["trials"] = 0
+    built_project.set_params(p)
+    assert "up to date" in built_project.run("dvc", "status").stdout
 
 
 def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_path):
@@ -77,7 +97,7 @@ def test_adding_a_target_builds_only_that_target(built_project: Project):
     built_project.set_params(p)
     ran = built_project.repro()
     new = {s for s in built_project.stages() if s.endswith(("-v3", "@v3"))}
-    assert len(new) == 3 * 5 + 1  # (build, validate, bench) x 5 libraries + bench summary
+    assert len(new) == 4 * 5 + 1  # (tune, build, validate, bench) x 5 libraries + bench summary
     assert ran == new | {"manifest"}, sorted(ran ^ (new | {"manifest"}))
 
 

@@ -50,6 +50,8 @@ def test_repo_params_are_valid():
     ("toolchain", {"llvm_major": "22"}, "toolchain.llvm_major"),
     ("toolchain", {"tvm": "1"}, "toolchain.tvm"),
     ("runtime.num_threads", -1, "runtime.num_threads"),
+    ("tune.trials", -8, "tune.trials"),
+    ("tune.trials", "many", "tune.trials"),
 ])
 def test_bad_params_name_the_key(path, value, key):
     with pytest.raises(P.ParamsError, match=key.replace(".", r"\.")):
@@ -83,6 +85,20 @@ def test_declared_llvm_major_must_match_installed():
     check_installed({"llvm_major": found["llvm_major"], "torch": "2.13.0"}, found)
     with pytest.raises(ToolchainError, match=r"toolchain\.llvm_major.*is 17.*LLVM.*22"):
         check_installed({"llvm_major": 17}, found)
+
+
+def test_atomic_dir_keeps_the_old_directory_on_failure(tmp_path):
+    from kokoro_tvm.atomic import atomic_dir
+
+    dest = tmp_path / "db"
+    with atomic_dir(dest) as tmp:
+        (tmp / "records.json").write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_dir(dest) as tmp:
+            (tmp / "records.json").write_text("half")
+            raise RuntimeError("killed mid-write")
+    assert [p.name for p in tmp_path.iterdir()] == ["db"]
+    assert (dest / "records.json").read_text() == "old"
 
 
 def test_atomic_write_leaves_nothing_on_failure(tmp_path):

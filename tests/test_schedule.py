@@ -331,3 +331,22 @@ def test_sin_poly_matches_torch():
     assert np.abs(got - ref).max() <= 3e-7
     got, ref, report = _run(Snake(), (torch.randn(1, 8, 64) * 4,))
     assert _rel(got, ref) <= 1e-5 and report.fallbacks == []
+
+
+class Powers(torch.nn.Module):
+    """ALBERT's tanh GELU (``x ** 3``) plus a square, a fourth power and a non-integer power."""
+
+    def forward(self, x):
+        gelu = torch.nn.functional.gelu(x, approximate="tanh")
+        return gelu + x ** 2 - 0.1 * x ** 4 + torch.abs(x) ** 1.5
+
+
+def test_small_integer_powers_become_multiplies():
+    torch.manual_seed(0)
+    x = torch.randn(1, 8, 96) * 3
+    legal, _ = _import(Powers(), x)
+    text = legal.script()
+    # only the x ** 1.5 keeps a pow call; 2, 3 (inside GELU) and 4 are multiplies
+    assert text.count("T.pow(") == 1, text.count("T.pow(")
+    got, ref, report = _run(Powers(), (x,))
+    assert _rel(got, ref) <= 1e-5 and report.fallbacks == []

@@ -50,6 +50,11 @@ def legalized_file(component: str, bucket: int, root: Path = ROOT) -> Path:
     return root / "legalize" / f"{component}-{bucket}.json"
 
 
+def tune_dir(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+    """MetaSchedule database (only records that beat the rules) plus ``report.json``."""
+    return root / "tune" / target / f"{component}-{bucket}"
+
+
 def library_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
     return root / "build" / target / f"{component}-{bucket}.so"
 

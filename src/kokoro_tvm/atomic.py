@@ -41,3 +41,33 @@ def write_text(dest: str | os.PathLike, text: str) -> None:
 def write_json(dest: str | os.PathLike, obj: Any) -> None:
     """Deterministic JSON (sorted keys) so unchanged content keeps the same DVC hash."""
     write_text(dest, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_dir(dest: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temp directory next to ``dest``; it replaces ``dest`` only if the block
+    succeeds (a failed or killed run leaves the old directory, or none, never a partial one)."""
+    import shutil
+
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        yield tmp
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(dest, old)
+            os.replace(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask

@@ -93,9 +93,18 @@ def agreement(component: str, ref: list[np.ndarray], got: list[np.ndarray]) -> f
     return float(f"{max(rel_err(r, g) for r, g in zip(ref, got)):.3e}")
 
 
-def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup: int) -> dict[str, list[float]]:
+#: Pause before each timed call. PyTorch's OpenMP, ONNX Runtime and TVM all keep their worker
+#: threads spinning for a while after a parallel region; on 2 cores the next runtime's threads
+#: then share the cores with the previous one's spinners (a 0.7 ms TVM matmul measured 3.9 ms
+#: right after an eager call). The pause lets them go idle, so each call is timed on its own.
+SETTLE_S = 0.05
+
+
+def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup: int,
+                     settle_s: float = SETTLE_S) -> dict[str, list[float]]:
     """Seconds per call for each runner: ``warmup`` untimed calls each, then ``repeats`` rounds,
-    each round calling every runner once in an order that rotates between rounds."""
+    each round calling every runner once in an order that rotates between rounds, each timed
+    call preceded by a ``settle_s`` pause (see ``SETTLE_S``)."""
     names = list(runners)
     for _ in range(warmup):
         for name in names:
@@ -103,6 +112,7 @@ def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup
     samples: dict[str, list[float]] = {name: [] for name in names}
     for r in range(repeats):
         for name in names[r % len(names):] + names[: r % len(names)]:
+            time.sleep(settle_s)
             t0 = time.perf_counter()
             runners[name]()
             samples[name].append(time.perf_counter() - t0)

@@ -39,6 +39,7 @@ class Params:
     num_threads: int
     bench_repeats: int = 10
     bench_onnxruntime: bool = True
+    tune_trials: int = 0
 
     def buckets(self, component: str) -> tuple[int, ...]:
         return self.tokens if COMPONENTS[check_component(component)] == "tokens" else self.frames
@@ -125,8 +126,12 @@ def parse(raw: Any) -> Params:
     use_ort = bench.get("onnxruntime", True)
     if not isinstance(use_ort, bool):
         raise ParamsError(f"params.yaml: 'bench.onnxruntime' must be true or false, got {use_ort!r}")
+    trials = (raw.get("tune") or {}).get("trials", 0)
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
+        raise ParamsError(f"params.yaml: 'tune.trials' must be an integer >= 0 (MetaSchedule trials per "
+                          f"kernel; 0 = rules only), got {trials!r}")
     return Params(config, checkpoint, seed, tokens, frames, strategy, targets, dict(toolchain), threads,
-                  repeats, use_ort)
+                  repeats, use_ort, trials)
 
 
 def load(path: str | Path = "params.yaml") -> Params:

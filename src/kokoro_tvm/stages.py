@@ -102,12 +102,34 @@ def legalize(prm: P.Params, component: str, bucket: int) -> None:
     A.save_ir(A.legalized_file(component, bucket), legalize_mod(A.load_ir(A.relax_file(component, bucket))))
 
 
+def tune(prm: P.Params, component: str, bucket: int, target: str) -> None:
+    """MetaSchedule ``tune.trials`` trials per kernel; keep the records that beat the rules.
+    ``trials: 0`` (the default) writes an empty database without loading anything."""
+    from . import tune as T
+    from .atomic import atomic_dir
+
+    _check_bucket(prm, component, bucket)
+    _check_target(prm, target)
+    with atomic_dir(A.tune_dir(component, bucket, target)) as tmp:
+        if prm.tune_trials == 0:
+            T.write_empty(tmp)
+            report: dict[str, Any] = {"trials_per_task": 0, "tasks": [], "kept": 0}
+        else:
+            from .bench import apply_threads
+
+            threads = apply_threads(prm.num_threads)  # the runner measures with the runtime's threads
+            report = T.tune(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
+                            prm.tune_trials, tmp, threads, seed=prm.seed)
+        A.write_json(tmp / "report.json", {"target": target, **report})
+
+
 def build(prm: P.Params, component: str, bucket: int, target: str) -> None:
     from .compiler import build as build_mod
 
     _check_bucket(prm, component, bucket)
     _check_target(prm, target)
-    ex, seconds, report = build_mod(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target])
+    ex, seconds, report = build_mod(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
+                                    A.tune_dir(component, bucket, target))
     lib = A.library_file(component, bucket, target)
     A.export_library(ex, lib)
     sig = A.read_json(A.signature_file(component, bucket), "signature")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
+from collections.abc import Collection
 from typing import Any
 
 import tvm
@@ -69,8 +70,10 @@ class ScheduleReport:
         return {**asdict(self), "counts": counts}
 
 
-def apply(mod: tvm.IRModule, target: tvm.target.Target | dict) -> tuple[tvm.IRModule, ScheduleReport]:
-    """Schedule every PrimFunc of ``mod`` for ``target``; Relax functions are kept as they are."""
+def apply(mod: tvm.IRModule, target: tvm.target.Target | dict,
+          tuned: Collection[str] = ()) -> tuple[tvm.IRModule, ScheduleReport]:
+    """Schedule every PrimFunc of ``mod`` for ``target``; Relax functions are kept as they are,
+    and so are the PrimFuncs named in ``tuned`` (a MetaSchedule record already scheduled them)."""
     if isinstance(target, dict):
         target = tvm.target.Target(target)
     cpu = CPU.of(target)
@@ -80,6 +83,9 @@ def apply(mod: tvm.IRModule, target: tvm.target.Target | dict) -> tuple[tvm.IRMo
         if not isinstance(func, tirx.PrimFunc):
             continue
         name = gv.name_hint
+        if name in tuned:
+            report.functions[name] = "tuned"
+            continue
         scheduled, rule = _schedule_func(func, cpu, name, report)
         report.functions[name] = rule
         if rule in (FALLBACK, "none"):

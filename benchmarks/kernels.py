@@ -53,7 +53,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=int(os.environ.get("TVM_NUM_THREADS", "2")))
     ap.add_argument("--only", nargs="*", default=DEFAULT, help="component:bucket ...")
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--settle", type=float, default=0.05,
+    ap.add_argument("--settle", type=float, default=0.3,
                     help="seconds to pause before each timed call (bench.SETTLE_S); 0 shows the "
                          "cost of one runtime's spinning threads on the next")
     ap.add_argument("--top", type=int, default=8, help="hotspot kernels to print per component")

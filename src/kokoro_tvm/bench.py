@@ -94,10 +94,11 @@ def agreement(component: str, ref: list[np.ndarray], got: list[np.ndarray]) -> f
 
 
 #: Pause before each timed call. PyTorch's OpenMP, ONNX Runtime and TVM all keep their worker
-#: threads spinning for a while after a parallel region; on 2 cores the next runtime's threads
-#: then share the cores with the previous one's spinners (a 0.7 ms TVM matmul measured 3.9 ms
-#: right after an eager call). The pause lets them go idle, so each call is timed on its own.
-SETTLE_S = 0.05
+#: threads spinning for a while after a run; on 2 cores the next runtime then shares the cores
+#: with the previous one's spinners. ``python benchmarks/settle.py duration 64 --ort`` (medians,
+#: ms): with no pause eager ran at 266 next to ORT's spinners against 136 with 0.3 s, and a
+#: 0.05 s pause caught ORT's threads mid-way to sleep (ORT 150-167 against 82-93 at 0.3-1 s).
+SETTLE_S = 0.3
 
 
 def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup: int,

@@ -1,0 +1,56 @@
+"""Why ``bench.SETTLE_S`` exists: one runtime's spinning worker threads slow the next one.
+
+    python benchmarks/settle.py duration 64 [--ort] [--artifacts artifacts] [--target x86_64_v3]
+
+Times eager, TVM (and ONNX Runtime) on one built library with ``bench.time_interleaved`` at
+several pauses before each timed call; medians in ms per pause. On 2 cores, ORT's intra-op
+threads keep spinning after a run and eager kokoro timed right after them ran ~2x slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("component")
+    ap.add_argument("bucket", type=int)
+    ap.add_argument("--ort", action="store_true")
+    ap.add_argument("--artifacts", default="artifacts")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--target", default="x86_64_v3")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--pauses", type=float, nargs="*", default=[0.0, 0.05, 0.3, 1.0])
+    a = ap.parse_args()
+    os.environ["TVM_NUM_THREADS"] = str(a.threads)
+
+    import numpy as np
+    import torch
+
+    from kokoro_tvm import bench as B
+    from kokoro_tvm import params as P
+    from kokoro_tvm.components import example_inputs
+    from kokoro_tvm.library import load_built
+    from kokoro_tvm.model import load as load_model
+
+    torch.set_num_threads(a.threads)
+    prm = P.load(a.params)
+    lib = load_built(Path(a.artifacts), a.component, a.bucket, a.target)
+    cfg, km = load_model(prm.model_config, prm.checkpoint, prm.seed)
+    inputs = example_inputs(a.component, a.bucket, cfg)
+    runners = {"eager": B._eager_runner(a.component, km, inputs), "tvm": B._tvm_runner(lib, inputs)}
+    if a.ort:
+        runners["ort"] = B._ort_runner(a.component, a.bucket, km, cfg, inputs, a.threads)
+    print(f"{a.component}-{a.bucket}, {a.threads} threads, median ms of {a.repeats} interleaved rounds")
+    for pause in a.pauses:
+        s = B.time_interleaved(runners, a.repeats, 1, pause)
+        print(f"  pause {pause:4.2f} s: " + "  ".join(
+            f"{k} {float(np.median(v)) * 1e3:8.1f}" for k, v in s.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()

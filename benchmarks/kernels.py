@@ -53,8 +53,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=int(os.environ.get("TVM_NUM_THREADS", "2")))
     ap.add_argument("--only", nargs="*", default=DEFAULT, help="component:bucket ...")
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--settle", type=float, default=0.3,
-                    help="seconds to pause before each timed call (bench.SETTLE_S); 0 shows the "
+    ap.add_argument("--settle", type=float, default=None,
+                    help="seconds to pause before each timed call (default bench.SETTLE_S); 0 shows the "
                          "cost of one runtime's spinning threads on the next")
     ap.add_argument("--top", type=int, default=8, help="hotspot kernels to print per component")
     ap.add_argument("--mcpu", default="x86-64-v3")
@@ -71,7 +71,7 @@ def main() -> None:
     from tvm import relax
 
     from kokoro_tvm import compiler, components
-    from kokoro_tvm.bench import time_interleaved
+    from kokoro_tvm.bench import SETTLE_S, time_interleaved
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.model import build_kmodel
     from kokoro_tvm.schedule.analysis import CPU
@@ -110,7 +110,7 @@ def main() -> None:
         with torch.no_grad():
             samples = time_interleaved({"eager": lambda: module(*inputs),
                                         "tvm": lambda: vm["main"](*targs)}, args.repeat, 1,
-                                       args.settle)
+                                       SETTLE_S if args.settle is None else args.settle)
         t_eager, t_tvm = samples["eager"], samples["tvm"]
         e, v = float(np.median(t_eager)), float(np.median(t_tvm))
         rows.append((component, bucket, e, v, build_s, report))

@@ -99,8 +99,11 @@ def test_records_that_lose_to_the_rules_are_dropped(tuned, tmp_path):
 
 def test_zero_trials_writes_an_empty_database(tuned, tmp_path):
     _, _, legal, _, _, _ = tuned
-    report = tune.tune(legal, V3, trials=0, db_dir=tmp_path, num_cores=2)
+    def unloadable():
+        raise AssertionError("trials = 0 must not load the module")
+
+    report = tune.tune(unloadable, V3, trials=0, db_dir=tmp_path, num_cores=2)
     assert report["tasks"] == [] and not tune.has_records(tmp_path)
     assert all(p.exists() for p in tune.database_files(tmp_path))
     with pytest.raises(ValueError, match="tune.trials"):
-        tune.tune(legal, V3, trials=-1, db_dir=tmp_path, num_cores=2)
+        tune.tune(lambda: legal, V3, trials=-1, db_dir=tmp_path, num_cores=2)

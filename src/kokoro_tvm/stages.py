@@ -110,16 +110,14 @@ def tune(prm: P.Params, component: str, bucket: int, target: str) -> None:
 
     _check_bucket(prm, component, bucket)
     _check_target(prm, target)
-    with atomic_dir(A.tune_dir(component, bucket, target)) as tmp:
-        if prm.tune_trials == 0:
-            T.write_empty(tmp)
-            report: dict[str, Any] = {"trials_per_task": 0, "tasks": [], "kept": 0}
-        else:
-            from .bench import apply_threads
+    threads = 0
+    if prm.tune_trials:  # the runner measures with the runtime's threads
+        from .bench import apply_threads
 
-            threads = apply_threads(prm.num_threads)  # the runner measures with the runtime's threads
-            report = T.tune(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
-                            prm.tune_trials, tmp, threads, seed=prm.seed)
+        threads = apply_threads(prm.num_threads)
+    with atomic_dir(A.tune_dir(component, bucket, target)) as tmp:
+        report = T.tune(lambda: A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
+                        prm.tune_trials, tmp, threads, seed=prm.seed)
         A.write_json(tmp / "report.json", {"target": target, **report})
 
 

@@ -15,9 +15,9 @@ other: CI restores it from the cache instead of tuning again. ``trials = 0`` wri
 from __future__ import annotations
 
 import logging
-import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,21 +73,22 @@ def tunable_tasks(mod, target) -> list:
     return [t for t in tasks if worth_tuning(t.dispatched[0]["main"])]
 
 
-def tune(mod, target_spec: dict[str, Any], trials: int, db_dir: Path, num_cores: int,
-         seed: int = 0) -> dict[str, Any]:
-    """Tune ``mod`` with ``trials`` trials per task on ``num_cores`` threads; write the records
-    that beat the rules to ``db_dir``. Returns a report: per task the tuned and rule
-    milliseconds and whether the record was kept."""
+def tune(load_mod: Callable[[], Any], target_spec: dict[str, Any], trials: int, db_dir: Path,
+         num_cores: int, seed: int = 0) -> dict[str, Any]:
+    """Tune the module ``load_mod()`` returns with ``trials`` trials per task on ``num_cores``
+    threads; write the records that beat the rules to ``db_dir``. Returns a report: per task
+    the tuned and rule milliseconds and whether the record was kept. ``trials = 0`` writes an
+    empty database and never loads the module (the default stage run stays cheap)."""
     if trials < 0:
         raise ValueError(f"tune.trials must be >= 0, got {trials}")
-    write_empty(db_dir)
-    report: dict[str, Any] = {"trials_per_task": trials, "min_gain": MIN_GAIN, "tasks": []}
+    report: dict[str, Any] = {"trials_per_task": trials, "min_gain": MIN_GAIN, "tasks": [], "kept": 0}
     if trials == 0:
+        write_empty(db_dir)
         return report
     target = search_target(target_spec, num_cores)
     with tempfile.TemporaryDirectory(prefix="tune-") as work:
         t0 = time.perf_counter()
-        tasks, found = search(mod, target, trials, Path(work), seed)
+        tasks, found = search(load_mod(), target, trials, Path(work), seed)
         report["search_s"] = round(time.perf_counter() - t0, 1)
         report["tasks"] = keep_winners(tasks, found, target, db_dir)
     report["kept"] = sum(r["kept"] for r in report["tasks"])
@@ -218,12 +219,9 @@ def apply(mod, target, db_dir: Path | None):
 
     if db_dir is None or not has_records(db_dir):
         return mod, set()
-    with tempfile.TemporaryDirectory(prefix="tunedb-") as work:
-        # MetaScheduleApplyDatabase reads a work_dir with MetaSchedule's file names
-        for src in database_files(db_dir):
-            shutil.copy(src, Path(work) / src.name)
-        with tvm.target.Target(dict(target)) if isinstance(target, dict) else target:
-            out = relax.transform.MetaScheduleApplyDatabase(work_dir=work)(mod)
+    # db_dir uses MetaSchedule's own file names, so it is a work_dir as the pass expects
+    with tvm.target.Target(dict(target)) if isinstance(target, dict) else target:
+        out = relax.transform.MetaScheduleApplyDatabase(work_dir=str(db_dir))(mod)
     changed = {gv.name_hint for gv, f in out.functions.items()
                if isinstance(f, tirx.PrimFunc) and not f.same_as(mod[gv.name_hint])}
     return out, changed

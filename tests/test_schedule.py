@@ -129,6 +129,38 @@ def test_strided_conv1d_space_to_depth_matches_torch(case, length):
     assert "conv" in report.functions.values() and report.fallbacks == [], report.functions
 
 
+@pytest.mark.parametrize("cout,length,padded", [
+    (22, 1537, 1600),  # conv_post shape: 22 channels x 120m+1 samples -> a multiple of 64
+    (3, 77, 80),  # short rows: a multiple of 16
+    (16, 77, None),  # 16 channels carry the lanes: no padding
+    (22, 64, None),  # width already divides
+])
+def test_conv1d_width_padded_when_channels_miss_the_lanes(cout, length, padded):
+    from tvm import tirx
+
+    torch.manual_seed(0)
+    module = ConvLeaky(8, cout, 7)
+    x = torch.randn(1, 8, length)
+    legal, _ = _import(module, x)
+    widths = {_conv_width(f) for f in legal.functions.values() if isinstance(f, tirx.PrimFunc)} - {None}
+    assert widths == {padded or length}, widths
+    got, ref, report = _run(module, (x,))
+    assert got.shape == ref.shape
+    assert _rel(got, ref) <= 1e-5
+    assert report.fallbacks == [], report.functions
+
+
+def _conv_width(func) -> int | None:
+    """Output width the conv reduction block iterates over (None: no conv in ``func``)."""
+    import tvm
+    from tvm import s_tir
+
+    from kokoro_tvm.schedule.analysis import root_blocks
+
+    red = [b for b in root_blocks(s_tir.Schedule(tvm.IRModule({"main": func}))) or [] if b.is_reduction]
+    return red[0].extents[2] if len(red) == 1 and len(red[0].extents) == 5 else None
+
+
 class Linear(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -17,6 +17,10 @@ into ``main_transform_params``: it runs once, at load time.
 
 The emitted ops are ordinary Relax ops, legalized in turn by ``LegalizeOps``; the conv1d is then a
 plain (grouped) conv that the schedule pass's conv rule register-tiles.
+
+``conv1d``: strided convs become stride-1 convs over phase channels, and a stride-1 conv whose
+width and channels both miss the vector lanes is computed over a lane-multiple width and cropped
+(both so that the conv rule's register tile needs no lane predicate).
 """
 
 from __future__ import annotations
@@ -119,7 +123,9 @@ def _conv1d_strided_space_to_depth(bb, call):
     default = ir.Op.get("relax.nn.conv1d").get_attr("FLegalize")
     x, w = call.args
     s = int(attrs.strides[0])
-    if (s == 1 or [int(d) for d in attrs.dilation] != [1] or int(attrs.groups) != 1
+    if s == 1:
+        return _conv1d_lane_padded(bb, call)
+    if ([int(d) for d in attrs.dilation] != [1] or int(attrs.groups) != 1
             or attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW"
             or (attrs.out_layout and attrs.out_layout != "NCW")):
         return default(bb, call)
@@ -144,6 +150,38 @@ def _conv1d_strided_space_to_depth(bb, call):
     wk = bb.emit(relax.op.permute_dims(wk, [0, 1, 3, 2]))
     wk = bb.emit(relax.op.reshape(wk, [o, c * s, taps]))
     return relax.op.nn.conv1d(xp, wk, strides=1, padding=0, data_layout="NCW", kernel_layout="OIW")
+
+
+#: Output widths are padded up to a multiple of this many samples (4 vectors of 16 lanes, the
+#: widest register tile) when the channels cannot carry the vector lanes instead.
+WIDTH_SPAN = 64
+
+
+def _conv1d_lane_padded(bb, call):
+    """A stride-1 conv1d whose output width and output channels both miss the vector lanes
+    (conv_post: 22 channels x 120m+1 samples) as a conv over a right-padded input of a width
+    that divides by ``WIDTH_SPAN``, then a crop. Without it the register tile needs a lane
+    predicate, which LLVM scalarizes: conv_post ran at 4-6 GFLOP/s, 7-10% of the decoder."""
+    from tvm import ir, relax
+
+    attrs = call.attrs
+    default = ir.Op.get("relax.nn.conv1d").get_attr("FLegalize")
+    x, w = call.args
+    if ([int(d) for d in attrs.dilation] != [1] or attrs.data_layout != "NCW"
+            or attrs.kernel_layout != "OIW" or (attrs.out_layout and attrs.out_layout != "NCW")):
+        return default(bb, call)
+    try:
+        o = int(w.ty.shape[0])
+        t_out = int(call.ty.shape[2])
+    except TypeError:
+        return default(bb, call)
+    extra = -t_out % (WIDTH_SPAN if t_out >= 8 * WIDTH_SPAN else 16)
+    if extra == 0 or o % 16 == 0:
+        return default(bb, call)
+    pad_l, pad_r = int(attrs.padding[0]), int(attrs.padding[-1])
+    y = bb.emit(relax.op.nn.conv1d(x, w, strides=1, padding=(pad_l, pad_r + extra), groups=int(attrs.groups),
+                                   data_layout="NCW", kernel_layout="OIW", out_dtype=str(call.ty.dtype)))
+    return relax.op.strided_slice(y, axes=[2], begin=[0], end=[t_out])
 
 
 def _power(bb, call):

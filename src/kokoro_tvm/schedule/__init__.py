@@ -19,8 +19,8 @@ generic    anything else: parallel + vectorize the outer spatial loops of every 
 ========== ==============================================================================
 
 Strided conv1d and conv_transpose1d reach this pass as stride-1 convs (``legalize_ops``), so the
-conv rule tiles them; a conv whose channels and width both miss the lane count gets a tile with a
-predicated column tail (slow but vectorized; see the report's remaining fallbacks).
+conv rule tiles them; a conv whose channels and width both miss the lane count arrives with its
+width padded to a multiple of the widest tile (``legalize_ops``), so no vector lane is predicated.
 
 Functions that already carry a schedule (hand-written TIR such as ``kokoro_lstm_*``) are left
 alone. ``ScheduleReport`` says which rule each function got and lists the ones that fell back

@@ -322,10 +322,11 @@ class MaskedNorm(torch.nn.Module):
         return masked.instance_norm(self.norm, x, masked.Span.of(length, x.shape[-1]))
 
 
-@pytest.mark.parametrize("size,length", [(64, 37), (64, 64), (256, 3), (61, 40), (24, 24)])
+@pytest.mark.parametrize("size,length", [(64, 37), (64, 64), (256, 3), (61, 40), (24, 24), (1537, 1537),
+                                         (1537, 1000), (203, 150)])
 def test_masked_norm_reduction_matches_torch(size, length):
     """The vectorized (rfactor) statistics at padded and full lengths; T not a multiple of the
-    lanes keeps the scalar loop."""
+    lanes: short rows keep the scalar loop, long ones (1537, 203) a predicated last vector group."""
     torch.manual_seed(0)
     module = MaskedNorm()
     x = torch.randn(1, 16, size)
@@ -333,6 +334,32 @@ def test_masked_norm_reduction_matches_torch(size, length):
     assert _rel(got, ref) <= 1e-5
     assert report.fallbacks == [] and report.errors == {}, (report.fallbacks, report.errors)
     assert report.as_dict()["counts"].get("reduction", 0) == 2
+
+
+@pytest.mark.parametrize("extent", [203, 15361])
+def test_row_sum_with_a_tail_is_vectorized_and_exact(extent):
+    """A row sum over a length that misses the lanes (the generator's 120m+1) gets vectorized
+    partial sums with a predicated last group, and reads nothing past the row."""
+    import tvm
+    from tvm import te
+
+    x = te.placeholder((1, 8, extent), name="x")
+    m = te.placeholder((1, 1, extent), name="m")
+    k = te.reduce_axis((0, extent), name="k")
+    y = te.compute((1, 8, 1), lambda a, b, c: te.sum(x[a, b, k] * m[a, 0, k], axis=k), name="y")
+    mod, report = schedule.apply(tvm.IRModule({"main": te.create_prim_func([x, m, y])}), V3)
+    assert report.functions == {"main": "reduction"}
+    script = mod.script()
+    assert "y_rf" in script and "T.vectorized(32)" in script and "T.where" in script
+    rng = np.random.default_rng(0)
+    # guard rows: a read past the row would pick up the next row's (huge) values
+    xs = rng.standard_normal((1, 8, extent)).astype("float32")
+    xs[0, 1::2] = 1e30
+    ms = rng.random((1, 1, extent)).astype("float32")
+    out = tvm.runtime.tensor(np.zeros((1, 8, 1), "float32"))
+    tvm.compile(mod, target=tvm.target.Target(V3))["main"](tvm.runtime.tensor(xs), tvm.runtime.tensor(ms), out)
+    ref = (xs[0, 0::2].astype("float64") * ms[0]).sum(-1)
+    assert np.allclose(out.numpy()[0, 0::2, 0], ref, rtol=1e-5, atol=1e-3)
 
 
 class Snake(torch.nn.Module):

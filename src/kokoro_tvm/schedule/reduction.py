@@ -8,9 +8,10 @@ A reduction over the contiguous inner axis of its input (the masked instance-nor
 statistics ``sum(x * mask, -1)``, ``sum((x - mean)^2 * mask, -1)``) is vectorized with an
 rfactor: the axis is split into ``[T / F, F]`` (``F`` = 4, 2 or 1 vectors of lanes) and the ``F`` partial sums become
 a spatial axis of a per-row ``local`` accumulator (``F / lanes`` vector registers, independent add
-chains, vectorized over the whole row), summed across lanes at the end. That needs the extent to divide by the lane count
-(a lane predicate would scalarize the loop); other reductions keep a scalar loop (unrolled when
-short). The summation order changes (lanes-way partial sums), which is within float32 rounding.
+chains, vectorized over the whole row), summed across lanes at the end. An extent that does not
+divide (the generator's 120m+1 samples) splits by 4 vectors with a predicated last group, and its
+partial sums keep their own loop nest (see ``_vectorize_rf_tail``); other reductions keep a
+scalar loop (unrolled when short). The summation order changes (lanes-way partial sums), which is within float32 rounding.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
         if work >= PARALLEL_MIN and int(sch.get(outer).extent) > 1:
             sch.parallel(outer)
         if rf is not None:
-            _vectorize_rf(sch, rf, outer)
+            if blk.extents[-1] % lanes_of(sch, rf):
+                _vectorize_rf_tail(sch, rf, n_sp, work >= PARALLEL_MIN)
+            else:
+                _vectorize_rf(sch, rf, outer)
             continue
         if len(loops) - n_sp > 0:
             inner = loops[n_sp:]
@@ -80,6 +84,8 @@ def _rfactor(sch: s_tir.Schedule, blk, inner, cpu: CPU):
     # up to 4 vectors of partial sums: independent add chains hide the FP add latency
     factor = next((f * cpu.lanes for f in (4, 2, 1) if extent and extent % (f * cpu.lanes) == 0
                    and extent >= 2 * f * cpu.lanes), None)
+    if factor is None and extent and extent >= 16 * cpu.lanes:
+        factor = 4 * cpu.lanes  # tail: the split's predicate, partitioned off by the build
     if kinds[-1] != "R" or factor is None:
         return None
     if len(blk.stmt.writes) != 1 or not _reads_contiguous_along(blk, blk.stmt.iter_vars[-1].var):
@@ -101,6 +107,21 @@ def _vectorize_rf(sch: s_tir.Schedule, rf, outer) -> None:
     sch.reorder(*reduce, lanes)  # lanes innermost
     sch.vectorize(lanes)
     init = sch.decompose_reduction(rf, reduce[0])
+    sch.vectorize(sch.get_loops(init)[-1])
+
+
+def _vectorize_rf_tail(sch: s_tir.Schedule, rf, n_sp: int, parallel: bool) -> None:
+    """The partial sums of a reduction whose extent misses the factor: the split's predicate
+    guards the last vector group. ``compute_at`` would drop that predicate (TVM 0.27 regenerates
+    the loops over the full split domain and reads past the row), so the rf block keeps its own
+    root loop nest: spatial axes fused and parallel, the factor axis (innermost) vectorized,
+    partial sums in a small global buffer."""
+    loops = list(sch.get_loops(rf))
+    outer = sch.fuse(*loops[:n_sp]) if n_sp > 1 else loops[0]
+    if parallel and int(sch.get(outer).extent) > 1:
+        sch.parallel(outer)
+    sch.vectorize(loops[-1])
+    init = sch.decompose_reduction(rf, loops[n_sp])
     sch.vectorize(sch.get_loops(init)[-1])
 
 

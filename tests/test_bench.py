@@ -145,3 +145,26 @@ def test_bad_requests_say_what_to_do(project, tiny):
     raw["bench"]["repeats"] = 0
     with pytest.raises(PE, match="'bench.repeats' must be an integer >= 1"):
         parse(raw)
+
+
+def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project):
+    """validate and bench load libraries through ``load_built``: a target whose ISA this CPU
+    lacks (an AVX-512 or Arm library built on a machine without it) names the params fix
+    instead of dying on an illegal instruction."""
+    import shutil
+
+    from kokoro_tvm.library import load_built
+
+    art = project / "artifacts"
+    component, bucket, target = LIB
+    alien = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon", "+sve"]}
+    lib = A.library_file(component, bucket, "alien", art)
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(A.library_file(component, bucket, target, art), lib)
+    info = A.read_json(A.build_info_file(component, bucket, target, art), "build info")
+    A.write_json(A.build_info_file(component, bucket, "alien", art), {**info, "target_spec": alien})
+    with pytest.raises(A.ArtifactError, match=r"target 'alien' .* needs CPU features this machine lacks.*"
+                                              r"remove 'alien' from params.yaml 'targets'"):
+        load_built(art, component, bucket, "alien")
+    A.write_json(A.build_info_file(component, bucket, "alien", art), {**info, "target_spec": {"kind": "llvm"}})
+    assert load_built(art, component, bucket, "alien").entry["target"] == "alien"

@@ -195,7 +195,14 @@ def load_built(root: Path, component: str, bucket: int, target: str) -> Compiled
     weights = A.weights_file(component, root)
     if not weights.exists():
         raise A.ArtifactError(f"{weights} is missing; run `dvc repro`")
-    sig = A.read_json(A.build_info_file(component, bucket, target, root), "build info")["signature"]
+    info = A.read_json(A.build_info_file(component, bucket, target, root), "build info")
+    spec = info.get("target_spec")
+    if spec is not None and not host_supports(spec):
+        raise A.ArtifactError(
+            f"target {target!r} ({spec}) needs CPU features this machine lacks, so its libraries cannot "
+            f"be validated or timed here: remove {target!r} from params.yaml 'targets' (the other targets "
+            "still build and run), or run `dvc repro` on a CPU that has them")
+    sig = info["signature"]
     entry = {"component": component, "bucket": bucket, "target": target, "path": lib.relative_to(root).as_posix(),
              "sha256": A.sha256(lib), "inputs": sig["inputs"], "outputs": sig["outputs"], "params": sig["params"]}
     return CompiledComponent(root, entry, {"path": weights.relative_to(root).as_posix(),

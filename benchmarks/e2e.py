@@ -20,14 +20,6 @@ import sys
 from pathlib import Path
 
 
-def default_lengths(token_buckets: list[int]) -> list[int]:
-    lengths = set()
-    for b in token_buckets:
-        lengths |= {max(1, b // 2), b - 2}  # phonemes: + 2 boundary tokens fills the bucket
-    lengths.add(int(2.5 * token_buckets[-1]))
-    return sorted(lengths)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--artifacts", default="artifacts")
@@ -47,7 +39,7 @@ def main() -> int:
     warnings.filterwarnings("ignore", message="dropout option adds dropout")  # kokoro's 1-layer LSTMs
     warnings.filterwarnings("ignore", message=".*weight_norm.* is deprecated")
     from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.e2e import compare, sample_phonemes
+    from kokoro_tvm.e2e import compare, default_lengths, sample_phonemes
     from kokoro_tvm.model import build_kmodel
     from kokoro_tvm.runtime import KokoroTVM
 

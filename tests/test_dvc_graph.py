@@ -36,10 +36,11 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
     p["buckets"]["tokens"] = [8, 10]
     built_project.set_params(p)
     ran = built_project.repro()
-    expected = _stage_names(built_project, "-10") | _stage_names(built_project, "bench_summary") | {"manifest"}
+    expected = (_stage_names(built_project, "-10") | _stage_names(built_project, "bench_summary")
+                | _stage_names(built_project, "bench_e2e") | {"manifest"})
     assert ran == expected, sorted(ran ^ expected)
-    # manifest + bench summary + (export, relax, legalize, tune, build, validate, bench) x 2 components
-    assert len(expected) == 1 + 1 + 7 * 2
+    # manifest + bench summary + e2e bench + (export, relax, legalize, tune, build, validate, bench) x 2
+    assert len(expected) == 1 + 1 + 1 + 7 * 2
 
 
 def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
@@ -97,7 +98,7 @@ def test_adding_a_target_builds_only_that_target(built_project: Project):
     built_project.set_params(p)
     ran = built_project.repro()
     new = {s for s in built_project.stages() if s.endswith(("-v3", "@v3"))}
-    assert len(new) == 4 * 5 + 1  # (tune, build, validate, bench) x 5 libraries + bench summary
+    assert len(new) == 4 * 5 + 2  # (tune, build, validate, bench) x 5 libraries + bench summary + e2e bench
     assert ran == new | {"manifest"}, sorted(ran ^ (new | {"manifest"}))
 
 

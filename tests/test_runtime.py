@@ -282,3 +282,40 @@ def test_chunks_join_without_gap_or_click(long_row):
     for s in seams:
         assert steps[s - 1] <= typical, (s, steps[s - 1], typical)  # the seam is no larger a step
         assert np.abs(audio[s - 3:s + 3]).max() < 0.05 * np.abs(audio).max()
+
+
+# -- end-to-end real-time factor (bench_e2e stage) ----------------------------------------------
+
+def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tmp_path):
+    """``bench_e2e@<target>`` on the runtime project: every default length is checked for parity
+    before it is timed, the ratios are the medians' own, and the metrics file says where it ran."""
+    import dataclasses
+
+    from kokoro_tvm import e2e
+    from kokoro_tvm.params import load
+
+    prm = dataclasses.replace(load(artifacts.parent / "params.yaml"), bench_repeats=2, num_threads=0)
+    lengths = e2e.default_lengths(list(prm.tokens))
+    assert lengths == [3, 4, 6, 10, 30]  # half and full of buckets 6 and 12, and 2.5x 12
+    path = e2e.bench_stage(prm, "generic", artifacts)
+    assert path == artifacts / "bench_e2e" / "generic.json"
+    doc = json.loads(path.read_text())
+    assert doc["target"] == "generic" and doc["repeats"] == 2 and doc["cpu"]
+    rows = [doc[f"phonemes_{n}"] for n in lengths]
+    assert max(r["chunks"] for r in rows) > 1  # the long input is chunked
+    for r in rows:
+        assert r["snr_db"] >= AUDIO_SNR_DB
+        assert r["speedup_vs_eager"] == pytest.approx(r["eager_s"] / r["tvm_s"], rel=1e-3)
+        assert r["rtf_tvm"] == pytest.approx(r["tvm_s"] / r["audio_s"], rel=1e-3)
+    total = doc["total"]
+    assert total["audio_s"] == pytest.approx(sum(r["audio_s"] for r in rows), rel=1e-3)
+    assert total["speedup_vs_eager"] == pytest.approx(sum(r["eager_s"] for r in rows) / sum(r["tvm_s"] for r in rows),
+                                                      rel=1e-3)
+
+
+def test_e2e_bench_refuses_to_time_audio_that_differs(tts, km, monkeypatch):
+    from kokoro_tvm import e2e
+
+    monkeypatch.setattr(e2e, "AUDIO_SNR_DB", 1e9)  # no audio can pass: the row is not ok
+    with pytest.raises(e2e.E2EError, match=r"4 phonemes: runtime audio differs from eager kokoro"):
+        e2e.measure_rtf(tts, km, [4], repeats=1, warmup=0, settle_s=0)

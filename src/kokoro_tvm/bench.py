@@ -154,11 +154,11 @@ def measure(component: str, bucket: int, target: str, prm: P.Params, root: Path 
         "agreement_metric": "log_mel_snr_db" if component == "decoder" else "max_rel_err",
         **checks,
         "threads": threads, "repeats": prm.bench_repeats, "warmup": DEFAULT_WARMUP, "load_avg_1m": round(load, 2),
-        "cpu": _cpu_name(),
+        "cpu": cpu_name(),
     }
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     """Timings belong to a machine; the metrics say which."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -4,11 +4,15 @@ The reference replays each chunk the runtime planned (same token ids, voice-pack
 through kokoro's own eager forward, with the runtime's decoder draws injected
 (``reference.InjectDraws``), then joins the chunks the same way. Chunk boundaries are thus held
 equal, and everything inside a chunk (durations, alignment, F0/N, decoder) is compared.
+
+``measure_rtf`` times the same two paths (``bench_e2e@<target>`` stage): the whole runtime
+(plan, pad, run every library, align, join) against ``KModel.forward_with_tokens`` per chunk.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,8 +20,17 @@ import numpy as np
 from .chunking import join
 from .metrics import log_mel_snr
 from .runtime import Chunk, KokoroTVM
+from .validate import ValidationError
+
+class E2EError(ValidationError):
+    """The runtime's audio differs from eager kokoro's: its speed is not worth reporting."""
 
 AUDIO_SNR_DB = 40.0
+
+
+def rtf_file(target: str, root: Path) -> Path:
+    """Metrics of ``bench_e2e@<target>`` (one entry per phoneme count, plus ``total``)."""
+    return Path(root) / "bench_e2e" / f"{target}.json"
 
 # misaki phonemes for a few English sentences: realistic punctuation and word lengths.
 SAMPLE = ("kˈOkəɹO ɪz ɐn ˈOpən wˈAt tˌitˌiˈɛs mˈɑdᵊl, wɪð ˈATi tˈu mˈɪljən pəɹˈæməTəɹz. dəspˈIt ɪts "
@@ -34,6 +47,16 @@ def sample_phonemes(n: int) -> str:
     if n < len(text) and text[n] != " " and " " in cut[n // 2:]:
         cut = cut[: cut.rindex(" ")]
     return cut.strip()
+
+
+def default_lengths(token_buckets: list[int]) -> list[int]:
+    """Phoneme counts that exercise every token bucket half and fully filled (+2 boundary tokens
+    fill it), and one input 2.5x the largest bucket, which the runtime splits into chunks."""
+    lengths = set()
+    for b in token_buckets:
+        lengths |= {max(1, b // 2), max(1, b - 2)}
+    lengths.add(int(2.5 * max(token_buckets)))
+    return sorted(lengths)
 
 
 def eager_chunk(km, chunk: Chunk, speed: float) -> tuple[np.ndarray, np.ndarray]:
@@ -72,3 +95,70 @@ def compare(tts: KokoroTVM, km, phonemes: str, voice: Any = None, speed: float =
         "ok": same_dur and snr >= AUDIO_SNR_DB,
         "result": res, "reference": ref_audio,
     }
+
+
+def measure_rtf(tts: KokoroTVM, km, lengths: list[int], repeats: int, warmup: int = 1,
+                settle_s: float | None = None, seed: int = 0) -> dict[str, Any]:
+    """Real-time factors (compute s / audio s) of the runtime and of eager kokoro, interleaved.
+
+    Per phoneme count in ``lengths``: one parity run (``compare``: equal durations and log-mel
+    SNR >= ``AUDIO_SNR_DB``, else ``E2EError``), then ``repeats`` interleaved rounds of
+    ``tts.synthesize`` against eager ``forward_with_tokens`` on the chunks it planned (same ids,
+    style, speed and draws; ``bench.time_interleaved``). Medians; ``speedup_vs_eager`` =
+    eager / runtime. ``total`` sums the medians over all lengths.
+    """
+    import torch
+
+    from .bench import SETTLE_S, time_interleaved
+
+    rows: dict[str, Any] = {}
+    tvm_total = eager_total = audio_total = 0.0
+    for n in lengths:
+        phonemes = sample_phonemes(n)
+        row = compare(tts, km, phonemes, seed=seed)
+        if not row["ok"]:
+            raise E2EError(f"{n} phonemes: runtime audio differs from eager kokoro (durations equal: "
+                           f"{row['durations_equal']}, log-mel SNR {row['snr_db']:.1f} dB < {AUDIO_SNR_DB}); "
+                           "rebuild with `dvc repro` and run `python benchmarks/e2e.py` to see which length")
+        chunks = row["result"].chunks
+
+        def eager(chunks=chunks):
+            with torch.no_grad():
+                return [eager_chunk(km, c, 1.0) for c in chunks]
+
+        samples = time_interleaved({"tvm": lambda p=phonemes: tts.synthesize(p, None, 1.0, seed), "eager": eager},
+                                   repeats, warmup, SETTLE_S if settle_s is None else settle_s)
+        tvm_s, eager_s = (float(np.median(samples[k])) for k in ("tvm", "eager"))
+        audio_s = row["audio_s"]
+        rows[f"phonemes_{n}"] = {
+            "phonemes": row["phonemes"], "tokens": row["tokens"], "frames": row["frames"], "chunks": row["chunks"],
+            "audio_s": round(audio_s, 4), "tvm_s": round(tvm_s, 5), "eager_s": round(eager_s, 5),
+            "rtf_tvm": round(tvm_s / audio_s, 5), "rtf_eager": round(eager_s / audio_s, 5),
+            "speedup_vs_eager": round(eager_s / tvm_s, 4), "snr_db": round(row["snr_db"], 2)}
+        tvm_total, eager_total, audio_total = tvm_total + tvm_s, eager_total + eager_s, audio_total + audio_s
+    rows["total"] = {"audio_s": round(audio_total, 4), "rtf_tvm": round(tvm_total / audio_total, 5),
+                     "rtf_eager": round(eager_total / audio_total, 5),
+                     "speedup_vs_eager": round(eager_total / tvm_total, 4)}
+    return rows
+
+
+def bench_stage(prm, target: str, root: Path) -> Path:
+    """DVC stage ``bench_e2e@<target>``: ``measure_rtf`` on the validated libraries of the
+    manifest, at ``default_lengths`` of the token buckets, thread count and rounds from params
+    (``runtime.num_threads``, ``bench.repeats``). Writes and returns ``rtf_file``.
+
+    It lives here, not in ``stages``, so that the other stages do not depend on its code."""
+    from . import artifacts as A
+    from .bench import apply_threads, cpu_name
+    from .model import load
+    from .params import ParamsError
+
+    if target not in prm.targets:
+        raise ParamsError(f"target {target!r} is not in params.yaml 'targets' {sorted(prm.targets)}")
+    threads = apply_threads(prm.num_threads)  # before the first TVM call
+    tts = KokoroTVM.from_manifest(root, target=target, num_threads=threads)
+    _, km = load(prm.model_config, prm.checkpoint, prm.seed)
+    rows = measure_rtf(tts, km, default_lengths(list(prm.tokens)), prm.bench_repeats)
+    path = rtf_file(target, root)
+    A.write_json(path, {"target": target, "threads": threads, "repeats": prm.bench_repeats, "cpu": cpu_name(), **rows})
+    return path

@@ -1,6 +1,7 @@
 """Granular caching, seen through ``dvc`` itself, on the tiny config (issue: DVC build graph).
 
-Tests share one built project and run in file order; each states the change it makes.
+Tests share one built project and run in file order; each states the change it makes. Changes that
+rebuild every library come first, while the graph is smallest; the bucket and target additions last.
 """
 
 from __future__ import annotations
@@ -29,18 +30,6 @@ def test_manifest_lists_every_library(built_project: Project):
         so = built_project.root / "artifacts" / lib["path"]
         # weights are inputs: a library is far smaller than its component's weights file
         assert so.stat().st_size < m["weights"][lib["component"]]["bytes"] / 4
-
-
-def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
-    p = built_project.params
-    p["buckets"]["tokens"] = [8, 10]
-    built_project.set_params(p)
-    ran = built_project.repro()
-    expected = (_stage_names(built_project, "-10") | _stage_names(built_project, "bench_summary")
-                | _stage_names(built_project, "bench_e2e") | {"manifest"})
-    assert ran == expected, sorted(ran ^ expected)
-    # manifest + bench summary + e2e bench + (export, relax, legalize, tune, build, validate, bench) x 2
-    assert len(expected) == 1 + 1 + 1 + 7 * 2
 
 
 def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
@@ -91,6 +80,18 @@ def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_
     assert built_project.repro() == revisited | {"weights", "manifest"}
 
 
+def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
+    p = built_project.params
+    p["buckets"]["tokens"] = [8, 10]
+    built_project.set_params(p)
+    ran = built_project.repro()
+    expected = (_stage_names(built_project, "-10") | _stage_names(built_project, "bench_summary")
+                | _stage_names(built_project, "bench_e2e") | {"manifest"})
+    assert ran == expected, sorted(ran ^ expected)
+    # manifest + bench summary + e2e bench + (export, relax, legalize, tune, build, validate, bench) x 2
+    assert len(expected) == 1 + 1 + 1 + 7 * 2
+
+
 def test_adding_a_target_builds_only_that_target(built_project: Project):
     """Stages read only their own ``targets.<name>``: a new target leaves the others' libraries
     alone; only the end-to-end benches, which read the manifest, run again."""
@@ -119,5 +120,3 @@ def test_ci_reuse_through_remote_and_run_cache(built_project: Project, tmp_path)
     ran = clone.repro("--pull")
     assert ran == set(), f"a fresh clone rebuilt {sorted(ran)}"
     assert (clone.root / "artifacts/manifest.json").read_text() == (proj.root / "artifacts/manifest.json").read_text()
-
-

@@ -10,7 +10,8 @@ form does only the real work: output sample ``u = m*s + r`` (before cropping ``p
 i.e. for every phase ``r`` a dense conv1d over the *undilated* input with the taps ``r, r+s, ...``
 of the kernel. All ``s`` phases are one ``relax.nn.conv1d`` with ``s * O`` output channels (weights
 rearranged, taps reversed, input padded by ``J - 1`` on the left), then the phases are interleaved
-(reshape + permute + reshape) and the padding cropped (strided_slice). Groups (the depthwise
+(reshape + permute + reshape) and the padding cropped (strided_slice). The phase rows are
+rounded up to a lane multiple, cropped with the padding. Groups (the depthwise
 stride-2 upsamplers) keep their channels per group; dilation != 1 or other layouts fall back to
 TOPI. The weight rearrangement depends on parameters only, so ``LiftTransformParams`` moves it
 into ``main_transform_params``: it runs once, at load time.
@@ -51,8 +52,10 @@ def _conv1d_transpose_polyphase(bb, call):
     c_g = cin // g
     taps = -(-k // s)  # J
     need = -(-(pad_l + l_out) // s)  # output rows m needed (phases interleave to m*s + r)
-    right = max(0, need - length)
-    m = length + right
+    # rows up to a lane multiple, so the conv rule tiles the width with full vectors (2m+1 rows
+    # left a lane tail: the channel-vectorized fallback ran the upsamplers at 20-50 GFLOP/s)
+    m = max(length, need) + -max(length, need) % _lane_span(max(length, need))
+    right = m - length
 
     # weights [C, O_g, K] -> [G*s*O_g, C_g, J]: channel (g, r, o), taps reversed
     wk = w if taps * s == k else bb.emit(relax.op.nn.pad(w, [0, 0, 0, 0, 0, taps * s - k]))
@@ -157,6 +160,12 @@ def _conv1d_strided_space_to_depth(bb, call):
 WIDTH_SPAN = 64
 
 
+def _lane_span(width: int) -> int:
+    """The multiple a padded conv output width is rounded up to: the widest register tile for
+    long rows, one vector for short ones (where rounding to 64 would waste more than it saves)."""
+    return WIDTH_SPAN if width >= 8 * WIDTH_SPAN else 16
+
+
 def _conv1d_lane_padded(bb, call):
     """A stride-1 conv1d whose output width and output channels both miss the vector lanes
     (conv_post: 22 channels x 120m+1 samples) as a conv over a right-padded input of a width
@@ -175,7 +184,7 @@ def _conv1d_lane_padded(bb, call):
         t_out = int(call.ty.shape[2])
     except TypeError:
         return default(bb, call)
-    extra = -t_out % (WIDTH_SPAN if t_out >= 8 * WIDTH_SPAN else 16)
+    extra = -t_out % _lane_span(t_out)
     if extra == 0 or o % 16 == 0:
         return default(bb, call)
     pad_l, pad_r = int(attrs.padding[0]), int(attrs.padding[-1])

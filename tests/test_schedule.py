@@ -173,6 +173,28 @@ class Linear(torch.nn.Module):
         return torch.tanh(self.fc(x))
 
 
+class SharedLinear(torch.nn.Module):
+    """One weight used twice, as ALBERT reuses one layer's weights for all of its repeats."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        return self.fc(torch.tanh(self.fc(x)))
+
+
+def test_shared_weight_is_transformed_once():
+    torch.manual_seed(0)
+    module, x = SharedLinear(), torch.randn(1, 5, 32)
+    legal, params = _import(module, x)
+    main = legal["main"]
+    # main takes x, the transposed weight and the bias: the transpose is lifted once, not per use
+    assert len(main.params) == int(main.attrs["num_input"]) + 2, [p.name_hint for p in main.params]
+    got, ref, _ = _run(module, (x,))
+    assert _rel(got, ref) <= 1e-5
+
+
 class Norm(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -305,6 +327,11 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     raw = shared.args(sig.params)
     kept = sum(any(p is r for r in raw) for p in comp.params)
     assert 0 < kept < len(comp.params)  # some weights transformed, the rest shared as they are
+    # ALBERT's repeats share their weights: each is transformed once, not once per repeat
+    assert cfg["plbert"]["num_hidden_layers"] > 1
+    transformed = [p.numpy() for p in comp.params if not any(p is r for r in raw)]
+    assert not [(i, j) for i, a in enumerate(transformed) for j, b in enumerate(transformed[:i])
+                if a.shape == b.shape and np.array_equal(a, b)]
     inputs = components.example_inputs(component, bucket, cfg, seed=1)
     got = comp(*[x.numpy() for x in inputs])
     ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]

@@ -112,6 +112,9 @@ def legalize(mod):
     parameters only (``nn.Linear`` weight transposes, LSTM ``b_ih + b_hh``, weight-norm,
     conv_transpose kernel rearrangement) out of ``main`` into ``main_transform_params``, which a
     loader runs once (``bind_params``): ``main`` then takes the *transformed* parameters.
+    ``EliminateCommonSubexpr`` runs first so that a weight used in several places (ALBERT shares
+    one layer's weights across its 12 repeats) is transformed once: without it each use was
+    lifted on its own, and the duration library held and streamed 12 copies of ALBERT.
     """
     import tvm
     from tvm import relax
@@ -123,6 +126,7 @@ def legalize(mod):
                          "and detach_params) to tell inputs from parameters")
     seq = tvm.transform.Sequential([
         relax.transform.DecomposeOpsForInference(),
+        relax.transform.EliminateCommonSubexpr(),
         relax.transform.LegalizeOps(customize_legalize_map=LEGALIZE_MAP),
         relax.transform.LiftTransformParams(),
         relax.transform.AnnotateTIROpPattern(),

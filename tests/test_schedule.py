@@ -195,6 +195,34 @@ def test_shared_weight_is_transformed_once():
     assert _rel(got, ref) <= 1e-5
 
 
+class PanelLinear(torch.nn.Module):
+    """Linear layers wide enough to pack (N = 64, 96: multiples of the panel span) sharing one
+    weight, next to a matmul of two activations, which must stay as it is."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.down = torch.nn.Linear(64, 96), torch.nn.Linear(96, 64)
+
+    def forward(self, x, y):
+        h = self.down(F.gelu(self.up(x)))
+        return self.down(F.gelu(self.up(h))) + h @ y
+
+
+def test_linear_weights_are_packed_into_column_panels():
+    from kokoro_tvm.weight_packing import SPAN
+
+    torch.manual_seed(0)
+    module, x, y = PanelLinear(), torch.randn(1, 9, 64), torch.randn(1, 64, 64)
+    legal, params = _import(module, x, y)
+    main = legal["main"]
+    shapes = sorted(tuple(int(d) for d in p.ty.shape) for p in main.params[int(main.attrs["num_input"]):])
+    # each weight lifted once, packed [N / SPAN, K, SPAN]; biases stay; y (an input) is not packed
+    assert shapes == sorted([(96 // SPAN, 64, SPAN), (64 // SPAN, 96, SPAN), (96,), (64,)]), shapes
+    assert [tuple(int(d) for d in p.ty.shape) for p in main.params[1:2]] == [(1, 64, 64)]
+    got, ref, report = _run(module, (x, y))
+    assert _rel(got, ref) <= 1e-5 and not report.fallbacks
+
+
 class Norm(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -115,17 +115,20 @@ def legalize(mod):
     ``EliminateCommonSubexpr`` runs first so that a weight used in several places (ALBERT shares
     one layer's weights across its 12 repeats) is transformed once: without it each use was
     lifted on its own, and the duration library held and streamed 12 copies of ALBERT.
+    ``weight_packing`` first stores linear weights in column panels (also a lifted transform).
     """
     import tvm
     from tvm import relax
 
     from .legalize_ops import LEGALIZE_MAP
+    from .weight_packing import pack_linear_weights
 
     if "num_input" not in (mod["main"].attrs or {}):
         raise ValueError("legalize needs main's 'num_input' attr (import with keep_params_as_input "
                          "and detach_params) to tell inputs from parameters")
     seq = tvm.transform.Sequential([
         relax.transform.DecomposeOpsForInference(),
+        tvm.transform.module_pass(lambda m, _ctx: pack_linear_weights(m), opt_level=0, name="PackLinearWeights"),
         relax.transform.EliminateCommonSubexpr(),
         relax.transform.LegalizeOps(customize_legalize_map=LEGALIZE_MAP),
         relax.transform.LiftTransformParams(),

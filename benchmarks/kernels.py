@@ -142,8 +142,11 @@ def _legalize_variant(mod, new: bool):
 def ops_table(args) -> None:
     """Kokoro-82M decoder ops at ``--frames`` m, old vs new lowering/schedule, interleaved medians.
 
-    old = TVM's legalization (conv_transpose over a zero-dilated input, libm ``sinf``), the scalar
-    reduction loop for norm statistics, no tail tile; new = this repository's.
+    old = TVM's legalization (conv_transpose over a zero-dilated input, libm ``sinf``, linear
+    weights as ``[K, N]``), the scalar reduction loop for norm statistics, no tail tile; new = this
+    repository's (``compiler.legalize``: polyphase convT, packed linear weights, ...). The ALBERT
+    linears run at 64 tokens whatever ``--frames``. Timed with ``bench.time_interleaved``; the
+    pause before each call puts an OpenMP wake-up (~10 ms here) into eager's sub-ms ops.
     """
     import numpy as np
     import torch
@@ -152,6 +155,7 @@ def ops_table(args) -> None:
     from tvm.relax.frontend.torch import from_exported_program
 
     from kokoro_tvm import compiler, masked
+    from kokoro_tvm.bench import SETTLE_S, time_interleaved
     from kokoro_tvm.schedule import reduction, tile
 
     torch.set_num_threads(args.threads)
@@ -192,6 +196,8 @@ def ops_table(args) -> None:
 
     n_gen = 120 * m + 1
     cases = [
+        ("ALBERT ffn linear 768->2048 x 64", torch.nn.Linear(768, 2048), (torch.randn(1, 64, 768),)),
+        ("ALBERT ffn_output 2048->768 x 64", torch.nn.Linear(2048, 768), (torch.randn(1, 64, 2048),)),
         ("ups[0] convT 512->256 k20 s10", ConvT(512, 256, 20, 10, 5), (torch.randn(1, 512, 2 * m),)),
         ("ups[1] convT 256->128 k12 s6", ConvT(256, 128, 12, 6, 3), (torch.randn(1, 256, 20 * m),)),
         ("decoder pool convT dw 1090 k3 s2", ConvT(1090, 1090, 3, 2, 1, 1, 1090), (torch.randn(1, 1090, m),)),
@@ -215,8 +221,9 @@ def ops_table(args) -> None:
             if not new:  # the schedule before this change: scalar reduction, no tail tile
                 reduction._rfactor = lambda *a: None
                 orig = tile.pick_tile
-                tile.pick_tile = lambda cpu, r, c, can, _o=orig: (
-                    _o(cpu, r, c, can) if c % cpu.lanes == 0 or (can and r % cpu.lanes == 0) else None)
+                tile.pick_tile = lambda cpu, r, c, can_pack_rows, _o=orig: (
+                    _o(cpu, r, c, can_pack_rows) if c % cpu.lanes == 0 or (can_pack_rows and r % cpu.lanes == 0)
+                    else None)
             try:
                 from kokoro_tvm.schedule import conv as conv_rule
                 conv_rule.pick_tile = tile.pick_tile
@@ -227,20 +234,18 @@ def ops_table(args) -> None:
             vm = relax.VirtualMachine(ex, tvm.cpu())
             targs = [tvm.runtime.tensor(x.numpy()) for x in inputs] + compiler.bind_params(vm, params)
             vm["main"](*targs)
-            runs.append((vm, targs, []))
+            runs.append((vm, targs))
         with torch.no_grad():
             ref = module(*inputs).numpy()
         out = runs[1][0]["main"](*runs[1][1])
         out = (out if hasattr(out, "numpy") else out[0]).numpy()
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
-        eager = []
         with torch.no_grad():
-            for _ in range(args.repeat):
-                for vm, targs, ts in runs:
-                    t = time.perf_counter(); vm["main"](*targs); ts.append(time.perf_counter() - t)  # noqa: E702
-                t = time.perf_counter(); module(*inputs); eager.append(time.perf_counter() - t)  # noqa: E702
-        old, new_ = (float(np.median(ts)) * 1e3 for _, _, ts in runs)
-        print(f"  {name:34} {old:9.2f} | {new_:9.2f} | {float(np.median(eager)) * 1e3:9.2f}   "
+            samples = time_interleaved({
+                "old": lambda: runs[0][0]["main"](*runs[0][1]), "new": lambda: runs[1][0]["main"](*runs[1][1]),
+                "eager": lambda: module(*inputs)}, args.repeat, 1, SETTLE_S if args.settle is None else args.settle)
+        old, new_, eager = (float(np.median(samples[k])) * 1e3 for k in ("old", "new", "eager"))
+        print(f"  {name:34} {old:9.2f} | {new_:9.2f} | {eager:9.2f}   "
               f"x{old / new_:5.1f}  (err {err:.1e})", flush=True)
 
 

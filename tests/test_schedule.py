@@ -209,16 +209,36 @@ class PanelLinear(torch.nn.Module):
 
 
 def test_linear_weights_are_packed_into_column_panels():
-    from kokoro_tvm.weight_packing import SPAN
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm.schedule.analysis import CPU
+    from kokoro_tvm.schedule.tile import pick_tile
+    from kokoro_tvm.weight_packing import SPAN, pack_linear_weights
+
+    # a panel is exactly one register tile's columns on AVX2 and on AVX-512
+    for cpu in (CPU(lanes=8, registers=16), CPU(lanes=16, registers=32)):
+        tile = pick_tile(cpu, 64, SPAN, can_pack_rows=True)
+        assert not tile.along_rows and tile.vectors * cpu.lanes == SPAN, (cpu, tile)
 
     torch.manual_seed(0)
     module, x, y = PanelLinear(), torch.randn(1, 9, 64), torch.randn(1, 64, 64)
-    legal, params = _import(module, x, y)
+    ep = torch.export.export(module.eval(), (x, y))
+    mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    packed = pack_linear_weights(mod)["main"]
+    matmul = tvm.ir.Op.get("relax.matmul")
+    weights = []
+    relax.analysis.post_order_visit(packed.body, lambda e: weights.append(tuple(int(d) for d in e.args[1].ty.shape))
+                                    if isinstance(e, relax.Call) and e.op.same_as(matmul) else None)
+    # the four linears read packed [N / SPAN, K, SPAN] weights; h @ y (y: an input) is untouched
+    assert sorted(weights) == sorted([(96 // SPAN, 64, SPAN)] * 2 + [(64 // SPAN, 96, SPAN)] * 2 + [(1, 64, 64)])
+
+    legal, _ = _import(module, x, y)
     main = legal["main"]
     shapes = sorted(tuple(int(d) for d in p.ty.shape) for p in main.params[int(main.attrs["num_input"]):])
-    # each weight lifted once, packed [N / SPAN, K, SPAN]; biases stay; y (an input) is not packed
+    # each shared weight is lifted and packed once; biases stay as they are
     assert shapes == sorted([(96 // SPAN, 64, SPAN), (64 // SPAN, 96, SPAN), (96,), (64,)]), shapes
-    assert [tuple(int(d) for d in p.ty.shape) for p in main.params[1:2]] == [(1, 64, 64)]
     got, ref, report = _run(module, (x, y))
     assert _rel(got, ref) <= 1e-5 and not report.fallbacks
 

@@ -128,7 +128,7 @@ def legalize(mod):
                          "and detach_params) to tell inputs from parameters")
     seq = tvm.transform.Sequential([
         relax.transform.DecomposeOpsForInference(),
-        tvm.transform.module_pass(lambda m, _ctx: pack_linear_weights(m), opt_level=0, name="PackLinearWeights"),
+        pack_linear_weights,
         relax.transform.EliminateCommonSubexpr(),
         relax.transform.LegalizeOps(customize_legalize_map=LEGALIZE_MAP),
         relax.transform.LiftTransformParams(),

@@ -4,9 +4,9 @@
 matmul rule streams along ``N``. Each register tile reads a ``K x span`` panel of it, one short
 run per row, ``4N`` bytes apart (8 KB for ALBERT's FFN: a new page every other step), so the
 matmuls ran at a third of the CPU's peak. Stored as ``[N / span, K, span]`` the panel is one
-contiguous run, and the same rule runs about twice as fast (an isolated 64x768x2048 matmul on
-AVX2: 51 -> 100 GFLOP/s). The packing only touches parameters, so ``LiftTransformParams``
-moves it into ``main_transform_params``, which runs once when a library is loaded.
+contiguous run, and the same rule runs about twice as fast (ALBERT's linears at 64 tokens:
+``python benchmarks/kernels.py --ops``). The packing only touches parameters, so
+``LiftTransformParams`` moves it into ``main_transform_params``, run once when a library loads.
 """
 
 from __future__ import annotations
@@ -30,27 +30,11 @@ def _static_shape(expr: relax.Expr) -> list[int] | None:
     return [int(d) for d in dims] if all(isinstance(d, tvm.tirx.IntImm) for d in dims) else None
 
 
-def _param_only(func: relax.Function, num_input: int) -> set[relax.Var]:
-    """Variables of ``func`` computed from its parameters alone (``LiftTransformParams`` lifts them)."""
-    known: set[relax.Var] = set(func.params[num_input:])
-
-    def depends_on_params_only(expr: relax.Expr) -> bool:
-        free = relax.analysis.free_vars(expr)
-        return all(v in known for v in free)
-
-    for block in func.body.blocks:
-        for binding in block.bindings:
-            if isinstance(binding, relax.VarBinding) and depends_on_params_only(binding.value):
-                known.add(binding.var)
-    return known
-
-
 @mutator
 class _PackLinear(PyExprMutator):
     def __init__(self, mod: tvm.IRModule, param_only: set[relax.Var]):
         super().__init__(mod)
         self.param_only = param_only
-        self.packed = 0
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: D102
         new = super().visit_call_(call)
@@ -68,17 +52,16 @@ class _PackLinear(PyExprMutator):
         # W[k, j] -> Wp[j // SPAN, k, j % SPAN]: depends on parameters only, hence lifted
         wp = bb.emit(relax.op.permute_dims(relax.op.reshape(nw, (k, n // SPAN, SPAN)), [1, 0, 2]))
         y = bb.emit(relax.op.matmul(relax.op.reshape(nx, (1, m, k)), wp))  # [N / SPAN, M, SPAN]
-        self.packed += 1
         return relax.op.reshape(relax.op.permute_dims(y, [1, 0, 2]), out)
 
 
-def pack_linear_weights(mod: tvm.IRModule) -> tvm.IRModule:
+@tvm.transform.module_pass(opt_level=0, name="PackLinearWeights")
+def pack_linear_weights(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
     """Rewrite ``main``'s matmuls by parameter-only ``[K, N]`` weights (N a multiple of ``SPAN``)
-    to read the weight packed as ``[N / SPAN, K, SPAN]``. Needs ``main``'s ``num_input`` attr."""
+    to read the weight packed as ``[N / SPAN, K, SPAN]``. "Parameter-only" is what
+    ``LiftTransformParams`` will lift: computable from the parameters after ``num_input``."""
     func = mod["main"]
-    num_input = int(func.attrs["num_input"])
-    rewriter = _PackLinear(mod, _param_only(func, num_input))
-    new_func = rewriter.visit_expr(func)
+    param_only = set(relax.analysis.computable_at_compile_time(func))
     out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
-    out["main"] = new_func
+    out["main"] = _PackLinear(mod, param_only).visit_expr(func)
     return out

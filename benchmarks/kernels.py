@@ -3,6 +3,7 @@
     TVM_NUM_THREADS=2 python benchmarks/kernels.py                      # default buckets
     python benchmarks/kernels.py --threads 2 --only decoder:128 --top 12
     python benchmarks/kernels.py --ops --frames 128   # single ops: old vs new lowering, interleaved
+    python benchmarks/kernels.py --tiles              # decoder convs: pick_tile vs conv_tile
 
 Each component is built with ``compiler.build`` (schedule pass included) and timed against the
 same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM, eager,
@@ -60,10 +61,14 @@ def main() -> None:
     ap.add_argument("--mcpu", default="x86-64-v3")
     ap.add_argument("--ops", action="store_true", help="single-op before/after table (Kokoro-82M shapes) and exit")
     ap.add_argument("--frames", type=int, default=128, help="decoder frames m for --ops shapes")
+    ap.add_argument("--tiles", action="store_true",
+                    help="decoder conv shapes, pick_tile's register tile vs conv_tile's, and exit")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     if args.ops:
         return ops_table(args)
+    if args.tiles:
+        return tiles_table(args)
 
     import numpy as np
     import torch
@@ -247,6 +252,65 @@ def ops_table(args) -> None:
         old, new_, eager = (float(np.median(samples[k])) * 1e3 for k in ("old", "new", "eager"))
         print(f"  {name:34} {old:9.2f} | {new_:9.2f} | {eager:9.2f}   "
               f"x{old / new_:5.1f}  (err {err:.1e})", flush=True)
+
+
+#: (in channels, out channels, kernel, dilation, output width): Kokoro-82M decoder convs at 64
+#: frames (generator resblocks at 20m and 120m+1 samples, ups[1] as a polyphase k2 conv,
+#: decoder blocks at m and 2m frames) plus the 256/512 widths of longer buckets.
+TILE_SHAPES = [(256, 256, 7, 1, 1280), (256, 256, 11, 3, 1280), (256, 768, 2, 1, 1344),
+               (128, 128, 11, 1, 7681), (128, 128, 7, 3, 7681), (128, 128, 3, 1, 7681),
+               (1024, 1024, 3, 1, 512), (512, 512, 3, 1, 256), (1090, 512, 3, 1, 128),
+               (512, 512, 3, 1, 64), (1090, 1024, 3, 1, 64)]
+
+
+def tiles_table(args) -> None:
+    """Each ``TILE_SHAPES`` conv (+ bias) built twice, with ``tile.pick_tile``'s register tile and
+    with ``conv.conv_tile``'s (where it has one), timed hot (``time_evaluator``, 3 calls per
+    sample), the two alternating for ``--repeat`` samples; medians and GFLOP/s."""
+    import numpy as np
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm import compiler
+    from kokoro_tvm.schedule import conv as conv_rule
+    from kokoro_tvm.schedule.analysis import CPU
+
+    target = {"kind": "llvm", "mcpu": args.mcpu}
+    cpu = CPU.of(tvm.target.Target(target))
+    print(f"threads={args.threads} {target}: median ms (GFLOP/s), pick_tile | conv_tile")
+    for cin, cout, k, d, width in TILE_SHAPES:
+        tiled = conv_rule.conv_tile(cpu, cout, width, can_pack_rows=True)
+        if tiled is None:
+            print(f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:5}: conv_tile defers to pick_tile")
+            continue
+        module = torch.nn.Conv1d(cin, cout, k, padding=d * (k - 1) // 2, dilation=d).eval()
+        x = torch.randn(1, cin, width + (k + 1) % 2)  # even k: one more input sample, same width
+        ep = torch.export.export(module, (x,))
+        mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+        legal = compiler.legalize(mod)
+        params = [p.numpy() for p in params.get("main", [])]
+        timers = []
+        for use_conv_tile in (False, True):
+            saved = conv_rule.conv_tile
+            if not use_conv_tile:
+                conv_rule.conv_tile = lambda *a, **kw: None
+            try:
+                ex, _, _ = compiler.build(legal, target)
+            finally:
+                conv_rule.conv_tile = saved
+            vm = relax.VirtualMachine(ex, tvm.cpu())
+            vm.set_input("main", tvm.runtime.tensor(x.numpy()), *compiler.bind_params(vm, params))
+            timers.append(vm.time_evaluator("invoke_stateful", tvm.cpu(), number=3, repeat=1))
+        samples = [[], []]
+        for r in range(args.repeat):
+            for i in (r % 2, 1 - r % 2):
+                samples[i].append(timers[i]("main").mean)
+        flops = 2.0 * cin * cout * k * width
+        old, new = (float(np.median(s)) for s in samples)
+        print(f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:5}: {old*1e3:7.2f} ({flops/old/1e9:5.1f}) | "
+              f"{new*1e3:7.2f} ({flops/new/1e9:5.1f})  x{old/new:4.2f}  {tiled}", flush=True)
 
 
 def _hotspots(legal, ex, targs, top: int, peak: float) -> None:

@@ -261,6 +261,7 @@ CASES = [
     # (module, input shape, rule that must schedule the heaviest function)
     (ConvLeaky(), (1, 16, 37), "conv"),  # 37 frames: the unrolled tail path (along_rows tile)
     (ConvLeaky(16, 24, 3), (1, 16, 64), "conv"),
+    (ConvLeaky(16, 32, 7), (1, 16, 301), "conv"),  # long: conv.LONG_TILE on AVX2, with a width tail
     (ConvLeaky(16, 22, 7), (1, 16, 77), "conv"),  # neither 22 rows nor 77 cols divide: tail tile
     (ConvLeaky(8, 1, 5), (1, 8, 45), "conv"),  # one output channel (F0/N projections, iSTFT)
     (ConvT(), (1, 16, 9), "conv"),
@@ -279,6 +280,20 @@ def test_rule_matches_torch(module, shape, rule, target):
     assert _rel(got, ref) <= 1e-5
     assert rule in report.functions.values(), report.functions
     assert report.as_dict()["counts"].get(rule, 0) >= 1
+
+
+def test_long_convs_keep_channels_in_the_lanes_on_avx2_only():
+    from kokoro_tvm.schedule.analysis import CPU
+    from kokoro_tvm.schedule.conv import LONG_TILE, LONG_WIDTH, conv_tile
+
+    avx2, avx512 = CPU(lanes=8, registers=16), CPU(lanes=16, registers=32)
+    # the long ConvLeaky case above goes through LONG_TILE (its parity is checked there)
+    assert conv_tile(avx2, 32, 301, can_pack_rows=True) == LONG_TILE
+    assert conv_tile(avx2, 256, 7681, can_pack_rows=True) == LONG_TILE
+    assert conv_tile(avx2, 1024, LONG_WIDTH - 1, can_pack_rows=True) is None  # short: pick_tile's
+    assert conv_tile(avx2, 24, 7681, can_pack_rows=True) is None  # 24 channels: not whole vectors
+    assert conv_tile(avx2, 256, 7681, can_pack_rows=False) is None
+    assert conv_tile(avx512, 256, 7681, can_pack_rows=True) is None  # not measured there
 
 
 def test_report_is_json_and_lists_fallbacks():

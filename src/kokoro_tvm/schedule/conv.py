@@ -14,7 +14,15 @@ from tvm import s_tir
 
 from .analysis import CPU, Block, root_blocks, vars_in
 from .injective import parallel_vectorize
-from .tile import OuterProduct, match, pick_tile, tile_reduction
+from .tile import OuterProduct, Tile, match, pick_tile, tile_reduction
+
+#: Output width from which a conv keeps its output channels in the vector lanes (weights packed,
+#: ``Tile.along_rows``) on a 16-register CPU, with ``LONG_TILE``. ``pick_tile``'s score counts
+#: loads, not where they come from: on the decoder's long convs (256-1090 channels x 256-7681
+#: samples, AVX2) 5 samples x 2 vectors of channels ran 1.2-1.8x faster than its choice, while
+#: at 64-128 samples its choice stayed 5-20% ahead (``benchmarks/kernels.py --tiles``).
+LONG_WIDTH = 256
+LONG_TILE = Tile(rows=5, vectors=2, along_rows=True)
 
 def _is_conditional(blk: Block) -> bool:
     """A producer with a bounds check (pad, dilate): inlining it would put a select on every FMA."""
@@ -62,10 +70,13 @@ def prepare(sch: s_tir.Schedule, anchor_name: str) -> tuple[Block, list[Block], 
 
 
 def schedule_anchor(sch: s_tir.Schedule, cpu: CPU, op: OuterProduct, producers: list[Block],
-                    consumers: list[Block]) -> None:
+                    consumers: list[Block], is_conv: bool = False) -> None:
     extents = op.block.extents
-    tile = pick_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col],
-                     can_pack_rows=op.row is not None and _plain_row_index(op))
+    can_pack_rows = op.row is not None and _plain_row_index(op)
+    tile = (conv_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col], can_pack_rows)
+            if is_conv else None)
+    tile = tile or pick_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col],
+                             can_pack_rows=can_pack_rows)
     if tile is None:
         raise ValueError(f"no register tile divides the extents {extents}")
     epilogue = consumers[0].rv if len(consumers) == 1 else None
@@ -75,6 +86,16 @@ def schedule_anchor(sch: s_tir.Schedule, cpu: CPU, op: OuterProduct, producers: 
     if epilogue is None:
         for blk in consumers:
             parallel_vectorize(sch, blk.rv, cpu)
+
+
+def conv_tile(cpu: CPU, channels: int, width: int, can_pack_rows: bool) -> Tile | None:
+    """``LONG_TILE`` for a long conv on a 16-register (AVX2) CPU, else None (``pick_tile`` decides).
+
+    Measured only there: AVX-512 keeps ``pick_tile``'s choice until someone measures it."""
+    span = LONG_TILE.vectors * cpu.lanes
+    if cpu.registers == 16 and can_pack_rows and width >= LONG_WIDTH and channels % span == 0:
+        return LONG_TILE
+    return None
 
 
 def _plain_row_index(op: OuterProduct) -> bool:
@@ -99,14 +120,14 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
     op = match(anchor)
     if op is None or op.row != 1 or op.col != 2:  # NCW: rows = output channels, cols = width
         return False
-    return schedule_matched(sch, cpu, anchor.stmt.name_hint)
+    return schedule_matched(sch, cpu, anchor.stmt.name_hint, is_conv=True)
 
 
-def schedule_matched(sch: s_tir.Schedule, cpu: CPU, anchor_name: str) -> bool:
+def schedule_matched(sch: s_tir.Schedule, cpu: CPU, anchor_name: str, is_conv: bool = False) -> bool:
     """Prepare the anchor's producers/consumers, re-match it, and tile it (shared with matmul)."""
     anchor, producers, consumers = prepare(sch, anchor_name)
     op = match(anchor)
     if op is None:
         return False
-    schedule_anchor(sch, cpu, op, producers, consumers)
+    schedule_anchor(sch, cpu, op, producers, consumers, is_conv)
     return True

@@ -3,7 +3,7 @@
     TVM_NUM_THREADS=2 python benchmarks/kernels.py                      # default buckets
     python benchmarks/kernels.py --threads 2 --only decoder:128 --top 12
     python benchmarks/kernels.py --ops --frames 128   # single ops: old vs new lowering, interleaved
-    python benchmarks/kernels.py --tiles              # decoder convs: pick_tile vs conv_tile
+    python benchmarks/kernels.py --tiles              # decoder convs: pick_tile vs conv.LONG_TILE
 
 Each component is built with ``compiler.build`` (schedule pass included) and timed against the
 same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM, eager,
@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--ops", action="store_true", help="single-op before/after table (Kokoro-82M shapes) and exit")
     ap.add_argument("--frames", type=int, default=128, help="decoder frames m for --ops shapes")
     ap.add_argument("--tiles", action="store_true",
-                    help="decoder conv shapes, pick_tile's register tile vs conv_tile's, and exit")
+                    help="decoder conv shapes, pick_tile's register tile vs conv.LONG_TILE, and exit")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     if args.ops:
@@ -270,8 +270,9 @@ TILE_SHAPES = [(256, 256, 7, 1, 1280), (256, 256, 11, 3, 1280), (256, 768, 2, 1,
 
 def tiles_table(args) -> None:
     """Each ``TILE_SHAPES`` conv (+ bias) built twice, with ``tile.pick_tile``'s register tile and
-    with ``conv.conv_tile``'s (where it has one), timed hot (``time_evaluator``, 3 calls per
-    sample), the two alternating for ``--repeat`` samples; medians and GFLOP/s."""
+    with ``conv.LONG_TILE`` (forced, also below ``LONG_WIDTH``, to show why the rule stops there),
+    timed hot (``time_evaluator``, 3 calls per sample), the two alternating for ``--repeat``
+    samples; medians, GFLOP/s, and which of the two ``conv.conv_tile`` picks on this CPU."""
     import numpy as np
     import torch
     import tvm
@@ -284,12 +285,9 @@ def tiles_table(args) -> None:
 
     target = {"kind": "llvm", "mcpu": args.mcpu}
     cpu = CPU.of(tvm.target.Target(target))
-    print(f"threads={args.threads} {target}: median ms (GFLOP/s), pick_tile | conv_tile")
+    print(f"threads={args.threads} {target}: median ms (GFLOP/s), pick_tile | {conv_rule.LONG_TILE}")
     for cin, cout, k, d, width in TILE_SHAPES:
-        tiled = conv_rule.conv_tile(cpu, cout, width, can_pack_rows=True)
-        if tiled is None:
-            print(f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:5}: conv_tile defers to pick_tile")
-            continue
+        picked = "LONG_TILE" if conv_rule.conv_tile(cpu, cout, width, can_pack_rows=True) else "pick_tile"
         module = torch.nn.Conv1d(cin, cout, k, padding=d * (k - 1) // 2, dilation=d).eval()
         x = torch.randn(1, cin, width + (k + 1) % 2)  # even k: one more input sample, same width
         ep = torch.export.export(module, (x,))
@@ -297,10 +295,9 @@ def tiles_table(args) -> None:
         legal = compiler.legalize(mod)
         params = [p.numpy() for p in params.get("main", [])]
         timers = []
-        for use_conv_tile in (False, True):
+        for forced in (None, conv_rule.LONG_TILE):
             saved = conv_rule.conv_tile
-            if not use_conv_tile:
-                conv_rule.conv_tile = lambda *a, **kw: None
+            conv_rule.conv_tile = lambda *a, _t=forced, **kw: _t
             try:
                 ex, _, _ = compiler.build(legal, target)
             finally:
@@ -315,7 +312,7 @@ def tiles_table(args) -> None:
         flops = 2.0 * cin * cout * k * width
         old, new = (float(np.median(s)) for s in samples)
         print(f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:5}: {old*1e3:7.2f} ({flops/old/1e9:5.1f}) | "
-              f"{new*1e3:7.2f} ({flops/new/1e9:5.1f})  x{old/new:4.2f}  {tiled}", flush=True)
+              f"{new*1e3:7.2f} ({flops/new/1e9:5.1f})  x{old/new:4.2f}  rule: {picked}", flush=True)
 
 
 def _hotspots(legal, ex, targs, top: int, peak: float) -> None:

@@ -2,17 +2,20 @@
 VENV ?= .venv
 PYTHON ?= python3.11
 PY := $(VENV)/bin/python
+EXTRAS := build,text,test,bench,tune
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup repro test test-slow
+.PHONY: setup repro test test-slow lock
 setup: $(VENV)/.installed
 
-# torch first and exactly: an unpinned torch pulls several GB of CUDA wheels.
-$(VENV)/.installed: pyproject.toml
+# torch first and exactly: an unpinned torch pulls several GB of CUDA wheels. Then every
+# transitive pin of requirements.lock, so a fresh machine gets the environment the artifacts
+# were built with, and the package itself without resolving anything again.
+$(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test,bench,tune]'
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 repro: setup
@@ -23,3 +26,12 @@ test: setup
 
 test-slow: setup  # only the full-size Kokoro-82M checks (not the default suite)
 	$(PY) -m pytest -m slow -s
+
+# Regenerate requirements.lock after editing the pins in pyproject.toml (pip-tools resolves every
+# extra together; torch's local tag is dropped so that `torch==2.13.0` takes this machine's CPU wheel).
+lock:
+	$(PYTHON) -m venv /tmp/kokoro-tvm-lock && /tmp/kokoro-tvm-lock/bin/pip install -q pip-tools==7.6.2
+	/tmp/kokoro-tvm-lock/bin/pip-compile -q --strip-extras --no-emit-index-url --no-emit-find-links \
+	  $(foreach e,$(subst $(comma), ,$(EXTRAS)),--extra $(e)) -o requirements.lock pyproject.toml
+	sed -i 's/^torch==\(.*\)+cpu$$/torch==\1/' requirements.lock
+comma := ,

@@ -4,7 +4,7 @@ usage: python benchmarks/bench_components.py [--root artifacts] [--params params
            [--target T] [--repeats 10] [--json out.json]
 (after `dvc repro`, from the repo root; needs `pip install -e '.[bench]'`)
 
-Kokoro is built once and shared by all rows; each row is one ``kokoro_tvm.bench.measure``.
+Kokoro is built once and shared by all rows; each row is one ``kokoro_tvm.eval.bench.measure``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import json
 import sys
 from pathlib import Path
 
-from kokoro_tvm import bench, stages
+from kokoro_tvm.eval import bench
+from kokoro_tvm.pipeline.common import setup
 from kokoro_tvm.artifacts import ArtifactError
-from kokoro_tvm.library import read_manifest
-from kokoro_tvm.model import CheckpointError, load
-from kokoro_tvm.onnx_export import OnnxExportError
+from kokoro_tvm.runtime.library import read_manifest
+from kokoro_tvm.model.checkpoint import CheckpointError, load
+from kokoro_tvm.eval.onnx_export import OnnxExportError
 from kokoro_tvm.toolchain import ToolchainError
 
 HEADER = ("| component | bucket | target | eager ms | ORT ms | TVM ms | speedup vs eager | vs ORT | threads |\n"
@@ -42,7 +43,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write every row here")
     a = ap.parse_args()
     try:
-        prm = stages.setup(a.params)
+        prm = setup(a.params)
         if a.repeats:
             prm = dataclasses.replace(prm, bench_repeats=a.repeats)
         manifest = read_manifest(a.root)

@@ -39,9 +39,9 @@ def main() -> int:
     warnings.filterwarnings("ignore", message="dropout option adds dropout")  # kokoro's 1-layer LSTMs
     warnings.filterwarnings("ignore", message=".*weight_norm.* is deprecated")
     from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.e2e import compare, default_lengths, sample_phonemes
-    from kokoro_tvm.model import build_kmodel
-    from kokoro_tvm.runtime import KokoroTVM
+    from kokoro_tvm.eval.e2e import compare, default_lengths, sample_phonemes
+    from kokoro_tvm.model.checkpoint import build_kmodel
+    from kokoro_tvm.runtime.synthesizer import KokoroTVM
 
     torch.set_num_threads(args.threads)  # the same cores for both sides
     tts = KokoroTVM.from_manifest(args.artifacts, target=args.target, num_threads=args.threads)

@@ -5,7 +5,7 @@
     python benchmarks/kernels.py --ops --frames 128   # single ops: old vs new lowering, interleaved
     python benchmarks/kernels.py --tiles              # decoder convs: pick_tile vs conv.LONG_TILE
 
-Each component is built with ``compiler.build`` (schedule pass included) and timed against the
+Each component is built with ``compile.flow.compile_component`` (schedule pass included) and timed against the
 same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM, eager,
 TVM, ...) at the same thread count; medians and ratios are printed. Hotspots come from the Relax
 VM profiler; conv GFLOP/s are compared with this CPU's FP32 peak
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import time
 
 DEFAULT = ["duration:32", "duration:64", "text_encoder:32", "text_encoder:64", "decoder:128", "decoder:256"]
@@ -40,7 +39,7 @@ def conv_flops(func) -> float | None:
     import tvm
     from tvm import s_tir
 
-    from kokoro_tvm.schedule.analysis import root_blocks
+    from kokoro_tvm.compile.schedule.analysis import root_blocks
 
     blocks = root_blocks(s_tir.Schedule(tvm.IRModule({"main": func}))) or []
     red = [b for b in blocks if b.is_reduction]
@@ -58,7 +57,7 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=DEFAULT, help="component:bucket ...")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--settle", type=float, default=None,
-                    help="seconds to pause before each timed call (default bench.SETTLE_S); 0 shows the "
+                    help="seconds to pause before each timed call (default timing.SETTLE_S); 0 shows the "
                          "cost of one runtime's spinning threads on the next")
     ap.add_argument("--top", type=int, default=8, help="hotspot kernels to print per component")
     ap.add_argument("--mcpu", default="x86-64-v3")
@@ -80,11 +79,14 @@ def main() -> None:
     import tvm
     from tvm import relax
 
-    from kokoro_tvm import compiler, components
-    from kokoro_tvm.bench import SETTLE_S, time_interleaved
+    from kokoro_tvm.compile.flow import compile_component
+    from kokoro_tvm.model import components
+    from kokoro_tvm.model.inputs import example_inputs
+    from kokoro_tvm.runtime.library import bind_params
+    from kokoro_tvm.eval.timing import SETTLE_S, time_interleaved
     from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.model import build_kmodel
-    from kokoro_tvm.schedule.analysis import CPU
+    from kokoro_tvm.model.checkpoint import build_kmodel
+    from kokoro_tvm.compile.schedule.analysis import CPU
 
     torch.set_num_threads(args.threads)
     target_spec = {"kind": "llvm", "mcpu": args.mcpu}
@@ -100,17 +102,14 @@ def main() -> None:
         component, bucket = item.split(":")
         bucket = int(bucket)
         t0 = time.perf_counter()
-        ep = compiler.export(component, bucket, km, cfg)
-        mod, sig = compiler.to_relax(ep, component, bucket, cfg, "loop")
-        legal = compiler.legalize(mod)
-        ex, build_s, report = compiler.build(legal, target_spec)
+        built = compile_component(component, bucket, km, cfg, target_spec)
+        legal, ex, build_s, report = built.legalized, built.executable, built.build_s, built.report
         prep_s = time.perf_counter() - t0 - build_s
-        weights = compiler.component_weights(component, km)
-        inputs = components.example_inputs(component, bucket, cfg, seed=1)
+        inputs = example_inputs(component, bucket, cfg, seed=1)
         module = components.build_component(component, km)
         vm = relax.VirtualMachine(ex, tvm.cpu())
         targs = ([tvm.runtime.tensor(x.numpy()) for x in inputs]
-                 + compiler.bind_params(vm, [weights[n].numpy() for n in sig.params]))
+                 + bind_params(vm, built.weights))
         with torch.no_grad():
             ref = module(*inputs)
         ref = ref if isinstance(ref, tuple) else (ref,)
@@ -134,14 +133,14 @@ def main() -> None:
 
 
 def _legalize_variant(mod, new: bool):
-    """``compiler.legalize`` (new) or the same pipeline with TVM's own legalizations (old)."""
+    """``compile.legalize`` (new) or the same pipeline with TVM's own legalizations (old)."""
     import tvm
     from tvm import relax
 
-    from kokoro_tvm import compiler
+    from kokoro_tvm.compile.legalize import legalize
 
     if new:
-        return compiler.legalize(mod)
+        return legalize(mod)
     return tvm.transform.Sequential([
         relax.transform.DecomposeOpsForInference(), relax.transform.LegalizeOps(),
         relax.transform.LiftTransformParams(), relax.transform.AnnotateTIROpPattern(),
@@ -154,8 +153,8 @@ def ops_table(args) -> None:
 
     old = TVM's legalization (conv_transpose over a zero-dilated input, libm ``sinf``, linear
     weights as ``[K, N]``), the scalar reduction loop for norm statistics, no tail tile; new = this
-    repository's (``compiler.legalize``: polyphase convT, packed linear weights, ...). The ALBERT
-    linears run at 64 tokens whatever ``--frames``. Timed with ``bench.time_interleaved``; the
+    repository's (``compile.legalize``: polyphase convT, packed linear weights, ...). The ALBERT
+    linears run at 64 tokens whatever ``--frames``. Timed with ``timing.time_interleaved``; the
     pause before each call puts an OpenMP wake-up (~10 ms here) into eager's sub-ms ops.
     """
     import numpy as np
@@ -164,9 +163,11 @@ def ops_table(args) -> None:
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm import compiler, masked
-    from kokoro_tvm.bench import SETTLE_S, time_interleaved
-    from kokoro_tvm.schedule import reduction, tile
+    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.model import masked
+    from kokoro_tvm.runtime.library import bind_params
+    from kokoro_tvm.eval.timing import SETTLE_S, time_interleaved
+    from kokoro_tvm.compile.schedule import reduction, tile
 
     torch.set_num_threads(args.threads)
     m = args.frames
@@ -235,14 +236,14 @@ def ops_table(args) -> None:
                     _o(cpu, r, c, can_pack_rows) if c % cpu.lanes == 0 or (can_pack_rows and r % cpu.lanes == 0)
                     else None)
             try:
-                from kokoro_tvm.schedule import conv as conv_rule
+                from kokoro_tvm.compile.schedule import conv as conv_rule
                 conv_rule.pick_tile = tile.pick_tile
-                ex, _, _ = compiler.build(_legalize_variant(mod, new), target)
+                ex, _, _ = build(_legalize_variant(mod, new), target)
             finally:
                 reduction._rfactor, tile.pick_tile = saved
                 conv_rule.pick_tile = saved[1]
             vm = relax.VirtualMachine(ex, tvm.cpu())
-            targs = [tvm.runtime.tensor(x.numpy()) for x in inputs] + compiler.bind_params(vm, params)
+            targs = [tvm.runtime.tensor(x.numpy()) for x in inputs] + bind_params(vm, params)
             vm["main"](*targs)
             runs.append((vm, targs))
         with torch.no_grad():
@@ -279,9 +280,11 @@ def tiles_table(args) -> None:
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm import compiler
-    from kokoro_tvm.schedule import conv as conv_rule
-    from kokoro_tvm.schedule.analysis import CPU
+    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.runtime.library import bind_params
+    from kokoro_tvm.compile.schedule import conv as conv_rule
+    from kokoro_tvm.compile.schedule.analysis import CPU
 
     target = {"kind": "llvm", "mcpu": args.mcpu}
     cpu = CPU.of(tvm.target.Target(target))
@@ -292,18 +295,18 @@ def tiles_table(args) -> None:
         x = torch.randn(1, cin, width + (k + 1) % 2)  # even k: one more input sample, same width
         ep = torch.export.export(module, (x,))
         mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-        legal = compiler.legalize(mod)
+        legal = legalize(mod)
         params = [p.numpy() for p in params.get("main", [])]
         timers = []
         for forced in (None, conv_rule.LONG_TILE):
             saved = conv_rule.conv_tile
             conv_rule.conv_tile = lambda *a, _t=forced, **kw: _t
             try:
-                ex, _, _ = compiler.build(legal, target)
+                ex, _, _ = build(legal, target)
             finally:
                 conv_rule.conv_tile = saved
             vm = relax.VirtualMachine(ex, tvm.cpu())
-            vm.set_input("main", tvm.runtime.tensor(x.numpy()), *compiler.bind_params(vm, params))
+            vm.set_input("main", tvm.runtime.tensor(x.numpy()), *bind_params(vm, params))
             timers.append(vm.time_evaluator("invoke_stateful", tvm.cpu(), number=3, repeat=1))
         samples = [[], []]
         for r in range(args.repeat):

@@ -2,7 +2,7 @@
 
 usage: python benchmarks/lstm_strategies.py [--steps 16 32 64 128 256 512] [--reps 5]
 One bidirectional LSTM at the widths of Kokoro-82M's text-encoder/duration LSTMs (I=640, H=256),
-compiled with the pipeline's own flow (``compiler.legalize`` + ``compiler.build``). Strategies
+compiled with the pipeline's own flow (``compile.legalize`` + ``compile.build``). Strategies
 are timed interleaved (A B A B) per T; medians are printed.
 """
 
@@ -13,14 +13,14 @@ import os
 import statistics
 import time
 
-import numpy as np
 import torch
 from torch import nn
 
-from kokoro_tvm import compiler
-from kokoro_tvm.lstm_op import lstm_with_lengths
-from kokoro_tvm.patches import convert_map
-from kokoro_tvm.params import LSTM_STRATEGIES
+from kokoro_tvm.compile.build import build
+from kokoro_tvm.compile.legalize import legalize
+from kokoro_tvm.model.lstm_op import lstm_with_lengths
+from kokoro_tvm.compile.convert_map import convert_map
+from kokoro_tvm.spec import LSTM_STRATEGIES
 
 
 class OneLSTM(nn.Module):
@@ -57,7 +57,7 @@ def main() -> None:
             t_import = time.perf_counter() - t0
             mod, params = relax.frontend.detach_params(mod)
             t0 = time.perf_counter()
-            ex = compiler.build(compiler.legalize(mod), {"kind": "llvm", "mcpu": "x86-64-v3"})[0]
+            ex = build(legalize(mod), {"kind": "llvm", "mcpu": "x86-64-v3"})[0]
             t_build = time.perf_counter() - t0  # legalize + schedule + compile
             vm = relax.VirtualMachine(ex, tvm.cpu())
             inputs = [tvm.runtime.tensor(x.numpy()), tvm.runtime.tensor(lengths.numpy())] + list(params["main"])

@@ -1,8 +1,8 @@
-"""Why ``bench.SETTLE_S`` exists: one runtime's spinning worker threads slow the next one.
+"""Why ``timing.SETTLE_S`` exists: one runtime's spinning worker threads slow the next one.
 
     python benchmarks/settle.py duration 64 [--ort] [--artifacts artifacts] [--target x86_64_v3]
 
-Times eager, TVM (and ONNX Runtime) on one built library with ``bench.time_interleaved`` at
+Times eager, TVM (and ONNX Runtime) on one built library with ``timing.time_interleaved`` at
 several pauses before each timed call; medians in ms per pause. On 2 cores, ORT's intra-op
 threads keep spinning after a run and eager kokoro timed right after them ran ~2x slower.
 """
@@ -31,11 +31,12 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from kokoro_tvm import bench as B
+    from kokoro_tvm.eval import bench as B
+    from kokoro_tvm.eval.timing import time_interleaved
     from kokoro_tvm import params as P
-    from kokoro_tvm.components import example_inputs
-    from kokoro_tvm.library import load_built
-    from kokoro_tvm.model import load as load_model
+    from kokoro_tvm.model.inputs import example_inputs
+    from kokoro_tvm.runtime.library import load_built
+    from kokoro_tvm.model.checkpoint import load as load_model
 
     torch.set_num_threads(a.threads)
     prm = P.load(a.params)
@@ -47,7 +48,7 @@ def main() -> None:
         runners["ort"] = B._ort_runner(a.component, a.bucket, km, cfg, inputs, a.threads)
     print(f"{a.component}-{a.bucket}, {a.threads} threads, median ms of {a.repeats} interleaved rounds")
     for pause in a.pauses:
-        s = B.time_interleaved(runners, a.repeats, 1, pause)
+        s = time_interleaved(runners, a.repeats, 1, pause)
         print(f"  pause {pause:4.2f} s: " + "  ".join(
             f"{k} {float(np.median(v)) * 1e3:8.1f}" for k, v in s.items()), flush=True)
 

@@ -1,18 +1,9 @@
-"""DVC stage `bench_e2e@<target>`: see kokoro_tvm.e2e.bench_stage."""
+"""DVC stage `bench_e2e@<target>`: see kokoro_tvm.pipeline.bench_e2e."""
 
-import argparse
-
-from _common import main
-from kokoro_tvm import stages
+from _common import args, main
+from kokoro_tvm.pipeline import bench_e2e
+from kokoro_tvm.pipeline.common import setup
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("target")
-    a = ap.parse_args()
-
-    def run() -> None:
-        from kokoro_tvm import artifacts, e2e
-
-        e2e.bench_stage(stages.setup(), a.target, artifacts.ROOT)
-
-    main(run)
+    a = args(__doc__, "target")
+    main(lambda: bench_e2e.run(setup(), a.target))

@@ -1,12 +1,9 @@
-"""DVC stage `bench_summary@<target>`: see kokoro_tvm.stages.bench_summary."""
+"""DVC stage `bench_summary@<target>`: see kokoro_tvm.pipeline.bench_summary."""
 
-import argparse
-
-from _common import main
-from kokoro_tvm import stages
+from _common import args, main
+from kokoro_tvm.pipeline import bench_summary
+from kokoro_tvm.pipeline.common import setup
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("target")
-    a = ap.parse_args()
-    main(lambda: stages.bench_summary(stages.setup(), a.target))
+    a = args(__doc__, "target")
+    main(lambda: bench_summary.run(setup(), a.target))

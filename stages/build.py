@@ -1,6 +1,9 @@
-"""DVC stage `build@<component>-<bucket>-<target>`: see kokoro_tvm.stages.build."""
+"""DVC stage `build@<component>-<bucket>-<target>`: see kokoro_tvm.pipeline.build."""
 
-from _common import bucket_stage
+from _common import args, main
+from kokoro_tvm.pipeline import build
+from kokoro_tvm.pipeline.common import setup
 
 if __name__ == "__main__":
-    bucket_stage("build", __doc__, per_target=True)
+    a = args(__doc__, "component", "bucket", "target")
+    main(lambda: build.run(setup(), a.component, a.bucket, a.target))

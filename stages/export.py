@@ -1,6 +1,9 @@
-"""DVC stage `export@<component>-<bucket>`: see kokoro_tvm.stages.export."""
+"""DVC stage `export@<component>-<bucket>`: see kokoro_tvm.pipeline.export."""
 
-from _common import bucket_stage
+from _common import args, main
+from kokoro_tvm.pipeline import export
+from kokoro_tvm.pipeline.common import setup
 
 if __name__ == "__main__":
-    bucket_stage("export", __doc__, per_target=False)
+    a = args(__doc__, "component", "bucket")
+    main(lambda: export.run(setup(), a.component, a.bucket))

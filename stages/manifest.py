@@ -1,7 +1,8 @@
-"""DVC stage `manifest`: see kokoro_tvm.stages.manifest."""
+"""DVC stage `manifest`: see kokoro_tvm.pipeline.manifest."""
 
 from _common import main
-from kokoro_tvm import stages
+from kokoro_tvm.pipeline import manifest
+from kokoro_tvm.pipeline.common import setup
 
 if __name__ == "__main__":
-    main(lambda: stages.manifest(stages.setup()))
+    main(lambda: manifest.run(setup()))

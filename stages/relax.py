@@ -1,6 +1,9 @@
-"""DVC stage `relax@<component>-<bucket>`: see kokoro_tvm.stages.relax."""
+"""DVC stage `relax@<component>-<bucket>`: see kokoro_tvm.pipeline.relax."""
 
-from _common import bucket_stage
+from _common import args, main
+from kokoro_tvm.pipeline import relax
+from kokoro_tvm.pipeline.common import setup
 
 if __name__ == "__main__":
-    bucket_stage("relax", __doc__, per_target=False)
+    a = args(__doc__, "component", "bucket")
+    main(lambda: relax.run(setup(), a.component, a.bucket))

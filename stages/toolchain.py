@@ -1,7 +1,8 @@
-"""DVC stage `toolchain`: see kokoro_tvm.stages.toolchain."""
+"""DVC stage `toolchain`: see kokoro_tvm.pipeline.toolchain."""
 
 from _common import main
-from kokoro_tvm import stages
+from kokoro_tvm.pipeline import toolchain
+from kokoro_tvm.pipeline.common import setup
 
 if __name__ == "__main__":
-    main(lambda: stages.toolchain(stages.setup()))
+    main(lambda: toolchain.run(setup()))

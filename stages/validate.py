@@ -1,6 +1,9 @@
-"""DVC stage `validate@<component>-<bucket>-<target>`: see kokoro_tvm.stages.validate."""
+"""DVC stage `validate@<component>-<bucket>-<target>`: see kokoro_tvm.pipeline.validate."""
 
-from _common import bucket_stage
+from _common import args, main
+from kokoro_tvm.pipeline import validate
+from kokoro_tvm.pipeline.common import setup
 
 if __name__ == "__main__":
-    bucket_stage("validate", __doc__, per_target=True)
+    a = args(__doc__, "component", "bucket", "target")
+    main(lambda: validate.run(setup(), a.component, a.bucket, a.target))

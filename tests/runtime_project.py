@@ -1,6 +1,6 @@
 """Artifacts for runtime/CLI tests: the tiny config at realistic buckets, built once per session.
 
-Runs the very stage functions DVC calls (``kokoro_tvm.stages``), in-process and in stage order,
+Runs the very stage bodies DVC calls (``kokoro_tvm.pipeline``), in-process and in stage order,
 so the artifact layout and manifest are the pipeline's own (every library validated) without
 paying ``dvc``'s per-stage interpreter start-ups. Random tiny weights give ~4 frames per token,
 so tokens [6, 12] with frames [16, 32] make short inputs fit, and 10 phonemes already overflow
@@ -29,24 +29,25 @@ _BUILT: dict[str, Path] = {}
 
 def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS) -> Path:
     """Build every library of ``params`` under ``root/artifacts``; returns that directory."""
-    from kokoro_tvm import stages
-    from kokoro_tvm.params import COMPONENTS
+    from kokoro_tvm.pipeline import build, export, legalize, manifest, relax, toolchain, validate, weights
+    from kokoro_tvm.pipeline.common import setup
+    from kokoro_tvm.spec import COMPONENTS
 
     root.mkdir(parents=True, exist_ok=True)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     with contextlib.chdir(root):
-        prm = stages.setup("params.yaml")
-        stages.toolchain(prm)
-        stages.weights(prm)
+        prm = setup("params.yaml")
+        toolchain.run(prm)
+        weights.run(prm)
         for component in COMPONENTS:
             for bucket in prm.buckets(component):
-                stages.export(prm, component, bucket)
-                stages.relax(prm, component, bucket)
-                stages.legalize(prm, component, bucket)
+                export.run(prm, component, bucket)
+                relax.run(prm, component, bucket)
+                legalize.run(prm, component, bucket)
                 for target in prm.targets:
-                    stages.build(prm, component, bucket, target)
-                    stages.validate(prm, component, bucket, target)
-        stages.manifest(prm)
+                    build.run(prm, component, bucket, target)
+                    validate.run(prm, component, bucket, target)
+        manifest.run(prm)
     return root / "artifacts"
 
 

@@ -14,14 +14,15 @@ import torch
 import yaml
 
 from kokoro_tvm import artifacts as A
-from kokoro_tvm import bench, components, lstm_op
+from kokoro_tvm.eval import bench
+from kokoro_tvm.model import components, lstm_op
+from kokoro_tvm.model.inputs import example_inputs
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.metrics import log_mel_snr, rel_err
-from kokoro_tvm.model import build_kmodel
-from kokoro_tvm.params import ParamsError
+from kokoro_tvm.eval.metrics import log_mel_snr, rel_err
+from kokoro_tvm.model.checkpoint import build_kmodel
 
 pytest.importorskip("onnxruntime", reason="needs the bench extra: pip install -e '.[bench]'")
-from kokoro_tvm import onnx_export  # noqa: E402
+from kokoro_tvm.eval import onnx_export  # noqa: E402
 
 BUCKETS = {"duration": 8, "text_encoder": 8, "decoder": 12}
 LIB = ("text_encoder", 8, "generic")  # the smallest library: builds in a few seconds
@@ -36,20 +37,21 @@ def tiny():
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, tiny) -> Path:
     """A root with params.yaml, weights, one library and its manifest, as `dvc repro` lays them out."""
-    from kokoro_tvm import compiler
+    from kokoro_tvm.compile.flow import compile_component
 
     cfg, km = tiny
     component, bucket, target = LIB
     root = tmp_path_factory.mktemp("bench")
     art = root / "artifacts"
-    ep = compiler.export(component, bucket, km, cfg)
-    mod, sig = compiler.to_relax(ep, component, bucket, cfg, "loop")
-    ex, _, _ = compiler.build(compiler.legalize(mod), {"kind": "llvm"})
+    built = compile_component(component, bucket, km, cfg, {"kind": "llvm"})
     lib = A.library_file(component, bucket, target, art)
-    A.export_library(ex, lib)
-    A.save_weights(A.weights_file(component, art),
-                   {k: v.numpy() for k, v in compiler.component_weights(component, km).items()})
-    A.write_json(A.build_info_file(component, bucket, target, art), {"signature": sig.as_dict()})
+    A.export_library(built.executable, lib)
+    A.save_weights(A.weights_file(component, art), dict(zip(built.signature.params, built.weights)))
+    A.write_json(A.build_info_file(component, bucket, target, art),
+                 {"signature": built.signature.as_dict(), "sha256": A.sha256(lib)})
+    # as if validated: bench runs only libraries whose validation ran these very bytes
+    A.write_json(A.validation_file(component, bucket, target, art),
+                 {"library_sha256": A.sha256(lib), "weights_sha256": A.sha256(A.weights_file(component, art))})
     (root / "params.yaml").write_text(yaml.safe_dump({
         "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
         "buckets": {"tokens": [8], "frames": [12]}, "lstm": {"strategy": "loop"},
@@ -75,7 +77,7 @@ def _restore_threads():
 def test_onnx_matches_eager_at_full_length(tiny, component):
     cfg, km = tiny
     bucket = BUCKETS[component]
-    inputs = components.example_inputs(component, bucket, cfg)
+    inputs = example_inputs(component, bucket, cfg)
     with torch.no_grad():
         ref = components.build_component(component, km)(*inputs)
     ref = [r.numpy() for r in (ref if isinstance(ref, tuple) else (ref,))]
@@ -116,24 +118,30 @@ def test_measure_tiny_library(project, tiny):
     assert json.loads(plot.read_text())[0]["speedup_vs_eager"] == r["speedup_vs_eager"]
 
 
-def test_summary_has_one_sorted_file_per_component(tmp_path, project, tiny):
+def test_summary_has_one_sorted_file_per_component(tmp_path, monkeypatch, project, tiny):
     from kokoro_tvm.params import load
+    from kokoro_tvm.pipeline import bench_summary
 
     prm = dataclasses.replace(load(project / "params.yaml"), tokens=(16, 8))
+    monkeypatch.chdir(tmp_path)
     for component in BUCKETS:
         for b in prm.buckets(component):
             bench.write_outputs({"component": component, "bucket": b, "target": "generic", "speedup_vs_eager": 1.0,
-                                 "speedup_vs_ort": 1.0, "eager_ms": 1.0, "ort_ms": 1.0, "tvm_ms": 1.0}, tmp_path)
-    paths = bench.write_summary("generic", prm, tmp_path)
-    assert [p.name for p in paths] == [f"{c}.json" for c in ("duration", "text_encoder", "decoder")]
+                                 "speedup_vs_ort": 1.0, "eager_ms": 1.0, "ort_ms": 1.0, "tvm_ms": 1.0})
+    bench_summary.run(prm, "generic")
+    paths = [A.bench_summary_file(c, "generic") for c in ("duration", "text_encoder", "decoder")]
+    assert all(p.exists() for p in paths)
     assert [row["bucket"] for row in json.loads(paths[0].read_text())] == [8, 16]
+    monkeypatch.undo()
     without_ort = bench.measure(*LIB, _params(project, bench_onnxruntime=False), project / "artifacts", model=tiny)
     assert "ort_ms" not in without_ort and without_ort["tvm_ms"] > 0
 
 
 def test_bad_requests_say_what_to_do(project, tiny):
     art, prm = project / "artifacts", _params(project)
-    with pytest.raises(ParamsError, match="unknown component 'vocoder'"):
+    from kokoro_tvm.spec import UnknownComponent
+
+    with pytest.raises(UnknownComponent, match="unknown component 'vocoder'"):
         bench.measure("vocoder", 8, "generic", prm, art)
     with pytest.raises(A.ArtifactError, match="text_encoder-16.so is missing; run `dvc repro`"):
         bench.measure("text_encoder", 16, "generic", prm, art, model=tiny)
@@ -143,7 +151,7 @@ def test_bad_requests_say_what_to_do(project, tiny):
 
     raw = yaml.safe_load((project / "params.yaml").read_text())
     raw["bench"]["repeats"] = 0
-    with pytest.raises(PE, match="'bench.repeats' must be an integer >= 1"):
+    with pytest.raises(PE, match="'bench.repeats' must be greater than or equal to 1"):
         parse(raw)
 
 
@@ -153,7 +161,7 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
     instead of dying on an illegal instruction."""
     import shutil
 
-    from kokoro_tvm.library import load_built
+    from kokoro_tvm.runtime.library import load_built
 
     art = project / "artifacts"
     component, bucket, target = LIB

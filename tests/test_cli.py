@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_tvm import cli
-from kokoro_tvm.runtime import KokoroTVM
-from kokoro_tvm.wav import read_wav, write_wav
+from kokoro_tvm.runtime import cli
+from kokoro_tvm.runtime.synthesizer import KokoroTVM
+from kokoro_tvm.runtime.wav import read_wav, write_wav
 from runtime_project import runtime_artifacts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_console_script_is_declared():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"kokoro-tvm": "kokoro_tvm.cli:main"}
+    assert scripts == {"kokoro-tvm": "kokoro_tvm.runtime.cli:main"}
 
 
 def test_wav_round_trip(tmp_path):
@@ -67,7 +67,7 @@ def test_info_lists_components_buckets_targets_sizes_toolchain(capsys, artifacts
 
 
 def test_module_entry_point_runs(artifacts):
-    p = subprocess.run([sys.executable, "-m", "kokoro_tvm.cli", "info", "--artifacts", str(artifacts)],
+    p = subprocess.run([sys.executable, "-m", "kokoro_tvm.runtime.cli", "info", "--artifacts", str(artifacts)],
                        capture_output=True, text=True)
     assert p.returncode == 0 and "decoder" in p.stdout, p.stderr
 

@@ -25,11 +25,73 @@ def test_manifest_lists_every_library(built_project: Project):
     m = json.loads((built_project.root / "artifacts/manifest.json").read_text())
     libs = {(l["component"], l["bucket"], l["target"]) for l in m["libraries"]}
     assert libs == {(c, b, "generic") for c, b in [("duration", 8), ("text_encoder", 8), ("decoder", 12)]}
-    assert m["toolchain"]["llvm_major"] == 22 and m["toolchain"]["torch"].startswith("2.13.0")
+    assert m["toolchain"]["llvm_major"] == 22 and m["toolchain"]["torch"] == "2.13.0"
+    for lib in m["libraries"]:  # bound to the bytes validation ran
+        assert lib["validation"]["library_sha256"] == lib["sha256"]
+        assert lib["validation"]["weights_sha256"] == m["weights"][lib["component"]]["sha256"]
     for lib in m["libraries"]:
         so = built_project.root / "artifacts" / lib["path"]
         # weights are inputs: a library is far smaller than its component's weights file
         assert so.stat().st_size < m["weights"][lib["component"]]["bytes"] / 4
+
+
+def _edit(path, text: str = "\n# an edit\n"):
+    """Append ``text`` to a file; returns a function that restores it."""
+    old = path.read_text()
+    path.write_text(old + text)
+    return lambda: path.write_text(old)
+
+
+def _changed(proj: Project) -> set[str]:
+    return set(json.loads(proj.run("dvc", "status", "--json").stdout))
+
+
+def test_editing_a_stage_body_reruns_only_that_stage(built_project: Project):
+    """Deps are the files each stage imports: the bench body is read by the bench stages alone."""
+    restore = _edit(built_project.root / "src/kokoro_tvm/pipeline/bench.py")
+    try:
+        assert _changed(built_project) == _stage_names(built_project, "bench_") - _stage_names(built_project, "bench_e2e")
+    finally:
+        restore()
+
+
+def test_editing_a_schedule_rule_reruns_tune_and_build_only(built_project: Project):
+    """A rule shapes the kernels of tune and build; what comes after reruns only if the library's
+    bytes change (DVC compares the outputs)."""
+    restore = _edit(built_project.root / "src/kokoro_tvm/compile/schedule/conv.py")
+    try:
+        expected = _stage_names(built_project, "tune") | _stage_names(built_project, "build")
+        assert _changed(built_project) == expected
+    finally:
+        restore()
+    assert "up to date" in built_project.run("dvc", "status").stdout
+
+
+def test_temp_files_of_a_killed_write_are_ignored(built_project: Project):
+    """A SIGKILLed atomic write leaves its temp file in an output directory; .dvcignore keeps it
+    out of that directory's hash, so it neither invalidates nor gets cached."""
+    stray = [built_project.root / "artifacts/weights/.decoder.npz.k1ll3d.tmp.npz",
+             built_project.root / "artifacts/tune/generic/.decoder-12.abc.tmp"]
+    stray[0].write_bytes(b"half")
+    stray[1].mkdir()
+    try:
+        assert "up to date" in built_project.run("dvc", "status").stdout
+    finally:
+        stray[0].unlink()
+        stray[1].rmdir()
+
+
+def test_tampered_library_is_refused_by_the_manifest_stage(built_project: Project):
+    lib = built_project.root / "artifacts/build/generic/text_encoder-8.so"
+    good = lib.read_bytes()
+    lib.write_bytes(good + b"\0")
+    try:
+        p = built_project.run("python", "stages/manifest.py", check=False)
+        assert p.returncode == 1 and "Traceback" not in p.stderr
+        assert "text_encoder-8.so" in p.stderr and "not what was built and validated" in p.stderr
+    finally:
+        lib.write_bytes(good)
+    assert built_project.run("python", "stages/manifest.py").returncode == 0
 
 
 def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
@@ -68,7 +130,7 @@ def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_
     import torch
 
     from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.model import build_kmodel
+    from kokoro_tvm.model.checkpoint import build_kmodel
 
     km = build_kmodel(load_model_config("tiny"), "random", seed=7)
     ckpt = tmp_path / "tiny.pth"

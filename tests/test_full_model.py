@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from kokoro_tvm import compiler, components
+from kokoro_tvm.compile.flow import compile_component
+from kokoro_tvm.model.inputs import example_inputs
+from kokoro_tvm.runtime.library import bind_params
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.metrics import log_mel_snr, rel_err
-from kokoro_tvm.model import build_kmodel
-from kokoro_tvm.reference import reference
+from kokoro_tvm.eval.metrics import log_mel_snr, rel_err
+from kokoro_tvm.model.checkpoint import build_kmodel
+from kokoro_tvm.eval.reference import reference
 
 pytestmark = pytest.mark.slow
 
@@ -18,17 +19,13 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("component,bucket", [("duration", 16), ("text_encoder", 16), ("decoder", 32)])
 def test_kokoro_82m_full_length_parity(component, bucket):
     import tvm
-    from tvm import relax
 
     cfg = load_model_config("kokoro-82m")
     km = build_kmodel(cfg, "random", seed=0)
-    ep = compiler.export(component, bucket, km, cfg)
-    mod, sig = compiler.to_relax(ep, component, bucket, cfg, "loop")
-    ex, _, _ = compiler.build(compiler.legalize(mod), {"kind": "llvm", "mcpu": "x86-64-v3"})
-    weights = compiler.component_weights(component, km)
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    inputs = components.example_inputs(component, bucket, cfg, seed=1)
-    args = [tvm.runtime.tensor(x.numpy()) for x in inputs] + compiler.bind_params(vm, [weights[n].numpy() for n in sig.params])
+    built = compile_component(component, bucket, km, cfg, {"kind": "llvm", "mcpu": "x86-64-v3"})
+    vm = built.vm()
+    inputs = example_inputs(component, bucket, cfg, seed=1)
+    args = [tvm.runtime.tensor(x.numpy()) for x in inputs] + bind_params(vm, built.weights)
     out = vm["main"](*args)
     got = [out[i].numpy() for i in range(len(out))]
     ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]

@@ -17,8 +17,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_tvm.lstm_op import lstm_with_lengths
-from kokoro_tvm.relax_lstm import STRATEGIES, lstm_convert_map
+from kokoro_tvm.model.lstm_op import lstm_with_lengths
+from kokoro_tvm.compile.lstm_lowering import STRATEGIES, lstm_convert_map
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 RTOL, ATOL = 1e-4, 1e-5

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.model import CheckpointError, build_kmodel
+from kokoro_tvm.model.checkpoint import CheckpointError, build_kmodel
 
 PARTS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_tvm import components
-from kokoro_tvm import validate as V
+from kokoro_tvm.model import components
+from kokoro_tvm.model.inputs import example_inputs
+from kokoro_tvm.eval import validate as V
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.masked import Span, instance_norm
-from kokoro_tvm.model import build_kmodel
-from kokoro_tvm.reference import reference
+from kokoro_tvm.model.masked import Span, instance_norm
+from kokoro_tvm.model.checkpoint import build_kmodel
+from kokoro_tvm.eval.reference import reference
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def test_padded_equals_unpadded(tiny, component, bucket):
 
 def test_decoder_audio_is_silent_past_the_valid_frames(tiny):
     cfg, km = tiny
-    inputs = components.example_inputs("decoder", 16, cfg, length=9)
+    inputs = example_inputs("decoder", 16, cfg, length=9)
     audio = _eager("decoder", km)(*[x.numpy() for x in inputs])[0]
     tail = audio[..., 9 * 600:]
     assert tail.size and np.all(tail == 0)
@@ -68,7 +69,7 @@ def test_kokoro_decoder_on_padded_frames_misses_the_threshold(tiny):
     """The same metric that passes our wrapper rejects kokoro's decoder run on padded frames."""
     cfg, km = tiny
     bucket, length = 20, 11
-    inputs = components.example_inputs("decoder", bucket, cfg, length=length, seed=2)
+    inputs = example_inputs("decoder", bucket, cfg, length=length, seed=2)
     ref = reference("decoder", km, inputs, length, cfg)[0].numpy()
     padded = reference("decoder", km, inputs, bucket, cfg)[0].numpy()  # kokoro over all frames
     assert not V.compare("decoder", [ref], [padded])["ok"]

@@ -58,9 +58,44 @@ def test_bad_params_name_the_key(path, value, key):
         P.parse(_with(path, value))
 
 
+@pytest.mark.parametrize("path,value,message", [
+    ("tune.trial", 4, r"unknown key 'tune\.trial'; did you mean 'tune\.trials'\?"),
+    ("bench.repeat", 4, r"unknown key 'bench\.repeat'; did you mean 'bench\.repeats'\?"),
+    ("modle", {}, r"unknown key 'modle'; did you mean 'model'\?"),
+    ("targets.generic.mcpuu", "x86-64-v3", r"unknown key 'targets\.generic\.mcpuu'; did you mean 'targets\.generic\.mcpu'\?"),
+    ("lstm.strategy", "lop", r"'lstm\.strategy' is 'lop'; choose one of \['unroll', 'loop'\]; did you mean 'loop'\?"),
+])
+def test_unknown_keys_and_typos_suggest_the_valid_spelling(path, value, message):
+    with pytest.raises(P.ParamsError, match=message):
+        P.parse(_with(path, value))
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({"kind": "llvm", "mcpu": "x86-64-v9"}, r"mcpu 'x86-64-v9' is not a CPU LLVM 22 knows.*did you mean 'x86-64-v4'"),
+    ({"kind": "llvm", "mcpu": "znver9"}, r"mcpu 'znver9' is not a CPU LLVM"),
+    ({"kind": "llvm", "mattr": ["+avx2", "+avx513f"]}, r"mattr '\+avx513f': LLVM does not know the feature"),
+    ({"kind": "llvm", "mattr": ["avx2"]}, r"mattr entry 'avx2' must be '\+feature' or '-feature'"),
+    ({"kind": "llvm", "mtriple": "x86_65-linux-gnu"}, r"mtriple 'x86_65-linux-gnu': LLVM 22 has no target 'x86_65'; did you mean 'x86_64'"),
+    ({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "znver3"}, r"mcpu 'znver3' is not a CPU"),
+])
+def test_targets_are_checked_against_the_installed_llvm(spec, message):
+    """LLVM only warns about a CPU or feature it does not know, then builds for a generic CPU;
+    the params check refuses instead, naming the target."""
+    with pytest.raises(P.ParamsError, match=r"'targets\.generic': " + message):
+        P.parse(_with("targets", {"generic": spec}))
+
+
+def test_known_targets_pass():
+    for spec in ({"kind": "llvm", "mcpu": "x86-64-v4"}, {"kind": "llvm", "mattr": ["+avx2", "-fma"]},
+                 {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-v1"}):
+        assert P.parse(_with("targets", {"t": spec})).targets == {"t": spec}
+
+
 def test_unknown_component():
-    with pytest.raises(P.ParamsError, match="unknown component 'vocoder'"):
-        P.check_component("vocoder")
+    from kokoro_tvm.spec import UnknownComponent, check_component
+
+    with pytest.raises(UnknownComponent, match="unknown component 'vocoder'"):
+        check_component("vocoder")
 
 
 def test_malformed_yaml(tmp_path):
@@ -78,6 +113,16 @@ def test_stage_fails_before_work_on_bad_params(tmp_path):
     assert p.returncode == 1
     assert "lstm.strategy" in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "artifacts").exists()
+
+
+def test_toolchain_versions_are_normalised():
+    """``2.13.0+cpu`` and ``2.13.0`` are one release: a wheel from another index must not
+    rebuild everything, and the record says what params.yaml pins."""
+    from kokoro_tvm.toolchain import public_version
+
+    found = versions()
+    assert public_version("2.13.0+cpu") == "2.13.0" and "+" not in found["torch"]
+    assert {"numpy", "python", "apache-tvm", "llvm_major"} <= set(found)
 
 
 def test_declared_llvm_major_must_match_installed():

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import Project
-from kokoro_tvm import validate as V
-from kokoro_tvm.library import load_component
+from kokoro_tvm.eval import validate as V
+from kokoro_tvm.runtime.library import load_component
 
 
 def test_validation_metrics_cover_every_library_at_padded_lengths(built_project: Project):
@@ -32,7 +32,7 @@ def test_validation_metrics_cover_every_library_at_padded_lengths(built_project:
 def test_validation_fails_a_library_that_reads_padding(built_project: Project):
     """The check can fail: a library whose output depends on padding misses the threshold."""
     from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.model import build_kmodel
+    from kokoro_tvm.model.checkpoint import build_kmodel
 
     root = built_project.root / "artifacts"
     manifest = json.loads((root / "manifest.json").read_text())

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_tvm import alignment, chunking, voices
+from kokoro_tvm.runtime import alignment, chunking, voices
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.e2e import AUDIO_SNR_DB, compare
-from kokoro_tvm.model import build_kmodel
-from kokoro_tvm.runtime import BucketError, KokoroTVM
+from kokoro_tvm.eval.e2e import AUDIO_SNR_DB, compare
+from kokoro_tvm.model.checkpoint import build_kmodel
+from kokoro_tvm.runtime.synthesizer import BucketError, KokoroTVM
 from kokoro_tvm.toolchain import ToolchainError
 from runtime_project import RUNTIME_PARAMS, runtime_artifacts
 
@@ -47,7 +48,7 @@ def km():
 
 def eager_durations(km, phonemes: str, style: np.ndarray, speed: float = 1.0) -> np.ndarray:
     """kokoro's ``pred_dur`` for one chunk, from its duration path alone (the decoder is slow)."""
-    from kokoro_tvm.reference import reference
+    from kokoro_tvm.eval.reference import reference
 
     ids = torch.from_numpy(chunking.token_ids(phonemes, km.vocab)).unsqueeze(0)
     inputs = (ids, torch.tensor([ids.shape[1]]), torch.from_numpy(style[:, 128:]))
@@ -179,13 +180,20 @@ def test_tampered_library_is_refused(artifacts, tmp_path):
     data[len(data) // 2] ^= 0xFF
     lib.write_bytes(bytes(data))
     tts = KokoroTVM.from_manifest(copy)
-    with pytest.raises(ArtifactError, match="duration-6.so does not match its manifest sha256"):
+    with pytest.raises(ArtifactError, match="duration-6.so does not match the sha256 recorded in its manifest"):
         tts.plan("hə")  # 4 tokens: bucket 6
+    # a manifest edited to the new bytes still holds the old validation: refused as well
+    manifest = json.loads((copy / "manifest.json").read_text())
+    entry = next(e for e in manifest["libraries"] if e["path"].endswith("duration-6.so"))
+    entry["sha256"] = A.sha256(lib)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="duration-6.so .*is not the file its validation ran"):
+        KokoroTVM.from_manifest(copy).plan("hə")
 
 
 def test_lazy_vms_and_weights_loaded_once(artifacts, monkeypatch):
-    import kokoro_tvm.runtime as R
-    from kokoro_tvm.library import ComponentWeights
+    import kokoro_tvm.runtime.synthesizer as R
+    from kokoro_tvm.runtime.library import ComponentWeights
 
     loads = []
 
@@ -291,14 +299,19 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
     before it is timed, the ratios are the medians' own, and the metrics file says where it ran."""
     import dataclasses
 
-    from kokoro_tvm import e2e
+    import contextlib
+
+    from kokoro_tvm import artifacts as A
+    from kokoro_tvm.eval import e2e
     from kokoro_tvm.params import load
+    from kokoro_tvm.pipeline import bench_e2e
 
     prm = dataclasses.replace(load(artifacts.parent / "params.yaml"), bench_repeats=2, num_threads=0)
     lengths = e2e.default_lengths(list(prm.tokens))
     assert lengths == [3, 4, 6, 10, 30]  # half and full of buckets 6 and 12, and 2.5x 12
-    path = e2e.bench_stage(prm, "generic", artifacts)
-    assert path == artifacts / "bench_e2e" / "generic.json"
+    with contextlib.chdir(artifacts.parent):
+        bench_e2e.run(prm, "generic")
+    path = artifacts / A.bench_e2e_file("generic").relative_to(A.ROOT)
     doc = json.loads(path.read_text())
     assert doc["target"] == "generic" and doc["repeats"] == 2 and doc["cpu"]
     rows = [doc[f"phonemes_{n}"] for n in lengths]
@@ -314,7 +327,7 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
 
 
 def test_e2e_bench_refuses_to_time_audio_that_differs(tts, km, monkeypatch):
-    from kokoro_tvm import e2e
+    from kokoro_tvm.eval import e2e
 
     monkeypatch.setattr(e2e, "AUDIO_SNR_DB", 1e9)  # no audio can pass: the row is not ok
     with pytest.raises(e2e.E2EError, match=r"4 phonemes: runtime audio differs from eager kokoro"):

@@ -7,7 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kokoro_tvm import compiler, schedule
+from kokoro_tvm.compile import schedule
+from kokoro_tvm.compile.build import build
+from kokoro_tvm.compile.legalize import legalize
+from kokoro_tvm.runtime.library import bind_params
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 GENERIC = {"kind": "llvm"}
@@ -20,7 +23,7 @@ def _import(module: torch.nn.Module, *inputs: torch.Tensor):
     ep = torch.export.export(module.eval(), inputs)
     mod = from_exported_program(ep, keep_params_as_input=True)
     mod, params = relax.frontend.detach_params(mod)
-    return compiler.legalize(mod), [p.numpy() for p in params.get("main", [])]
+    return legalize(mod), [p.numpy() for p in params.get("main", [])]
 
 
 def _run(module: torch.nn.Module, inputs: tuple, target=V3):
@@ -30,9 +33,9 @@ def _run(module: torch.nn.Module, inputs: tuple, target=V3):
 
     torch.manual_seed(0)
     legal, params = _import(module, *inputs)
-    ex, _, report = compiler.build(legal, target)
+    ex, _, report = build(legal, target)
     vm = relax.VirtualMachine(ex, tvm.cpu())
-    out = vm["main"](*[tvm.runtime.tensor(x.numpy()) for x in inputs], *compiler.bind_params(vm, params))
+    out = vm["main"](*[tvm.runtime.tensor(x.numpy()) for x in inputs], *bind_params(vm, params))
     out = out[0] if not hasattr(out, "numpy") else out
     with torch.no_grad():
         ref = module(*inputs)
@@ -158,7 +161,7 @@ def _conv_width(func) -> int | None:
     import tvm
     from tvm import s_tir
 
-    from kokoro_tvm.schedule.analysis import root_blocks
+    from kokoro_tvm.compile.schedule.analysis import root_blocks
 
     red = [b for b in root_blocks(s_tir.Schedule(tvm.IRModule({"main": func}))) or [] if b.is_reduction]
     return red[0].extents[2] if len(red) == 1 and len(red[0].extents) == 5 else None
@@ -213,9 +216,9 @@ def test_linear_weights_are_packed_into_column_panels():
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm.schedule.analysis import CPU
-    from kokoro_tvm.schedule.tile import pick_tile
-    from kokoro_tvm.weight_packing import SPAN, pack_linear_weights
+    from kokoro_tvm.compile.schedule.analysis import CPU
+    from kokoro_tvm.compile.schedule.tile import pick_tile
+    from kokoro_tvm.compile.weight_packing import SPAN, pack_linear_weights
 
     # a panel is exactly one register tile's columns on AVX2 and on AVX-512
     for cpu in (CPU(lanes=8, registers=16), CPU(lanes=16, registers=32)):
@@ -283,8 +286,8 @@ def test_rule_matches_torch(module, shape, rule, target):
 
 
 def test_long_convs_keep_channels_in_the_lanes_on_avx2_only():
-    from kokoro_tvm.schedule.analysis import CPU
-    from kokoro_tvm.schedule.conv import LONG_TILE, LONG_WIDTH, conv_tile
+    from kokoro_tvm.compile.schedule.analysis import CPU
+    from kokoro_tvm.compile.schedule.conv import LONG_TILE, LONG_WIDTH, conv_tile
 
     avx2, avx512 = CPU(lanes=8, registers=16), CPU(lanes=16, registers=32)
     # the long ConvLeaky case above goes through LONG_TILE (its parity is checked there)
@@ -320,7 +323,7 @@ def test_report_is_json_and_lists_fallbacks():
 def test_prescheduled_lstm_left_alone():
     import tvm
 
-    from kokoro_tvm.relax_lstm import _recurrence_kernel
+    from kokoro_tvm.compile.lstm_lowering import _recurrence_kernel
 
     func = _recurrence_kernel(1, 4, 8)
     mod = tvm.IRModule({"kokoro_lstm_b1_t4_h8": func})
@@ -332,24 +335,21 @@ def test_prescheduled_lstm_left_alone():
 @pytest.mark.parametrize("component,bucket", [("text_encoder", 8), ("duration", 8), ("decoder", 12)])
 def test_tiny_component_matches_eager(component, bucket):
     import tvm
-    from tvm import relax
 
-    from kokoro_tvm import components
+    from kokoro_tvm.compile.flow import compile_component
     from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.metrics import rel_err
-    from kokoro_tvm.model import build_kmodel
-    from kokoro_tvm.reference import reference
+    from kokoro_tvm.eval.metrics import rel_err
+    from kokoro_tvm.eval.reference import reference
+    from kokoro_tvm.model.checkpoint import build_kmodel
+    from kokoro_tvm.model.inputs import example_inputs
 
     cfg = load_model_config("tiny")
     km = build_kmodel(cfg, "random", seed=0)
-    ep = compiler.export(component, bucket, km, cfg)
-    mod, sig = compiler.to_relax(ep, component, bucket, cfg, "loop")
-    ex, _, report = compiler.build(compiler.legalize(mod), V3)
-    assert report.fallbacks == [], report.fallbacks
-    weights = compiler.component_weights(component, km)
-    inputs = components.example_inputs(component, bucket, cfg, seed=1)
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    args = [tvm.runtime.tensor(x.numpy()) for x in inputs] + compiler.bind_params(vm, [weights[n].numpy() for n in sig.params])
+    built = compile_component(component, bucket, km, cfg, V3)
+    assert built.report.fallbacks == [], built.report.fallbacks
+    inputs = example_inputs(component, bucket, cfg, seed=1)
+    vm = built.vm()
+    args = [tvm.runtime.tensor(x.numpy()) for x in inputs] + bind_params(vm, built.weights)
     out = vm["main"](*args)
     got = [out[i].numpy() for i in range(len(out))]
     ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]
@@ -364,25 +364,24 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     import tvm
 
     from kokoro_tvm import artifacts as A
-    from kokoro_tvm import components
+    from kokoro_tvm.compile.flow import compile_component
     from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.library import CompiledComponent, ComponentWeights
-    from kokoro_tvm.metrics import rel_err
-    from kokoro_tvm.model import build_kmodel
-    from kokoro_tvm.reference import reference
+    from kokoro_tvm.eval.metrics import rel_err
+    from kokoro_tvm.eval.reference import reference
+    from kokoro_tvm.model.checkpoint import build_kmodel
+    from kokoro_tvm.model.inputs import example_inputs
+    from kokoro_tvm.runtime.library import CompiledComponent, ComponentWeights
 
     cfg = load_model_config("tiny")
     km = build_kmodel(cfg, "random", seed=0)
     component, bucket = "duration", 8
-    mod, sig = compiler.to_relax(compiler.export(component, bucket, km, cfg), component, bucket, cfg, "loop")
-    legal = compiler.legalize(mod)
-    assert "main_transform_params" in [gv.name_hint for gv in legal.functions]
+    built = compile_component(component, bucket, km, cfg, V3)
+    sig = built.signature
     # the nn.Linear weight transposes left main: no permute_dims of a parameter per call
-    ex, _, _ = compiler.build(legal, V3)
+    assert "main_transform_params" in [gv.name_hint for gv in built.legalized.functions]
     lib = tmp_path / "duration-8.so"
-    ex.export_library(str(lib))
-    weights = compiler.component_weights(component, km)
-    np.savez(tmp_path / "duration.npz", **{k: v.numpy() for k, v in weights.items()})
+    built.executable.export_library(str(lib))
+    np.savez(tmp_path / "duration.npz", **dict(zip(sig.params, built.weights)))
     shared = ComponentWeights(tmp_path, {"path": "duration.npz", "sha256": A.sha256(tmp_path / "duration.npz")})
     entry = {"component": component, "bucket": bucket, "path": lib.name, "sha256": A.sha256(lib),
              "inputs": sig.inputs, "outputs": sig.outputs, "params": sig.params}
@@ -395,7 +394,7 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     transformed = [p.numpy() for p in comp.params if not any(p is r for r in raw)]
     assert not [(i, j) for i, a in enumerate(transformed) for j, b in enumerate(transformed[:i])
                 if a.shape == b.shape and np.array_equal(a, b)]
-    inputs = components.example_inputs(component, bucket, cfg, seed=1)
+    inputs = example_inputs(component, bucket, cfg, seed=1)
     got = comp(*[x.numpy() for x in inputs])
     ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]
     assert max(rel_err(r, g) for r, g in zip(ref, got)) <= 1e-4
@@ -410,7 +409,7 @@ class MaskedNorm(torch.nn.Module):
         self.norm = torch.nn.InstanceNorm1d(channels, affine=True)
 
     def forward(self, x, length):
-        from kokoro_tvm import masked
+        from kokoro_tvm.model import masked
 
         return masked.instance_norm(self.norm, x, masked.Span.of(length, x.shape[-1]))
 

@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_tvm import compiler, tune
+from kokoro_tvm.compile import tune
+from kokoro_tvm.compile.build import build
+from kokoro_tvm.compile.legalize import legalize
+from kokoro_tvm.runtime.library import bind_params
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 
@@ -30,7 +33,7 @@ def _legalized(module, x):
 
     ep = torch.export.export(module.eval(), (x,))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-    return compiler.legalize(mod), [p.numpy() for p in params.get("main", [])]
+    return legalize(mod), [p.numpy() for p in params.get("main", [])]
 
 
 def _run(ex, x, params):
@@ -38,7 +41,7 @@ def _run(ex, x, params):
     from tvm import relax
 
     vm = relax.VirtualMachine(ex, tvm.cpu())
-    out = vm["main"](tvm.runtime.tensor(x.numpy()), *compiler.bind_params(vm, params))
+    out = vm["main"](tvm.runtime.tensor(x.numpy()), *bind_params(vm, params))
     return (out if hasattr(out, "numpy") else out[0]).numpy()
 
 
@@ -75,7 +78,7 @@ def test_search_measures_every_task_and_records_the_winners(tuned):
 
 def test_build_applies_tuned_records_and_matches_torch(tuned):
     module, x, legal, params, db, report = tuned
-    ex, _, sched = compiler.build(legal, V3, db)
+    ex, _, sched = build(legal, V3, db)
     tuned_funcs = sorted(f for f, rule in sched.functions.items() if rule == "tuned")
     assert tuned_funcs == sorted(row["task"] for row in report["tasks"] if row["kept"])
     with torch.no_grad():
@@ -83,7 +86,7 @@ def test_build_applies_tuned_records_and_matches_torch(tuned):
     got = _run(ex, x, params)
     assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
     # without the database the same module gets rules only
-    _, _, plain = compiler.build(legal, V3, None)
+    _, _, plain = build(legal, V3, None)
     assert "tuned" not in plain.functions.values()
 
 
@@ -93,7 +96,7 @@ def test_records_that_lose_to_the_rules_are_dropped(tuned, tmp_path):
     rows = tune.keep_winners(*report["search"], tmp_path, min_gain=1e9)
     assert [r["task"] for r in rows] == [r["task"] for r in report["tasks"]]
     assert not any(r["kept"] for r in rows) and not tune.has_records(tmp_path)
-    _, _, sched = compiler.build(legal, V3, tmp_path)
+    _, _, sched = build(legal, V3, tmp_path)
     assert "tuned" not in sched.functions.values()
 
 

@@ -13,13 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import atomic_path, write_json, write_text
+from .atomic import atomic_path, write_json, write_text  # noqa: F401  (stages write through here)
+from .errors import KokoroTVMError
 
 ROOT = Path("artifacts")
 
 
-class ArtifactError(RuntimeError):
-    pass
+class ArtifactError(KokoroTVMError, RuntimeError):
+    """A missing, corrupted or tampered artifact; the message says how to rebuild it."""
 
 
 def toolchain_file(root: Path = ROOT) -> Path:
@@ -63,12 +64,38 @@ def build_info_file(component: str, bucket: int, target: str, root: Path = ROOT)
     return root / "build" / target / f"{component}-{bucket}.json"
 
 
+def build_time_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+    """Build wall time (DVC metrics, not cached): apart from the build info, which must stay
+    byte-identical when the library is, so that the stages after it can be skipped."""
+    return root / "build_time" / target / f"{component}-{bucket}.json"
+
+
 def validation_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
     return root / "validate" / target / f"{component}-{bucket}.json"
 
 
 def manifest_file(root: Path = ROOT) -> Path:
     return root / "manifest.json"
+
+
+def bench_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+    """Per-library bench metrics (DVC ``metrics``, one flat dict)."""
+    return root / "bench" / target / f"{component}-{bucket}.json"
+
+
+def bench_plot_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+    """Per-library plot row (a one-element list: the shape ``dvc plots`` reads)."""
+    return root / "bench_plots" / target / f"{component}-{bucket}.json"
+
+
+def bench_summary_file(component: str, target: str, root: Path = ROOT) -> Path:
+    """Every bucket of one component on one target: one line in the speedup plot."""
+    return root / "bench_summary" / target / f"{component}.json"
+
+
+def bench_e2e_file(target: str, root: Path = ROOT) -> Path:
+    """End-to-end real-time factors of ``bench_e2e@<target>`` (one entry per input length)."""
+    return root / "bench_e2e" / f"{target}.json"
 
 
 def sha256(path: Path) -> str:

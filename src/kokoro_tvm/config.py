@@ -12,7 +12,13 @@ import json
 from importlib import resources
 from typing import Any
 
-MODEL_CONFIGS = ("kokoro-82m", "tiny")
+from .errors import KokoroTVMError
+from .spec import MODEL_CONFIGS
+
+
+
+class UnknownConfig(KokoroTVMError, ValueError):
+    pass
 
 
 def _kokoro_82m() -> dict[str, Any]:
@@ -44,13 +50,4 @@ def load_model_config(name: str) -> dict[str, Any]:
         return _kokoro_82m()
     if name == "tiny":
         return _tiny()
-    raise ValueError(f"model.config: unknown config {name!r}; choose one of {list(MODEL_CONFIGS)}")
-
-
-def samples_per_frame(cfg: dict[str, Any]) -> int:
-    """Audio samples per acoustic frame: F0 runs at 2x frame rate, then upsample x istft hop."""
-    ist = cfg["istftnet"]
-    prod = 1
-    for r in ist["upsample_rates"]:
-        prod *= r
-    return 2 * prod * ist["gen_istft_hop_size"]
+    raise UnknownConfig(f"model.config: unknown config {name!r}; choose one of {list(MODEL_CONFIGS)}")

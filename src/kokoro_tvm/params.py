@@ -1,33 +1,146 @@
-"""Validation of ``params.yaml``: every stage calls this first, so bad params fail before any work.
+"""Strict validation of ``params.yaml``: every stage calls ``load`` first, so a bad edit fails
+before any work, naming the key at fault and the fix.
 
-Each error names the offending key and says how to fix it.
+The schema is a tree of pydantic (v2) models with ``extra="forbid"`` and strict types: an
+unknown key at any level (``tune.trial``) is an error that suggests the closest valid spelling,
+instead of a value silently dropped. Targets are checked against the installed LLVM: a CPU or
+feature LLVM does not know would otherwise be ignored with a warning, and the library built for
+a generic CPU under the name of the one asked for.
+
+Stages read the validated values through ``Params``, a flat view that keeps call sites short.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .config import MODEL_CONFIGS
+from .errors import KokoroTVMError
+from .spec import COMPONENTS, LSTM_STRATEGIES, MAX_TOKENS, MODEL_CONFIGS, check_component
 
-COMPONENTS = {"duration": "tokens", "text_encoder": "tokens", "decoder": "frames"}
-LSTM_STRATEGIES = ("unroll", "loop")
-TARGET_KINDS = ("llvm",)
 TOOLCHAIN_KEYS = ("torch", "apache-tvm", "apache-tvm-ffi", "kokoro", "transformers", "llvm_major")
-MAX_TOKENS = 512  # ALBERT position table: 510 phonemes + 2 boundary tokens
-_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+_TARGET_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
-class ParamsError(ValueError):
+class ParamsError(KokoroTVMError, ValueError):
     """A params.yaml problem; the message names the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+
+def _buckets(value: list[int], key: str, limit: int | None) -> list[int]:
+    if not value:
+        raise ValueError(f"'{key}' must list at least one bucket")
+    bad = [v for v in value if v <= 0 or (limit is not None and v > limit)]
+    if bad:
+        bound = f"1..{limit}" if limit else "positive"
+        raise ValueError(f"'{key}' has bucket(s) {bad} outside {bound}"
+                         + (f" (the model's limit is {limit} tokens)" if limit else ""))
+    dupes = sorted({v for v in value if value.count(v) > 1})
+    if dupes:
+        raise ValueError(f"'{key}' lists bucket(s) {dupes} more than once; remove the duplicates")
+    return sorted(value)
+
+
+class ModelSection(_Section):
+    config: Literal[MODEL_CONFIGS]  # type: ignore[valid-type]
+    checkpoint: str = Field(min_length=1)
+    seed: int = 0
+
+
+class BucketsSection(_Section):
+    tokens: list[int]
+    frames: list[int]
+
+    @field_validator("tokens")
+    @classmethod
+    def _tokens(cls, v: list[int]) -> list[int]:
+        return _buckets(v, "buckets.tokens", MAX_TOKENS)
+
+    @field_validator("frames")
+    @classmethod
+    def _frames(cls, v: list[int]) -> list[int]:
+        return _buckets(v, "buckets.frames", None)
+
+
+class LstmSection(_Section):
+    strategy: Literal[LSTM_STRATEGIES]  # type: ignore[valid-type]
+
+
+class TargetSpec(_Section):
+    """A TVM 0.27 LLVM target as a dict (``tvm.target.Target`` rejects CLI strings)."""
+
+    kind: Literal["llvm"]
+    mcpu: str | None = None
+    mtriple: str | None = None
+    mattr: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _known_to_llvm(self) -> "TargetSpec":
+        check_llvm_target(self.as_dict())
+        return self
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class ToolchainSection(_Section):
+    torch: str | None = None
+    apache_tvm: str | None = Field(None, alias="apache-tvm")
+    apache_tvm_ffi: str | None = Field(None, alias="apache-tvm-ffi")
+    kokoro: str | None = None
+    transformers: str | None = None
+    llvm_major: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class TuneSection(_Section):
+    trials: int = Field(0, ge=0)
+
+
+class RuntimeSection(_Section):
+    num_threads: int = Field(0, ge=0)
+
+
+class BenchSection(_Section):
+    repeats: int = Field(10, ge=1)
+    onnxruntime: bool = True
+
+
+class ParamsFile(_Section):
+    model: ModelSection
+    buckets: BucketsSection
+    lstm: LstmSection
+    targets: dict[str, TargetSpec] = Field(min_length=1)
+    toolchain: ToolchainSection = ToolchainSection()
+    tune: TuneSection = TuneSection()
+    runtime: RuntimeSection = RuntimeSection()
+    bench: BenchSection = BenchSection()
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _target_names(cls, v: Any) -> Any:
+        for name in v if isinstance(v, dict) else ():
+            if not isinstance(name, str) or not _TARGET_NAME.match(name):
+                raise ValueError(f"target name {name!r} must use letters, digits and '_' only "
+                                 "(it becomes part of DVC stage names)")
+        return v
 
 
 @dataclass(frozen=True)
 class Params:
+    """The validated values, flat: what stages read."""
+
     model_config: str
     checkpoint: str
     seed: int
@@ -44,94 +157,122 @@ class Params:
     def buckets(self, component: str) -> tuple[int, ...]:
         return self.tokens if COMPONENTS[check_component(component)] == "tokens" else self.frames
 
+    def check_bucket(self, component: str, bucket: int) -> None:
+        if bucket not in self.buckets(component):
+            axis = COMPONENTS[component]
+            raise ParamsError(f"bucket {bucket} is not in params.yaml 'buckets.{axis}' {list(self.buckets(component))}")
 
-def check_component(name: str) -> str:
-    if name not in COMPONENTS:
-        raise ParamsError(f"unknown component {name!r}; choose one of {sorted(COMPONENTS)}")
-    return name
-
-
-def _get(d: dict[str, Any], key: str, path: str) -> Any:
-    if not isinstance(d, dict) or key not in d:
-        raise ParamsError(f"params.yaml: missing key '{path}'")
-    return d[key]
+    def check_target(self, target: str) -> None:
+        if target not in self.targets:
+            raise ParamsError(f"target {target!r} is not in params.yaml 'targets' {sorted(self.targets)}")
 
 
-def _bucket_list(value: Any, key: str, limit: int | None) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value:
-        raise ParamsError(f"params.yaml: '{key}' must be a non-empty list of positive integers, got {value!r}")
-    for v in value:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ParamsError(f"params.yaml: '{key}' has a non-integer bucket {v!r}; use whole numbers")
-        if v <= 0:
-            raise ParamsError(f"params.yaml: '{key}' has a bucket {v} <= 0; buckets must be positive")
-        if limit is not None and v > limit:
-            raise ParamsError(f"params.yaml: '{key}' has a bucket {v} above the model limit {limit}")
-    dupes = sorted({v for v in value if value.count(v) > 1})
-    if dupes:
-        raise ParamsError(f"params.yaml: '{key}' lists bucket(s) {dupes} more than once; remove the duplicates")
-    return tuple(sorted(value))
+def check_llvm_target(spec: dict[str, Any]) -> None:
+    """Refuse a triple, CPU or feature the installed LLVM does not know (it would only warn,
+    and build for a generic CPU)."""
+    from tvm.target import codegen
+
+    triple = spec.get("mtriple") or codegen.llvm_get_system_triple()
+    arch = triple.split("-", 1)[0]
+    known_archs = list(codegen.llvm_get_targets())
+    if spec.get("mtriple") and arch not in known_archs:
+        raise ValueError(f"mtriple {triple!r}: LLVM {codegen.llvm_version_major()} has no target {arch!r}"
+                         + _suggest(arch, known_archs))
+    cpu = spec.get("mcpu")
+    if cpu is not None and not codegen.llvm_is_valid_cpu(cpu, triple):
+        cpus = _cpus(triple)
+        raise ValueError(f"mcpu {cpu!r} is not a CPU LLVM {codegen.llvm_version_major()} knows for {triple}"
+                         + _suggest(cpu, cpus))
+    for feature in spec.get("mattr") or []:
+        if not isinstance(feature, str) or feature[:1] not in "+-" or len(feature) < 2:
+            raise ValueError(f"mattr entry {feature!r} must be '+feature' or '-feature' (e.g. '+avx2')")
+        if not _feature_known(feature[1:], triple):
+            raise ValueError(f"mattr {feature!r}: LLVM does not know the feature {feature[1:]!r} for {triple}")
 
 
-def _target(name: Any, spec: Any) -> dict[str, Any]:
-    key = f"targets.{name}"
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ParamsError(f"params.yaml: target name {name!r} must use letters, digits and '_' only")
-    if not isinstance(spec, dict):
-        raise ParamsError(f"params.yaml: '{key}' must be a mapping like {{kind: llvm, mcpu: x86-64-v3}}")
-    kind = spec.get("kind")
-    if kind not in TARGET_KINDS:
-        raise ParamsError(f"params.yaml: '{key}.kind' is {kind!r}; supported target kinds: {list(TARGET_KINDS)}")
-    return dict(spec)
+def _cpus(triple: str) -> list[str]:
+    import tvm
+    from tvm.target import codegen
+
+    try:
+        return list(codegen.llvm_get_cpu_archlist(tvm.target.Target({"kind": "llvm", "mtriple": triple})))
+    except Exception:  # noqa: BLE001  (an unusable triple: no list to suggest from)
+        return []
+
+
+def _feature_known(feature: str, triple: str) -> bool:
+    """LLVM lists a feature among a target's features once it is enabled, and ignores (with a
+    warning on stderr) one it does not know."""
+    import tvm
+    from tvm.target import codegen
+
+    target = tvm.target.Target({"kind": "llvm", "mtriple": triple, "mattr": [f"+{feature}"]})
+    return feature in set(codegen.llvm_get_cpu_features(target))
+
+
+def _suggest(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _keys_at(loc: tuple[Any, ...]) -> list[str]:
+    """The valid keys of the mapping at ``loc`` in the schema (for "did you mean")."""
+    node: Any = ParamsFile
+    for part in loc:
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            field = next((f for n, f in node.model_fields.items() if (f.alias or n) == part), None)
+            if field is None:
+                return []
+            node = field.annotation
+        elif getattr(node, "__origin__", None) is dict:
+            node = node.__args__[1]
+        else:
+            return []
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return [f.alias or n for n, f in node.model_fields.items()]
+    return []
+
+
+def _message(err: dict[str, Any]) -> str:
+    loc = tuple(err["loc"])
+    key = ".".join(str(p) for p in loc)
+    kind, value = err["type"], err.get("input")
+    if kind == "extra_forbidden":
+        valid = _keys_at(loc[:-1])
+        parent = "".join(f"{p}." for p in loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
+        hint = f"; did you mean '{parent}{close[0]}'?" if close else (f"; valid keys here: {valid}" if valid else "")
+        return f"unknown key '{key}'{hint}"
+    if kind == "missing":
+        return f"missing key '{key}'"
+    if kind == "literal_error":
+        choices = re.findall(r"'([^']*)'", err["msg"])
+        return f"'{key}' is {value!r}; choose one of {choices}" + _suggest(value, choices)
+    if kind == "value_error":
+        msg = err["msg"].removeprefix("Value error, ")
+        return msg if msg.startswith("'") or not key else f"'{key}': {msg}"
+    if kind in ("greater_than_equal", "greater_than"):
+        return f"'{key}' must be {err['msg'].removeprefix('Input should be ')}, got {value!r}"
+    if kind.endswith("_type") or kind.endswith("_parsing"):
+        want = kind.removesuffix("_type").removesuffix("_parsing")
+        want = {"int": "an integer", "bool": "true or false", "string": "a string", "list": "a list",
+                "dict": "a mapping"}.get(want, want.replace("_", " "))
+        return f"'{key}' must be {want}, got {value!r}"
+    return f"'{key}': {err['msg']} (got {value!r})"
 
 
 def parse(raw: Any) -> Params:
     if not isinstance(raw, dict):
         raise ParamsError("params.yaml: top level must be a mapping with keys model, buckets, lstm, targets")
-    model = _get(raw, "model", "model")
-    config = _get(model, "config", "model.config")
-    if config not in MODEL_CONFIGS:
-        raise ParamsError(f"params.yaml: 'model.config' is {config!r}; choose one of {list(MODEL_CONFIGS)}")
-    checkpoint = _get(model, "checkpoint", "model.checkpoint")
-    if not isinstance(checkpoint, str) or not checkpoint:
-        raise ParamsError("params.yaml: 'model.checkpoint' must be 'random', a Hugging Face repo id or a .pth path")
-    seed = model.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ParamsError(f"params.yaml: 'model.seed' must be an integer, got {seed!r}")
-    buckets = _get(raw, "buckets", "buckets")
-    tokens = _bucket_list(_get(buckets, "tokens", "buckets.tokens"), "buckets.tokens", MAX_TOKENS)
-    frames = _bucket_list(_get(buckets, "frames", "buckets.frames"), "buckets.frames", None)
-    strategy = _get(_get(raw, "lstm", "lstm"), "strategy", "lstm.strategy")
-    if strategy not in LSTM_STRATEGIES:
-        raise ParamsError(f"params.yaml: 'lstm.strategy' is {strategy!r}; choose one of {list(LSTM_STRATEGIES)}")
-    targets_raw = _get(raw, "targets", "targets")
-    if not isinstance(targets_raw, dict) or not targets_raw:
-        raise ParamsError("params.yaml: 'targets' must map target names to specs, e.g. x86_64: {kind: llvm}")
-    targets = {name: _target(name, spec) for name, spec in targets_raw.items()}
-    toolchain = raw.get("toolchain") or {}
-    if not isinstance(toolchain, dict):
-        raise ParamsError("params.yaml: 'toolchain' must map package names to pinned versions")
-    for key, value in toolchain.items():
-        if key not in TOOLCHAIN_KEYS:
-            raise ParamsError(f"params.yaml: unknown key 'toolchain.{key}'; known: {list(TOOLCHAIN_KEYS)}")
-        if key == "llvm_major" and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ParamsError(f"params.yaml: 'toolchain.llvm_major' must be an integer, got {value!r}")
-    threads = (raw.get("runtime") or {}).get("num_threads", 0)
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
-        raise ParamsError(f"params.yaml: 'runtime.num_threads' must be an integer >= 0 (0 = all cores), got {threads!r}")
-    bench = raw.get("bench") or {}
-    repeats = bench.get("repeats", 10)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ParamsError(f"params.yaml: 'bench.repeats' must be an integer >= 1, got {repeats!r}")
-    use_ort = bench.get("onnxruntime", True)
-    if not isinstance(use_ort, bool):
-        raise ParamsError(f"params.yaml: 'bench.onnxruntime' must be true or false, got {use_ort!r}")
-    trials = (raw.get("tune") or {}).get("trials", 0)
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
-        raise ParamsError(f"params.yaml: 'tune.trials' must be an integer >= 0 (MetaSchedule trials per "
-                          f"kernel; 0 = rules only), got {trials!r}")
-    return Params(config, checkpoint, seed, tokens, frames, strategy, targets, dict(toolchain), threads,
-                  repeats, use_ort, trials)
+    try:
+        f = ParamsFile.model_validate(raw)
+    except ValidationError as e:
+        problems = [_message(err) for err in e.errors(include_url=False)]
+        raise ParamsError("params.yaml: " + "; ".join(problems)) from None
+    return Params(f.model.config, f.model.checkpoint, f.model.seed, tuple(f.buckets.tokens),
+                  tuple(f.buckets.frames), f.lstm.strategy, {n: t.as_dict() for n, t in f.targets.items()},
+                  f.toolchain.as_dict(), f.runtime.num_threads, f.bench.repeats, f.bench.onnxruntime,
+                  f.tune.trials)
 
 
 def load(path: str | Path = "params.yaml") -> Params:

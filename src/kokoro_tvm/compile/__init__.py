@@ -1,0 +1,1 @@
+"""The compile flow: torch.export -> Relax import -> legalize -> schedule (+ tune) -> build."""

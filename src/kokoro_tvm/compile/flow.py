@@ -1,0 +1,41 @@
+"""The whole compile flow in one process, for tests and benchmarks (the pipeline runs each step
+as its own cached DVC stage instead)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..model.components import component_weights
+from .build import build
+from .export import export
+from .importer import Signature, to_relax
+from .legalize import legalize
+
+
+@dataclass
+class Compiled:
+    executable: Any  # tvm.relax.VMExecutable
+    signature: Signature
+    report: Any  # schedule.ScheduleReport
+    legalized: Any  # the IRModule that was built
+    build_s: float
+    weights: list[np.ndarray]  # raw weights in signature order
+
+    def vm(self):
+        import tvm
+        from tvm import relax
+
+        return relax.VirtualMachine(self.executable, tvm.cpu())
+
+
+def compile_component(component: str, bucket: int, km, cfg: dict[str, Any], target: dict[str, Any],
+                      lstm_strategy: str = "loop") -> Compiled:
+    """export -> relax -> legalize -> build of one component at one bucket."""
+    mod, sig = to_relax(export(component, bucket, km, cfg), component, bucket, cfg, lstm_strategy)
+    legal = legalize(mod)
+    ex, seconds, report = build(legal, target)
+    weights = component_weights(component, km)
+    return Compiled(ex, sig, report, legal, seconds, [weights[n].numpy() for n in sig.params])

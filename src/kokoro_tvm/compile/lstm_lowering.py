@@ -1,0 +1,259 @@
+"""Relax lowerings of ``kokoro_tvm::lstm`` for ``from_exported_program``.
+
+Usage::
+
+    mod = from_exported_program(ep, custom_convert_map=lstm_convert_map("loop"))
+
+Both strategies compute the bidirectional LSTM of ``kokoro_tvm.lstm_op.lstm``
+with the valid length read from the ``lengths`` tensor *at run time* (``T`` is
+fixed at export, ``lengths[b]`` may be anything in ``1..T`` per call).  One rule
+covers both directions: a step ``t`` with ``t >= lengths[b]`` leaves the
+``(h, c)`` state untouched and writes a zero output.  The forward direction
+therefore freezes after ``len-1``; the backward direction (walking
+``T-1 .. 0``) keeps its zero initial state through the padding and effectively
+starts at ``len-1``, which is exactly what packed sequences compute.
+
+* ``"unroll"``: plain Relax ops, one block of ops per time step.  Simple and
+  fully fusable, but the IR (and import/build time) grows linearly with ``T``.
+* ``"loop"``: the input projections stay Relax matmuls; the recurrence is one
+  TIR PrimFunc with a serial time loop, so the IR size is independent of ``T``.
+
+Weights may be bound constants or function inputs (``keep_params_as_input``);
+neither strategy relies on constant folding for correctness.  Lengths outside
+``1..T`` are not rejected: ``<= 0`` gives all zeros, ``> T`` behaves like ``T``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from tvm import relax
+from tvm.script import tirx as T
+
+from ..spec import LSTM_STRATEGIES as STRATEGIES  # one list: params validates against it
+
+__all__ = ["STRATEGIES", "lstm_convert_map"]
+
+#: Key under which the importer looks up ``torch.ops.kokoro_tvm.lstm.default``
+#: (TVM 0.27 keys custom converters by the fx target's ``__name__``).
+_OP_KEY = "lstm.default"
+
+
+def lstm_convert_map(strategy: str = "loop") -> dict[str, Callable]:
+    """Return a ``custom_convert_map`` lowering ``kokoro_tvm::lstm`` with ``strategy``.
+
+    ``strategy`` is ``"unroll"`` (per-step Relax ops) or ``"loop"`` (one TIR
+    kernel with a time loop; IR size independent of ``T``).
+    """
+    converters = {"unroll": _convert_unroll, "loop": _convert_loop}
+    if strategy not in converters:
+        raise ValueError(
+            f"unknown LSTM lowering strategy {strategy!r}; "
+            f"valid strategies: {', '.join(STRATEGIES)}"
+        )
+    return {_OP_KEY: converters[strategy]}
+
+
+# --------------------------------------------------------------------------- #
+# shared helpers
+# --------------------------------------------------------------------------- #
+
+
+def _static_int(value, what: str) -> int:
+    try:
+        return int(value)
+    except TypeError as err:  # symbolic tirx.Var
+        raise NotImplementedError(
+            f"kokoro_tvm::lstm lowering needs a static {what}, got {value}"
+        ) from err
+
+
+def _unpack(node, importer):
+    """Check the node is ours and return (args, B, T, I, H)."""
+    namespace = getattr(node.target, "namespace", "kokoro_tvm")
+    if namespace != "kokoro_tvm":
+        raise ValueError(f"lstm converter registered for kokoro_tvm::lstm, got {node.target}")
+    args = importer.retrieve_args(node)
+    if len(args) != 10:
+        raise ValueError(f"kokoro_tvm::lstm expects 10 arguments, got {len(args)}")
+    x, w_hh = args[0], args[3]
+    if x.ty.dtype.dtype != "float32":
+        raise TypeError(f"kokoro_tvm::lstm lowering supports float32 only, got {x.ty.dtype}")
+    batch, steps, in_size = (_static_int(d, n) for d, n in zip(x.ty.shape, ("B", "T", "I")))
+    hidden = _static_int(w_hh.ty.shape[1], "hidden size")
+    return args, batch, steps, in_size, hidden
+
+
+def _input_projection(bb, x, w_ih, b_ih, b_hh):
+    """``x @ w_ih^T + (b_ih + b_hh)`` for all steps at once: ``[B, T, 4H]``.
+
+    Hoisting this out of the recurrence turns T small matmuls into one big
+    one.  Written as the permute+matmul+add that ``nn.Linear`` imports to, so
+    FoldConstant (bound weights) or the model's matmul handling applies.
+    """
+    op = relax.op
+    w_t = bb.emit(op.permute_dims(w_ih, axes=[1, 0]))
+    bias = bb.emit(op.add(b_ih, b_hh))
+    return bb.emit(op.add(op.matmul(x, w_t), bias))
+
+
+# --------------------------------------------------------------------------- #
+# "unroll": Relax ops per time step
+# --------------------------------------------------------------------------- #
+
+
+def _convert_unroll(node, importer) -> relax.Var:
+    """Lower with per-step Relax ops, masking each step by ``t < lengths``."""
+    args, batch, steps, _, hidden = _unpack(node, importer)
+    x, lengths = args[0], args[1]
+    bb = importer.block_builder
+    op = relax.op
+
+    # [B, 1] so the per-step comparison broadcasts over the hidden axis.
+    lengths_col = bb.emit(op.reshape(lengths, (batch, 1)))
+    zeros = relax.const(np.zeros((batch, hidden), dtype="float32"))
+
+    directions = []
+    for d, (w_ih, w_hh, b_ih, b_hh) in enumerate((args[2:6], args[6:10])):
+        x_proj = _input_projection(bb, x, w_ih, b_ih, b_hh)  # [B, T, 4H]
+        w_hh_t = bb.emit(op.permute_dims(w_hh, axes=[1, 0]))  # [H, 4H]
+        h, c = zeros, zeros
+        outs: list = [None] * steps
+        order = range(steps) if d == 0 else range(steps - 1, -1, -1)
+        for t in order:
+            valid = bb.emit(op.less(relax.const(t, "int64"), lengths_col))  # [B, 1] bool
+            x_t = op.take(x_proj, relax.const(t, "int64"), axis=1)  # [B, 4H]
+            gates = bb.emit(op.add(x_t, op.matmul(h, w_hh_t)))
+            split = bb.emit(op.split(gates, 4, axis=1))
+            i, f, g, o = (relax.TupleGetItem(split, k) for k in range(4))
+            c_new = bb.emit(
+                op.add(op.multiply(op.sigmoid(f), c), op.multiply(op.sigmoid(i), op.tanh(g)))
+            )
+            h_new = bb.emit(op.multiply(op.sigmoid(o), op.tanh(c_new)))
+            # Invalid step: keep the state (frozen fwd / still zero bwd), emit 0.
+            h = bb.emit(op.where(valid, h_new, h))
+            c = bb.emit(op.where(valid, c_new, c))
+            outs[t] = bb.emit(op.where(valid, h_new, zeros))
+        directions.append(bb.emit(op.stack(outs, axis=1)))  # [B, T, H]
+    return bb.emit(op.concat(directions, axis=2))
+
+
+# --------------------------------------------------------------------------- #
+# "loop": one TIR kernel with a serial time loop
+# --------------------------------------------------------------------------- #
+
+
+def _divisor(n: int, options=(8, 4, 2)) -> int:
+    """Largest of ``options`` dividing ``n`` (else 1)."""
+    return next((k for k in options if n % k == 0), 1)
+
+
+def _recurrence_kernel(batch: int, steps: int, hidden: int):
+    """TIR PrimFunc running both LSTM directions over one serial time loop.
+
+    Inputs: ``x_fwd``/``x_bwd`` ``[B, T, 4H]`` (input projection plus both
+    biases, per direction), ``w_fwd``/``w_bwd`` ``[4H, H]`` (``w_hh`` in its
+    ``nn.LSTM`` layout, so no weight reshuffling runs per call when weights are
+    function inputs), ``lengths`` ``[B]`` int64.  Output ``[B, T, 2H]``.
+
+    Per step ``s`` there is one parallel loop over (direction, chunk of hidden
+    units); forward handles ``t = s`` and backward ``t = T-1-s`` in the same
+    launch.  For each unit the four gate rows are dotted with ``h`` using
+    ``lanes``-wide partial sums (vectorises without fast-math), then ``c`` and
+    ``h`` are updated in place.  ``h`` is double-buffered by step parity since
+    every task reads all of the previous ``h``.  Steps with
+    ``t >= lengths[b]`` carry the state over and write zeros.
+    """
+    chunk = _divisor(hidden)  # hidden units per parallel task
+    lanes = _divisor(hidden)  # vector width of the dot products
+    n_chunk = hidden // chunk
+    n_k = hidden // lanes
+    last = steps - 1
+
+    def gate(x_proj, part, b, t, q, j):
+        # Pre-activation of gate q for unit j: projection + horizontal sum.
+        total = x_proj[b, t, q * hidden + j]
+        for u in range(lanes):
+            total = total + part[q, u]
+        return total
+
+    @T.macro
+    def direction_task(x_proj, w_hh, lengths, h_buf, c_buf, out, b, s, d, jc, t):
+        if T.Cast("int64", t) < lengths[b]:
+            part = T.alloc_buffer((4, lanes), "float32", scope="local")
+            for ji in range(chunk):
+                for q in T.unroll(4):
+                    for u in T.vectorized(lanes):
+                        part[q, u] = T.float32(0)
+                for ko in range(n_k):
+                    for q in T.unroll(4):
+                        for u in T.vectorized(lanes):
+                            part[q, u] = (
+                                part[q, u]
+                                + w_hh[q * hidden + jc * chunk + ji, ko * lanes + u]
+                                * h_buf[s % 2, d, ko * lanes + u]
+                            )
+                c_buf[d, jc * chunk + ji] = T.sigmoid(
+                    gate(x_proj, part, b, t, 1, jc * chunk + ji)
+                ) * c_buf[d, jc * chunk + ji] + T.sigmoid(
+                    gate(x_proj, part, b, t, 0, jc * chunk + ji)
+                ) * T.tanh(gate(x_proj, part, b, t, 2, jc * chunk + ji))
+                h_buf[(s + 1) % 2, d, jc * chunk + ji] = T.sigmoid(
+                    gate(x_proj, part, b, t, 3, jc * chunk + ji)
+                ) * T.tanh(c_buf[d, jc * chunk + ji])
+                out[b, t, d * hidden + jc * chunk + ji] = h_buf[(s + 1) % 2, d, jc * chunk + ji]
+        else:
+            for ji in range(chunk):
+                h_buf[(s + 1) % 2, d, jc * chunk + ji] = h_buf[s % 2, d, jc * chunk + ji]
+                out[b, t, d * hidden + jc * chunk + ji] = T.float32(0)
+
+    @T.prim_func(private=True)
+    def lstm_recurrence(
+        x_fwd: T.Buffer((batch, steps, 4 * hidden), "float32"),
+        x_bwd: T.Buffer((batch, steps, 4 * hidden), "float32"),
+        w_fwd: T.Buffer((4 * hidden, hidden), "float32"),
+        w_bwd: T.Buffer((4 * hidden, hidden), "float32"),
+        lengths: T.Buffer((batch,), "int64"),
+        out: T.Buffer((batch, steps, 2 * hidden), "float32"),
+    ):
+        T.func_attr({"tir.noalias": True})
+        h_buf = T.alloc_buffer((2, 2, hidden), "float32")  # [parity, direction, unit]
+        c_buf = T.alloc_buffer((2, hidden), "float32")  # [direction, unit]
+        for b in range(batch):
+            for d, j in T.grid(2, hidden):
+                h_buf[0, d, j] = T.float32(0)
+                c_buf[d, j] = T.float32(0)
+            for s in T.serial(steps):
+                for task in T.parallel(2 * n_chunk):
+                    if task < n_chunk:
+                        direction_task(x_fwd, w_fwd, lengths, h_buf, c_buf, out, b, s, 0, task, s)
+                    else:
+                        direction_task(
+                            x_bwd, w_bwd, lengths, h_buf, c_buf, out,
+                            b, s, 1, task - n_chunk, last - s,
+                        )
+
+    return lstm_recurrence
+
+
+def _convert_loop(node, importer) -> relax.Var:
+    """Lower with Relax input projections plus one TIR recurrence kernel."""
+    args, batch, steps, _, hidden = _unpack(node, importer)
+    x, lengths = args[0], args[1]
+    bb = importer.block_builder
+
+    # Same permute+matmul+add pattern nn.Linear imports to, so whatever
+    # schedules/offloads the model's matmuls handles these too.
+    x_fwd = _input_projection(bb, x, args[2], args[4], args[5])
+    x_bwd = _input_projection(bb, x, args[6], args[8], args[9])
+
+    # add_func de-duplicates structurally equal kernels (same B, T, H) and
+    # makes the name unique within the module; the kernel is private (no
+    # global_symbol), so AttachGlobalSymbol later uses that unique name rather
+    # than a colliding "main".
+    gvar = bb.add_func(
+        _recurrence_kernel(batch, steps, hidden), f"kokoro_lstm_b{batch}_t{steps}_h{hidden}"
+    )
+    out_ty = relax.TensorType((batch, steps, 2 * hidden), "float32")
+    return bb.emit(relax.call_tir(gvar, [x_fwd, x_bwd, args[3], args[7], lengths], out_ty))

@@ -1,0 +1,233 @@
+"""Register tiling for an "outer-product" reduction, shared by the conv and matmul rules.
+
+Conv1d ``out[n, f, y] += data[n, c, y*s + r] * w[f, c, r]`` and matmul
+``out[b, i, j] += a[b, i, k] * w[k, j]`` have the same shape of work: one operand is *streamed*
+along the output's innermost axis (``y``/``j``: contiguous vector loads) and the other is a
+*broadcast* that does not depend on it. A tile of ``rows x cols`` outputs, ``rows`` along an axis
+that only the broadcast operand reads (``f``/``i``), keeps ``rows * cols/lanes`` accumulators in
+vector registers while the reduction loops run *outside* the tile: every streamed vector is reused
+``rows`` times and every broadcast scalar ``cols/lanes`` times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+import tvm.sym
+from tvm import s_tir, tirx
+
+from .analysis import CPU, Block, vars_in
+
+
+@dataclass
+class OuterProduct:
+    """The roles of a reduction block's iterators (indices into its iter_vars)."""
+
+    block: Block
+    col: int  # streamed axis: innermost output axis, unit stride in the streamed operand
+    row: int | None  # axis only the broadcast operand reads (reuse of streamed vectors)
+    batch: list[int]  # other spatial axes
+    reduce: list[int]
+    streamed: int  # index into block.reads
+    broadcast: int
+
+
+def match(blk: Block) -> OuterProduct | None:
+    """Recognise ``out[spatial...] += A[...] * B[...]`` with one operand streamed along ``col``."""
+    stmt = blk.stmt
+    kinds = blk.kinds
+    n_sp = len(kinds) - len(kinds.lstrip("S"))
+    if n_sp < 2 or kinds[n_sp:].strip("R") or not kinds[n_sp:] or len(stmt.writes) != 1:
+        return None
+    ivars = [iv.var for iv in stmt.iter_vars]
+    write = [r.min for r in stmt.writes[0].region]
+    if len(write) != n_sp or any(not e.same_as(v) for e, v in zip(write, ivars[:n_sp])):
+        return None
+    if len(stmt.reads) != 2:
+        return None
+    col_var = ivars[n_sp - 1]
+    regions = [[r.min for r in rd.region] for rd in stmt.reads]
+    uses = [set().union(*(vars_in(e) for e in reg)) for reg in regions]
+    streamed = [i for i, reg in enumerate(regions)
+                if col_var in vars_in(reg[-1]) and all(col_var not in vars_in(e) for e in reg[:-1])
+                and _linear_unit(reg[-1], col_var)]
+    if len(streamed) != 1 or col_var in uses[1 - streamed[0]]:
+        return None
+    s, b = streamed[0], 1 - streamed[0]
+    candidates = [i for i in range(n_sp - 1) if ivars[i] in uses[b] and ivars[i] not in uses[s]]
+    if not candidates:  # depthwise: rows read different streamed rows; still independent FMAs
+        candidates = [i for i in range(n_sp - 1) if ivars[i] in uses[b]]
+    extents = blk.extents
+    row = max(candidates, key=lambda i: extents[i] or 0) if candidates else None
+    batch = [i for i in range(n_sp - 1) if i != row]
+    return OuterProduct(blk, n_sp - 1, row, batch, list(range(n_sp, len(kinds))), s, b)
+
+
+def _linear_unit(expr, var) -> bool:
+    """``expr`` is ``var + (terms without var)``: consecutive outputs read consecutive elements."""
+    coeffs = tvm.sym.detect_linear_equation(expr, [var])
+    return len(coeffs) == 2 and isinstance(coeffs[0], tirx.IntImm) and int(coeffs[0]) == 1
+
+
+@dataclass(frozen=True)
+class Tile:
+    """``rows`` unrolled scalars x ``vectors`` vector registers of accumulators.
+
+    ``along_rows`` swaps the roles: the vector lanes run along the row axis (weights packed so that
+    rows are contiguous) and the unrolled scalars along the column axis. Used when the column
+    extent is not a multiple of the lanes (a conv over 15361 frames), since a tail predicate on a
+    vector lane scalarizes the whole kernel while one on an unrolled axis costs a branch.
+    """
+
+    rows: int
+    vectors: int
+    along_rows: bool = False
+
+
+def pick_tile(cpu: CPU, rows_extent: int, cols_extent: int, can_pack_rows: bool) -> Tile | None:
+    """The register tile with the most FMAs per load that fits the register file.
+
+    Accumulators ``rows * vectors`` leave 4 registers for loads and broadcasts. The vector axis
+    must divide by ``vectors * lanes`` (no lane predicate); the unrolled axis may have a tail.
+    """
+    budget = cpu.registers - 4
+
+    def best(vec_extent: int, unrolled_extent: int, along_rows: bool, tail: bool = False) -> Tile | None:
+        found = None
+        for vectors in (4, 3, 2, 1):
+            if (vec_extent % (vectors * cpu.lanes) if not tail else vec_extent < vectors * cpu.lanes):
+                continue
+            for rows in range(max(1, min(budget // vectors, unrolled_extent)), 0, -1):
+                tile = Tile(rows, vectors, along_rows)
+                if found is None or _score(tile, unrolled_extent) > _score(found, unrolled_extent):
+                    found = tile
+        return found
+
+    tile = best(cols_extent, rows_extent, False)
+    if tile is None and can_pack_rows:
+        tile = best(rows_extent, cols_extent, True)
+    if tile is None:
+        # neither axis divides (conv_post: 22 channels x 120m+1 samples): vectors along the
+        # columns with a tail; ``compiler.build`` partitions the tail loop off (LoopPartition), so
+        # only the last tile of a row runs predicated
+        tile = best(cols_extent, rows_extent, False, tail=True)
+    return tile
+
+
+def _score(tile: Tile, unrolled_extent: int) -> float:
+    # FMAs per load (rows*vectors FMAs need `vectors` loads + `rows` broadcasts), times the share
+    # of the unrolled axis that is real work rather than a predicated-off tail
+    tiles = -(-unrolled_extent // tile.rows)
+    return tile.rows * tile.vectors / (tile.rows + tile.vectors) * unrolled_extent / (tiles * tile.rows)
+
+
+def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, tile: Tile) -> None:
+    """Register-tile ``op.block``; ``epilogue`` (a block or None) is computed per tile from the
+    accumulators, which live in ``local`` scope."""
+    blk = op.block.rv
+    loops = list(sch.get_loops(blk))
+    span = tile.vectors * cpu.lanes
+    vec_axis, unr_axis = (op.row, op.col) if tile.along_rows else (op.col, op.row)
+    if tile.along_rows:
+        # weights [f, c, r] -> [f // span, c, r, f % span]: the tile's weights are one contiguous run
+        packed = sch.cache_read(blk, op.broadcast, "global")
+        ndim = len(sch.get(packed).iter_vars)
+        row_pos = _row_position(op)
+        sch.transform_layout(packed, ("write", 0), _pack_map(ndim, row_pos, span))
+    v_o, v_i, v_l = sch.split(loops[vec_axis], [None, tile.vectors, cpu.lanes])
+    if unr_axis is not None:
+        u_o, u_i = sch.split(loops[unr_axis], [None, tile.rows])
+    else:
+        u_o = u_i = None
+    batch = [loops[i] for i in op.batch]
+    red = [loops[i] for i in op.reduce]
+    outer = batch + ([u_o] if u_o is not None else []) + [v_o]
+    if tile.along_rows or op.row is None or _cols_outer(op, tile, cpu):
+        outer = batch + [v_o] + ([u_o] if u_o is not None else [])
+    inner = ([u_i] if u_i is not None else []) + [v_i, v_l]
+    sch.reorder(*outer, *red, *inner)
+    fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+    sch.parallel(fused)
+    if epilogue is None:
+        acc = sch.cache_write(blk, 0, "local")
+        sch.reverse_compute_at(acc, fused)
+        epilogue = acc
+    else:
+        sch.set_scope(blk, 0, "local")
+        sch.reverse_compute_at(epilogue, fused)
+    if tile.along_rows:
+        # accumulators [.., f, y] -> [.., y, f]: the vector lanes (f) must be the contiguous axis
+        nd = len(op.block.stmt.writes[0].region)
+        perm = list(range(nd))
+        perm[op.row], perm[op.col] = op.col, op.row
+        sch.transform_layout(blk, ("write", 0), tvm.tirx.IndexMap.from_func(
+            lambda *idx: tuple(idx[p] for p in perm), ndim=nd))
+    for lp in inner[:-1]:
+        sch.unroll(lp)
+    sch.vectorize(v_l)
+    init = sch.decompose_reduction(blk, red[0])
+    init_loops = sch.get_loops(init)[-len(inner):]
+    for lp in init_loops[:-1]:
+        sch.unroll(lp)
+    sch.vectorize(init_loops[-1])
+    ep_loops = sch.get_loops(epilogue)[1:]
+    if ep_loops and not tile.along_rows and int(sch.get(ep_loops[-1]).extent) % cpu.lanes == 0:
+        _, ev = sch.split(ep_loops[-1], [None, cpu.lanes])
+        sch.vectorize(ev)
+    if tile.along_rows:
+        for blk_rv in [packed]:
+            from .injective import parallel_vectorize
+
+            parallel_vectorize(sch, blk_rv, cpu)
+
+
+def _row_position(op: OuterProduct) -> int:
+    """Which index of the broadcast operand is the row iterator."""
+    var = op.block.stmt.iter_vars[op.row].var
+    region = op.block.stmt.reads[op.broadcast].region
+    hits = [i for i, r in enumerate(region) if r.min.same_as(var)]
+    if len(hits) != 1:
+        raise ValueError("row axis is not a plain index of the weight")
+    return hits[0]
+
+
+def _pack_map(ndim: int, pos: int, span: int):
+    def index_map(*idx):
+        rest = [e for i, e in enumerate(idx) if i != pos]
+        return (idx[pos] // span, *rest, idx[pos] % span)
+
+    return tvm.tirx.IndexMap.from_func(index_map, ndim=ndim)
+
+
+#: Largest streamed panel (reduction extent x tile columns x 4 bytes) that column-tile-outermost
+#: order keeps in L2 while it walks the row tiles (half of a 512 KB Zen 2 L2; Intel has more).
+PANEL_BYTES = 256 * 1024
+
+
+def _cols_outer(op: OuterProduct, tile: Tile, cpu: CPU) -> bool:
+    """Walk column tiles outermost when that moves fewer bytes and the column panel stays cached.
+
+    Rows outermost re-streams the whole streamed operand once per row tile (its broadcast tile
+    stays in cache); columns outermost re-reads the broadcast operand once per column tile (the
+    streamed panel stays in cache). A linear layer over 64 tokens with a 768x768 weight re-reads
+    2.4 MB of weights per row tile one way, 200 KB of activations per column tile the other;
+    a decoder conv is the opposite (its input is long, its weights per output channel small).
+    """
+    def nbytes(i: int) -> int:
+        n = 4
+        for d in op.block.stmt.reads[i].source.shape:
+            n *= int(d)
+        return n
+
+    ext = op.block.extents
+    span = tile.vectors * cpu.lanes
+    depth = 1
+    for i in op.reduce:
+        depth *= ext[i] or 1
+    if depth * span * 4 > PANEL_BYTES:
+        return False
+    row_tiles = -(-(ext[op.row] or 1) // tile.rows)
+    col_tiles = (ext[op.col] or 1) // span
+    streamed, broadcast = nbytes(op.streamed), nbytes(op.broadcast)
+    return col_tiles * broadcast + streamed < row_tiles * streamed + broadcast

@@ -1,0 +1,1 @@
+"""Evaluation: eager kokoro ground truth, parity metrics, validation and benchmarks."""

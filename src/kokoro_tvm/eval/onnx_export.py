@@ -1,0 +1,121 @@
+"""Export one component to ONNX, the runtime Kokoro users pick today, as a speed bar for TVM.
+
+ONNX has no ``kokoro_tvm::lstm``. At full bucket length the length-aware LSTM equals a plain
+``nn.LSTM`` call, so the export swaps ``lstm_with_lengths`` for ``module(x)[0]`` while it traces
+(``plain_lstms``), and ONNX gets its native LSTM node. The swap patches the name the component
+wrappers look up at call time instead of editing ``components.py`` / ``lstm_op.py``: those files
+are DVC deps of every export stage, and a benchmark-only flag in them would rebuild everything.
+
+An exported model is therefore exact only at full bucket length (what the benchmark feeds it);
+on padded input its backward LSTM direction would read the padding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import KokoroTVMError
+from ..model import components
+from ..model.inputs import example_inputs
+from ..spec import input_specs
+
+OPSET = 18  # the dynamo exporter's native opset; ORT 1.31 runs up to 23
+
+
+class OnnxExportError(KokoroTVMError, RuntimeError):
+    pass
+
+
+def _full_length_lstm(module: nn.LSTM, x: Tensor, lengths: Tensor) -> Tensor:
+    """``lstm_with_lengths`` when every length equals T: one plain ``nn.LSTM`` call."""
+    return module(x)[0]
+
+
+@contextlib.contextmanager
+def plain_lstms() -> Iterator[None]:
+    """Within the block, component wrappers run plain ``nn.LSTM`` instead of the custom op."""
+    original = components.lstm_with_lengths
+    components.lstm_with_lengths = _full_length_lstm
+    try:
+        yield
+    finally:
+        components.lstm_with_lengths = original
+
+
+def input_names(component: str, bucket: int, cfg: dict[str, Any]) -> list[str]:
+    return [s.name for s in input_specs(component, bucket, cfg)]
+
+
+def export_onnx(component: str, bucket: int, km, cfg: dict[str, Any], path: Path | None = None,
+                dynamo: bool = True) -> bytes:
+    """ONNX bytes of ``component`` at a static ``bucket`` (also written to ``path`` if given).
+
+    ``dynamo=True`` (default) is torch's supported exporter (needs ``onnxscript``); ``False`` is
+    the TorchScript exporter, deprecated since torch 2.9 but 3x faster to export. Both map
+    ``nn.LSTM`` to ONNX's LSTM node and give the same parity (see tests/test_bench.py).
+    """
+    module = components.build_component(component, km)
+    args = example_inputs(component, bucket, cfg)
+    names = input_names(component, bucket, cfg)
+    log = logging.getLogger("torch.onnx")  # "torchvision is not installed" lines: irrelevant here
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with plain_lstms(), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracer and deprecation chatter; shapes are static
+            if dynamo:
+                program = torch.onnx.export(module, args, dynamo=True, opset_version=OPSET,
+                                            input_names=names, verbose=False)
+                data = program.model_proto.SerializeToString()
+            else:
+                buf = io.BytesIO()
+                torch.onnx.export(module, args, buf, dynamo=False, opset_version=OPSET, input_names=names)
+                data = buf.getvalue()
+    except ImportError as e:
+        raise OnnxExportError(f"ONNX export needs the bench extra ({e}); run "
+                              "`pip install -e '.[bench]'`") from e
+    except Exception as e:
+        raise OnnxExportError(f"ONNX export of {component} bucket {bucket} failed "
+                              f"({type(e).__name__}: {e})") from e
+    finally:
+        log.setLevel(level)
+    if path is not None:
+        from ..atomic import atomic_path
+
+        with atomic_path(path, suffix=".onnx") as tmp:
+            tmp.write_bytes(data)
+    return data
+
+
+def ort_session(model: bytes, num_threads: int):
+    """An ORT CPU session with ``num_threads`` intra-op threads (the benchmark's thread count)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = num_threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+
+
+def ort_feeds(session, component: str, bucket: int, cfg: dict[str, Any], inputs) -> dict[str, Any]:
+    """Name the inputs for ``session.run``; drops those the graph does not read.
+
+    Only the LSTMs read the lengths; with plain LSTMs the exporter prunes ``frame_lengths``.
+    """
+    wanted = {i.name for i in session.get_inputs()}
+    named = dict(zip(input_names(component, bucket, cfg), inputs))
+    missing = wanted - set(named)
+    if missing:
+        raise OnnxExportError(f"ONNX model wants inputs {sorted(missing)} that {component} does not have; "
+                              "re-export it with this version of kokoro_tvm")
+    return {k: (v.numpy() if isinstance(v, Tensor) else v) for k, v in named.items() if k in wanted}

@@ -1,0 +1,61 @@
+"""Timing side by side on a shared machine: interleaved rounds, one thread count, settled cores."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+#: Pause before each timed call. PyTorch's OpenMP, ONNX Runtime and TVM all keep their worker
+#: threads spinning for a while after a run; on 2 cores the next runtime then shares the cores
+#: with the previous one's spinners. ``python benchmarks/settle.py duration 64 --ort`` (medians,
+#: ms): with no pause eager ran at 266 next to ORT's spinners against 136 with 0.3 s, and a
+#: 0.05 s pause caught ORT's threads mid-way to sleep (ORT 150-167 against 82-93 at 0.3-1 s).
+SETTLE_S = 0.3
+
+
+def apply_threads(num_threads: int) -> int:
+    """One thread count for every runtime in the process (0 = all cores). Returns the count.
+
+    TVM reads ``TVM_NUM_THREADS`` when its pool first starts (default: half the cores), so this
+    must run before the first TVM call in the process; the stage scripts guarantee that.
+    """
+    import torch
+
+    threads = num_threads or os.cpu_count() or 1
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+    return threads
+
+
+def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup: int,
+                     settle_s: float = SETTLE_S) -> dict[str, list[float]]:
+    """Seconds per call for each runner: ``warmup`` untimed calls each, then ``repeats`` rounds,
+    each round calling every runner once in an order that rotates between rounds, each timed
+    call preceded by a ``settle_s`` pause (see ``SETTLE_S``)."""
+    names = list(runners)
+    for _ in range(warmup):
+        for name in names:
+            runners[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            time.sleep(settle_s)
+            t0 = time.perf_counter()
+            runners[name]()
+            samples[name].append(time.perf_counter() - t0)
+    return samples
+
+
+def cpu_name() -> str:
+    """Timings belong to a machine; the metrics say which."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()

@@ -1,0 +1,1 @@
+"""The model side: kokoro checkpoints and the exportable wrappers over kokoro's modules (torch)."""

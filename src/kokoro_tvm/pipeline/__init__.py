@@ -1,0 +1,1 @@
+"""DVC stage bodies, one module per stage; ``stages/*.py`` parse arguments and call ``run``."""

@@ -1,0 +1,22 @@
+"""Stage ``build@<component>-<bucket>-<target>``: schedule, compile and export one library."""
+
+from __future__ import annotations
+
+from .. import artifacts as A
+from ..compile.build import build
+from ..params import Params
+
+
+def run(prm: Params, component: str, bucket: int, target: str) -> None:
+    prm.check_bucket(component, bucket)
+    prm.check_target(target)
+    ex, seconds, report = build(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
+                                A.tune_dir(component, bucket, target))
+    lib = A.library_file(component, bucket, target)
+    A.export_library(ex, lib)
+    sig = A.read_json(A.signature_file(component, bucket), "signature")
+    A.write_json(A.build_info_file(component, bucket, target),
+                 {"target": target, "target_spec": prm.targets[target], "signature": sig,
+                  "sha256": A.sha256(lib), "bytes": lib.stat().st_size, "schedule": report.as_dict()})
+    # timings change from run to run: kept out of the build info, which the stages after depend on
+    A.write_json(A.build_time_file(component, bucket, target), {"build_s": round(seconds, 2)})

@@ -1,0 +1,23 @@
+"""Stage ``export@<component>-<bucket>``: ``torch.export`` of one component at one bucket.
+
+Graphs do not depend on weight values, so export uses seeded random weights: a new checkpoint
+then reruns only ``weights`` and what reads it, never a compile. The ``.pt2`` keeps the graph and
+buffers, not the parameter values (``weights`` has those).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import artifacts as A
+from ..compile.export import export, without_parameter_values
+from ..model.checkpoint import load
+from ..params import Params
+
+
+def run(prm: Params, component: str, bucket: int) -> None:
+    prm.check_bucket(component, bucket)
+    cfg, km = load(prm.model_config, "random", seed=0)
+    ep = without_parameter_values(export(component, bucket, km, cfg))
+    with A.atomic_path(A.export_file(component, bucket), suffix=".pt2") as tmp:
+        torch.export.save(ep, tmp)

@@ -1,0 +1,28 @@
+"""Stage ``tune@<component>-<bucket>-<target>``: optional MetaSchedule search.
+
+``tune.trials`` trials per kernel; only the records that beat the rules are kept. ``trials: 0``
+(the default) writes an empty database without loading anything. The search measures on every
+core of the machine: a database is tuned once and reused, so the runtime's thread count
+(``runtime.num_threads``) is not an input of it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import artifacts as A
+from ..atomic import atomic_dir
+from ..compile import tune
+from ..params import Params
+
+
+def run(prm: Params, component: str, bucket: int, target: str) -> None:
+    prm.check_bucket(component, bucket)
+    prm.check_target(target)
+    threads = os.cpu_count() or 1
+    if prm.tune_trials:
+        os.environ["TVM_NUM_THREADS"] = str(threads)  # before the first TVM call
+    with atomic_dir(A.tune_dir(component, bucket, target)) as tmp:
+        report = tune.tune(lambda: A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
+                           prm.tune_trials, tmp, threads, seed=prm.seed)
+        A.write_json(tmp / "report.json", {"target": target, **report})

@@ -1,0 +1,22 @@
+"""Stage ``validate@<component>-<bucket>-<target>``: the library at several lengths inside its
+bucket against eager kokoro on the unpadded input. Writes the DVC metrics, bound to the bytes of
+the library and weights it ran (their sha256), or fails (writing nothing) below a threshold."""
+
+from __future__ import annotations
+
+from .. import artifacts as A
+from ..eval import validate as V
+from ..model.checkpoint import load
+from ..params import Params
+from ..runtime.library import load_built
+
+
+def run(prm: Params, component: str, bucket: int, target: str) -> None:
+    prm.check_bucket(component, bucket)
+    prm.check_target(target)
+    lib = load_built(A.ROOT, component, bucket, target)  # before the slow part: fail fast
+    cfg, km = load(prm.model_config, prm.checkpoint, prm.seed)
+    doc = V.summary(component, bucket, target, V.check(lib, component, bucket, km, cfg))
+    doc |= {"library_sha256": lib.entry["sha256"], "weights_sha256": lib.weights_sha256}
+    V.raise_if_failed(doc)
+    A.write_json(A.validation_file(component, bucket, target), doc)

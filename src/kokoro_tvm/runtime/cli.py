@@ -1,0 +1,141 @@
+"""``kokoro-tvm``: synthesize speech from the compiled libraries, or describe what was built.
+
+    kokoro-tvm synth --phonemes 'həlˈO wˈɜɹld' --voice af_heart.pt -o out.wav
+    kokoro-tvm synth --text 'Hello world.' --voice af_heart.pt --speed 1.1 -o out.wav
+    kokoro-tvm info
+
+Known problems (missing artifacts, a target not built, bad input, a missing G2P model) print
+one ``error:`` line with the fix and exit with status 1; bugs keep their traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+DEFAULT_ARTIFACTS = os.environ.get("KOKORO_TVM_ARTIFACTS", "artifacts")
+
+
+def _read_arg(value: str) -> str:
+    return sys.stdin.read() if value == "-" else value
+
+
+def _progress(done: int, total: int, chunk) -> None:
+    print(f"  chunk {done}/{total}: {len(chunk.phonemes)} phonemes, {chunk.tokens} tokens (bucket "
+          f"{chunk.token_bucket}), {chunk.frames} frames (bucket {chunk.frame_bucket}), {chunk.seconds:.1f} s",
+          file=sys.stderr, flush=True)
+
+
+def synth(args: argparse.Namespace) -> None:
+    from .synthesizer import KokoroTVM
+    from .wav import write_wav
+
+    if args.text is not None:
+        from .g2p import text_to_phonemes
+
+        phonemes = text_to_phonemes(_read_arg(args.text), british=args.british)
+        if not args.quiet:
+            print(f"phonemes: {phonemes}", file=sys.stderr)
+    else:
+        phonemes = _read_arg(args.phonemes)
+    tts = KokoroTVM.from_manifest(args.artifacts, target=args.target, num_threads=args.threads)
+    if args.voice is None and not args.quiet:
+        print(f"no --voice: using a random style seeded with {args.seed} (pass a Kokoro voices/*.pt for a "
+              "real voice)", file=sys.stderr)
+    t0 = time.perf_counter()
+    chunks = tts.plan(phonemes, args.voice, args.speed, args.seed, "error" if args.strict else "warn")
+    if not args.quiet:
+        print(f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
+              f"{len(chunks)} chunk(s), {sum(c.frames for c in chunks)} frames", file=sys.stderr)
+    result = tts.render(chunks, args.seed, progress=None if args.quiet else _progress, started=t0)
+    clipped = write_wav(args.output, result.audio, result.sample_rate, args.format)
+    if clipped:
+        print(f"warning: {clipped} samples exceeded [-1, 1] and were clipped (use --format float32 to keep "
+              "them)", file=sys.stderr)
+    print(f"wrote {args.output}: {result.audio_seconds:.2f} s of audio at {result.sample_rate} Hz "
+          f"({args.format}), {len(result.chunks)} chunk(s), {result.seconds:.1f} s compute, RTF {result.rtf:.2f}")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+def _validation(v: dict) -> str:
+    """The validate stage's worst case vs eager kokoro, as recorded in the manifest."""
+    worst = {k[len("worst_"):]: x for k, x in v.items() if k.startswith("worst_")}
+    if not worst or not v.get("lengths"):
+        return ""
+    return "  validated at lengths " + ",".join(map(str, v["lengths"])) + ": " + ", ".join(
+        f"worst {k} {x:.3g}" for k, x in worst.items())
+
+
+def info(args: argparse.Namespace) -> None:
+    from .library import read_manifest
+    from .synthesizer import describe
+
+    root = Path(args.artifacts)
+    d = describe(read_manifest(root), root)
+    if args.json:
+        print(json.dumps(d, indent=2))
+        return
+    m = d["model"]
+    print(f"artifacts: {d['artifacts']}")
+    print(f"model: {m['config']} (checkpoint {m['checkpoint']}, seed {m['seed']})")
+    print("toolchain: " + ", ".join(f"{k} {v}" for k, v in d["toolchain"].items()))
+    print(f"buckets: tokens {d['buckets']['tokens']}, frames {d['buckets']['frames']}")
+    print("weights: " + ", ".join(f"{c} {_size(b)}" for c, b in d["weights"].items()))
+    for target, libs in d["libraries"].items():
+        print(f"target {target}: {d['targets'][target]}")
+        for lib in libs:
+            state = "" if lib["present"] else "  MISSING (run `dvc repro` or `dvc pull`)"
+            print(f"  {lib['component']:13s} bucket {lib['bucket']:5d}  {_size(lib['bytes']):>10s}"
+                  f"{_validation(lib['validation'])}{state}")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kokoro-tvm", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("synth", help="phonemes or English text to a WAV file")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--phonemes", help="Kokoro/misaki phonemes ('-' reads stdin)")
+    src.add_argument("--text", help="English text, phonemized by misaki ('-' reads stdin)")
+    s.add_argument("--voice", help="Kokoro voice pack (.pt, [510, 1, 256]); default: seeded random style")
+    s.add_argument("--speed", type=float, default=1.0, help="speaking rate (default 1.0)")
+    s.add_argument("--seed", type=int, default=0, help="seeds the decoder noise (and the random style)")
+    s.add_argument("-o", "--output", required=True, help="output WAV path")
+    s.add_argument("--format", choices=["pcm16", "float32"], default="pcm16", help="WAV sample format")
+    s.add_argument("--strict", action="store_true", help="reject symbols outside the phoneme vocabulary "
+                                                          "(default: warn and drop them, as kokoro does)")
+    s.add_argument("--british", action="store_true", help="British English G2P for --text")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    for p in (s, sub.add_parser("info", help="list components, buckets, targets, sizes and toolchain")):
+        p.add_argument("--artifacts", default=DEFAULT_ARTIFACTS,
+                       help="artifact directory with manifest.json (default: $KOKORO_TVM_ARTIFACTS or ./artifacts)")
+    s.add_argument("--target", help="built target to run (default: the best one this CPU supports)")
+    s.add_argument("--threads", type=int, help="TVM threads (default: all cores)")
+    sub.choices["info"].add_argument("--json", action="store_true", help="machine-readable output")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..errors import KokoroTVMError
+
+    args = parser().parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = lambda msg, *a, **k: print(f"warning: {msg}", file=sys.stderr)
+            (synth if args.command == "synth" else info)(args)
+    except KokoroTVMError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""What the pipeline builds, as plain data: components, their length axes and input signatures.
+
+Pure Python (no torch, no TVM), so the params check, the compile stages and the torch-free
+runtime all read one definition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import KokoroTVMError
+
+#: shipped model configurations (``config.load_model_config``)
+MODEL_CONFIGS = ("kokoro-82m", "tiny")
+
+#: component -> the bucket list (``buckets.<axis>`` in params.yaml) that sizes it
+COMPONENTS = {"duration": "tokens", "text_encoder": "tokens", "decoder": "frames"}
+
+#: Shortest valid length per component. kokoro never decodes fewer than 3 frames (a chunk has
+#: >= 3 tokens, BOS + phoneme + EOS, of >= 1 frame each); its InstanceNorm refuses 1 frame, and 2
+#: frames normalise over 2 values, which amplifies float noise (43 dB log-mel SNR measured).
+MIN_LENGTH = {"duration": 1, "text_encoder": 1, "decoder": 3}
+
+#: kokoro's Generator hard-codes harmonic_num=8: fundamental + 8 overtones
+HARMONICS = 9
+SAMPLE_RATE = 24000
+#: ALBERT's position table: 510 phonemes + 2 boundary tokens
+MAX_TOKENS = 512
+LSTM_STRATEGIES = ("unroll", "loop")
+
+
+class UnknownComponent(KokoroTVMError, ValueError):
+    pass
+
+
+def check_component(name: str) -> str:
+    if name not in COMPONENTS:
+        raise UnknownComponent(f"unknown component {name!r}; choose one of {sorted(COMPONENTS)}")
+    return name
+
+
+def samples_per_frame(cfg: dict[str, Any]) -> int:
+    """Audio samples per acoustic frame: F0 runs at 2x frame rate, then upsample x istft hop."""
+    ist = cfg["istftnet"]
+    prod = 1
+    for r in ist["upsample_rates"]:
+        prod *= r
+    return 2 * prod * ist["gen_istft_hop_size"]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    bounds: tuple[int, int] | None = None  # allowed values, inclusive (the lengths input)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+        if self.bounds is not None:
+            d["range"] = list(self.bounds)
+        return d
+
+
+def input_specs(component: str, bucket: int, cfg: dict[str, Any]) -> list[TensorSpec]:
+    """The static signature of a component at a bucket; the manifest and runtime use it."""
+    lengths = (MIN_LENGTH[check_component(component)], bucket)
+    if component == "duration":
+        return [TensorSpec("input_ids", (1, bucket), "int64"), TensorSpec("input_lengths", (1,), "int64", lengths),
+                TensorSpec("style", (1, cfg["style_dim"]), "float32")]
+    if component == "text_encoder":
+        return [TensorSpec("input_ids", (1, bucket), "int64"), TensorSpec("input_lengths", (1,), "int64", lengths)]
+    hid, sty, spf = cfg["hidden_dim"], cfg["style_dim"], samples_per_frame(cfg)
+    return [TensorSpec("en", (1, hid + sty, bucket), "float32"), TensorSpec("asr", (1, hid, bucket), "float32"),
+            TensorSpec("frame_lengths", (1,), "int64", lengths), TensorSpec("ref_s", (1, 2 * sty), "float32"),
+            TensorSpec("rand_ini", (1, HARMONICS), "float32"),
+            TensorSpec("noise", (1, spf * bucket, HARMONICS), "float32")]

@@ -1,0 +1,59 @@
+"""The runtime installs without the compiler: a venv with the package's base requirements (numpy
+and the TVM runtime; no torch, kokoro or dvc) synthesizes from built artifacts, and gives the
+same audio as the full environment."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from runtime_project import runtime_artifacts
+
+PHONEMES = "həlˈO wˈɜɹld"
+
+
+@pytest.fixture(scope="module")
+def runtime_venv(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("runtime-venv") / "venv"
+    venv.create(root, with_pip=True)
+    py = root / "bin" / "python"
+    # the base install at the pins of requirements.lock, so the TVM runtime is the one that built
+    p = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "-c", str(REPO / "requirements.lock"), str(REPO)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return root
+
+
+def test_base_install_has_no_torch(runtime_venv):
+    py = runtime_venv / "bin" / "python"
+    for module in ("torch", "kokoro", "dvc", "transformers"):
+        p = subprocess.run([str(py), "-c", f"import {module}"], capture_output=True, text=True)
+        assert p.returncode != 0 and "ModuleNotFoundError" in p.stderr, module
+
+
+def test_torch_free_venv_synthesizes_what_the_full_environment_does(runtime_venv, tmp_path, tmp_path_factory):
+    from kokoro_tvm.runtime.synthesizer import KokoroTVM
+    from kokoro_tvm.runtime.wav import read_wav, write_wav
+
+    artifacts = runtime_artifacts(tmp_path_factory)
+    out = tmp_path / "venv.wav"
+    script = ("import sys\nfrom kokoro_tvm.runtime.cli import main\n"
+              f"code = main(['synth', '--phonemes', {PHONEMES!r}, '--artifacts', {str(artifacts)!r}, "
+              f"'-o', {str(out)!r}, '-q'])\n"
+              "assert 'torch' not in sys.modules, 'the runtime imported torch'\nsys.exit(code)\n")
+    p = subprocess.run([str(runtime_venv / "bin" / "kokoro-tvm"), "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "synth" in p.stdout
+    p = subprocess.run([str(runtime_venv / "bin" / "python"), "-c", script], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got, rate = read_wav(out)
+    here = tmp_path / "here.wav"
+    write_wav(here, KokoroTVM.from_manifest(artifacts).synthesize(PHONEMES).audio, 24000)
+    want, _ = read_wav(here)
+    assert rate == 24000 and got.size > 0
+    np.testing.assert_array_equal(got, want)

@@ -2,7 +2,7 @@
 VENV ?= .venv
 PYTHON ?= python3.11
 PY := $(VENV)/bin/python
-EXTRAS := build,text,test,bench,tune
+EXTRAS := build,weights,text,test,bench,tune
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: setup repro test test-slow lock

@@ -49,6 +49,9 @@ def project(tmp_path_factory, tiny) -> Path:
     A.save_weights(A.weights_file(component, art), dict(zip(built.signature.params, built.weights)))
     A.write_json(A.build_info_file(component, bucket, target, art),
                  {"signature": built.signature.as_dict(), "sha256": A.sha256(lib)})
+    from kokoro_tvm.runtime.voices import random_style
+
+    A.save_array(A.voice_file(art), random_style(0, 256))
     # as if validated: bench runs only libraries whose validation ran these very bytes
     A.write_json(A.validation_file(component, bucket, target, art),
                  {"library_sha256": A.sha256(lib), "weights_sha256": A.sha256(A.weights_file(component, art))})
@@ -78,7 +81,7 @@ def test_onnx_matches_eager_at_full_length(tiny, component):
     cfg, km = tiny
     bucket = BUCKETS[component]
     inputs = example_inputs(component, bucket, cfg)
-    with torch.no_grad():
+    with torch.no_grad(), onnx_export.plain_lstms():  # the graph ONNX gets: float32 source
         ref = components.build_component(component, km)(*inputs)
     ref = [r.numpy() for r in (ref if isinstance(ref, tuple) else (ref,))]
     session = onnx_export.ort_session(onnx_export.export_onnx(component, bucket, km, cfg), 1)
@@ -94,7 +97,9 @@ def test_onnx_matches_eager_at_full_length(tiny, component):
 def test_plain_lstms_is_scoped():
     with onnx_export.plain_lstms():
         assert components.lstm_with_lengths is not lstm_op.lstm_with_lengths
+        assert components.SOURCE_DTYPE == torch.float32
     assert components.lstm_with_lengths is lstm_op.lstm_with_lengths
+    assert components.SOURCE_DTYPE == torch.float64
 
 
 def test_measure_tiny_library(project, tiny):

@@ -35,6 +35,20 @@ def weights_file(component: str, root: Path = ROOT) -> Path:
     return weights_dir(root) / f"{component}.npz"
 
 
+def kokoro_checkpoint_file(root: Path = ROOT) -> Path:
+    """The checkpoint in kokoro's own format (``{submodule: state_dict}``): the eager reference."""
+    return weights_dir(root) / "kokoro.pth"
+
+
+def model_config_file(root: Path = ROOT) -> Path:
+    return weights_dir(root) / "config.json"
+
+
+def voice_file(root: Path = ROOT) -> Path:
+    """The voice pack ([N, 1, 256]) validation and benchmarks use."""
+    return weights_dir(root) / "voice.npy"
+
+
 def export_file(component: str, bucket: int, root: Path = ROOT) -> Path:
     return root / "export" / f"{component}-{bucket}.pt2"
 
@@ -136,6 +150,18 @@ def save_weights(path: Path, arrays: dict[str, np.ndarray]) -> None:
     with atomic_path(path, suffix=".npz") as tmp:
         with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a path
             np.savez(f, **arrays)
+
+
+def save_array(path: Path, array: np.ndarray) -> None:
+    with atomic_path(path, suffix=".npy") as tmp:
+        with open(tmp, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+
+
+def load_array(path: Path) -> np.ndarray:
+    if not path.exists():
+        raise ArtifactError(f"{path} is missing; run `dvc repro`")
+    return np.load(path, allow_pickle=False)
 
 
 def load_weights(path: Path, names: list[str]) -> list[np.ndarray]:

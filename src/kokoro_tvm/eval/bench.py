@@ -27,10 +27,12 @@ from .timing import apply_threads, cpu_name, time_interleaved
 
 RUNNERS = ("eager", "ort", "tvm")
 DEFAULT_WARMUP = 2
-#: A runtime whose outputs miss these against eager kokoro computes something else, and its time
-#: is not worth reporting: the bench stage refuses it. Decoder: log-mel SNR (dB); text side: max
-#: relative error. Looser than validation: ONNX Runtime fuses and reorders float32 math.
-MIN_AGREEMENT = {"decoder": 30.0, "text": 1e-3}
+#: A runtime whose outputs miss these against eager (float32) kokoro computes something else, and
+#: its time is not worth reporting: the bench stage refuses it. Decoder: log-mel SNR (dB); text
+#: side: max relative error. Far looser than validation (which judges against float64): two
+#: correct float32 builds of the trained decoder agree to only ~25 dB (chaotic sine phase and
+#: near-zero STFT bins), while kokoro's two STFT paths, different computations, differ by 14.6 dB.
+MIN_AGREEMENT = {"decoder": 20.0, "text": 1e-3}
 
 
 class DisagreementError(KokoroTVMError, RuntimeError):
@@ -42,19 +44,11 @@ def _tvm_runner(lib, inputs):
     return lambda: lib(*arrays)
 
 
-def _eager_runner(component: str, km, inputs):
-    import torch
+def _eager_runner(component: str, bucket: int, km, inputs, cfg: dict[str, Any]):
+    """kokoro's own modules (packed LSTMs, TorchSTFT) at full length: what users run today."""
+    from .reference import reference
 
-    from ..model.components import build_component
-
-    module = build_component(component, km)
-
-    def run():
-        with torch.inference_mode():
-            out = module(*inputs)
-        return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
-
-    return run
+    return lambda: [o.numpy() for o in reference(component, km, inputs, bucket, cfg)]
 
 
 def _ort_runner(component: str, bucket: int, km, cfg: dict[str, Any], inputs, threads: int):
@@ -80,18 +74,20 @@ def measure(component: str, bucket: int, target: str, prm: Params, root: Path = 
 
     ``speedup_vs_eager`` = eager/tvm and ``speedup_vs_ort`` = ort/tvm (> 1: TVM is faster).
     Repeats, thread count and whether ORT runs come from ``prm`` (``bench``, ``runtime``).
-    ``model`` = ``(cfg, km)`` skips rebuilding kokoro when the caller already has it.
+    The inputs are validation's (English text, the validation voice). ``model`` = ``(cfg, km)``
+    skips loading kokoro from the artifacts when the caller already has it.
     """
-    from ..model.checkpoint import load as load_model
-    from ..model.inputs import example_inputs
     from ..runtime.library import load_built
+    from .reference import as_float64, load_kokoro
+    from .validate import inputs_for
 
     check_component(component)
     threads = apply_threads(prm.num_threads)
     lib = load_built(root, component, bucket, target, validated=True)  # before the slow part: fail fast
-    cfg, km = model or load_model(prm.model_config, prm.checkpoint, prm.seed)
-    inputs = example_inputs(component, bucket, cfg)
-    runners = {"eager": _eager_runner(component, km, inputs), "tvm": _tvm_runner(lib, inputs)}
+    cfg, km = model or load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
+    pack = A.load_array(A.voice_file(root))
+    inputs = inputs_for(component, bucket, bucket, cfg, pack, as_float64(km) if component == "decoder" else km)
+    runners = {"eager": _eager_runner(component, bucket, km, inputs, cfg), "tvm": _tvm_runner(lib, inputs)}
     if prm.bench_onnxruntime:
         runners["ort"] = _ort_runner(component, bucket, km, cfg, inputs, threads)
     ref = runners["eager"]()

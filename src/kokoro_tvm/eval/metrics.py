@@ -46,3 +46,27 @@ def log_mel_snr(ref: np.ndarray, got: np.ndarray) -> float:
         raise ValueError(f"audio length mismatch: reference {np.size(ref)} vs got {np.size(got)} samples")
     noise = np.sum((a - b) ** 2)
     return float("inf") if noise == 0 else float(10 * np.log10(np.sum(a**2) / noise))
+
+
+def mel_cepstrum(audio: np.ndarray, order: int = 24) -> np.ndarray:
+    """Mel-cepstral coefficients 1..order per frame: the orthonormal DCT-II of the log mel
+    amplitude spectrum (c0, the frame energy, is left out as MCD conventionally does)."""
+    log_amp = 0.5 * log_mel(audio)  # log mel power -> log mel amplitude
+    n = log_amp.shape[-1]
+    k = np.arange(order + 1)[:, None]
+    dct = np.sqrt(2.0 / n) * np.cos(np.pi * k * (2 * np.arange(n)[None, :] + 1) / (2 * n))
+    return (log_amp @ dct.T)[:, 1:]
+
+
+def mel_cepstral_distortion(ref: np.ndarray, got: np.ndarray) -> float:
+    """Mean MCD in dB, ``10 / ln(10) * sqrt(2 * sum_d (c_d - c'_d)^2)``, over aligned frames."""
+    a, b = mel_cepstrum(ref), mel_cepstrum(got)
+    if a.shape != b.shape:
+        raise ValueError(f"audio length mismatch: reference {np.size(ref)} vs got {np.size(got)} samples")
+    return float(np.mean(10.0 / np.log(10.0) * np.sqrt(2.0 * np.sum((a - b) ** 2, axis=-1))))
+
+
+def voiced_fraction(f0: np.ndarray, threshold: float = 10.0) -> float:
+    """Share of F0 samples above kokoro's voiced threshold (SineGen: 10 Hz)."""
+    f0 = np.asarray(f0).reshape(-1)
+    return float(np.mean(f0 > threshold)) if f0.size else 0.0

@@ -41,13 +41,15 @@ def _full_length_lstm(module: nn.LSTM, x: Tensor, lengths: Tensor) -> Tensor:
 
 @contextlib.contextmanager
 def plain_lstms() -> Iterator[None]:
-    """Within the block, component wrappers run plain ``nn.LSTM`` instead of the custom op."""
-    original = components.lstm_with_lengths
-    components.lstm_with_lengths = _full_length_lstm
+    """Within the block, component wrappers run plain ``nn.LSTM`` instead of the custom op, and
+    their harmonic source in float32 (as kokoro's own ONNX export does: ONNX Runtime's CPU convs
+    take float32 only)."""
+    original = components.lstm_with_lengths, components.SOURCE_DTYPE
+    components.lstm_with_lengths, components.SOURCE_DTYPE = _full_length_lstm, torch.float32
     try:
         yield
     finally:
-        components.lstm_with_lengths = original
+        components.lstm_with_lengths, components.SOURCE_DTYPE = original
 
 
 def input_names(component: str, bucket: int, cfg: dict[str, Any]) -> list[str]:
@@ -62,7 +64,8 @@ def export_onnx(component: str, bucket: int, km, cfg: dict[str, Any], path: Path
     the TorchScript exporter, deprecated since torch 2.9 but 3x faster to export. Both map
     ``nn.LSTM`` to ONNX's LSTM node and give the same parity (see tests/test_bench.py).
     """
-    module = components.build_component(component, km)
+    with plain_lstms():
+        module = components.build_component(component, km)
     args = example_inputs(component, bucket, cfg)
     names = input_names(component, bucket, cfg)
     log = logging.getLogger("torch.onnx")  # "torchvision is not installed" lines: irrelevant here

@@ -4,14 +4,13 @@ Each wrapper reads like kokoro's ``forward_with_tokens`` slice it replaces, with
 that make it exportable and bucketable (DESIGN.md §3):
 - every LSTM is the length-aware ``kokoro_tvm::lstm`` op (packing does not export);
 - the decoder's random draws (phase ``rand``, sine noise ``randn``) are explicit inputs;
-- CustomSTFT's boolean ``phase[mask] = pi`` becomes ``torch.where`` (importer rejects IndexPut).
+- the STFT is kokoro's default ``TorchSTFT`` in real arithmetic (complex ops do not import).
 Weight norm is folded away so the exported graph does not recompute it on every call.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any, Callable
 
 import torch
@@ -21,6 +20,7 @@ from torch import nn
 from ..spec import check_component
 from .lstm_op import lstm_with_lengths
 from .masked import Span, adain_resblk1d, adain_resblock1
+from .stft import RealSTFT
 
 
 def fold_weight_norm(module: nn.Module) -> nn.Module:
@@ -113,6 +113,7 @@ class Decoder(nn.Module):
         # F0N only needs these; drop the token-side modules so the weights file stays small.
         for name in ("text_encoder", "lstm", "duration_proj"):
             delattr(self.predictor, name)
+        self.stft = RealSTFT.from_torch_stft(km.decoder.generator.stft).to(SOURCE_DTYPE)
 
     def forward(self, en, asr, frame_lengths, ref_s, rand_ini, noise):
         s_dec, s_pros = ref_s[:, :128], ref_s[:, 128:]
@@ -145,7 +146,14 @@ class Decoder(nn.Module):
             x, span = adain_resblk1d(block, x, s, span)
             if block.upsample_type != "none":
                 res = False
-        return generator(d.generator, x, s, f0_curve, rand_ini, noise, span)
+        return generator(d.generator, self.stft, x, s, f0_curve, rand_ini, noise, span)
+
+
+#: The harmonic source and its STFT run in float64: float32 accumulates the sine phase (the 9th
+#: harmonic passes 1e5 rad within seconds, where a float32 step is 0.008 rad) and gives an arbitrary
+#: ``atan2`` to near-zero STFT bins, which ``noise_convs`` then read linearly. It is ~1e-4 of the
+#: decoder's arithmetic (9 harmonics and a 20-tap DFT per sample, against the generator's convs).
+SOURCE_DTYPE = torch.float64
 
 
 def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
@@ -169,38 +177,24 @@ def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tens
     uv = (f0 > gen.voiced_threshold).to(f0.dtype)
     noise_amp = uv * gen.noise_std + (1 - uv) * gen.sine_amp / 3
     sine_waves = sines * uv + noise_amp * noise
-    return src.l_tanh(src.l_linear(sine_waves))
+    linear = src.l_linear
+    return torch.tanh(F.linear(sine_waves, linear.weight.to(f0.dtype), linear.bias.to(f0.dtype)))
 
 
-def stft_transform(stft, waveform: torch.Tensor):
-    """CustomSTFT.transform with ``torch.where`` in place of boolean index assignment."""
-    pad = stft.n_fft // 2
-    x = F.pad(waveform, (pad, pad), mode=stft.pad_mode).unsqueeze(1)
-    real = F.conv1d(x, stft.weight_forward_real, stride=stft.hop_length)
-    imag = F.conv1d(x, stft.weight_forward_imag, stride=stft.hop_length)
-    magnitude = torch.sqrt(real**2 + imag**2 + 1e-14)
-    phase = torch.atan2(imag, real)
-    phase = torch.where((imag == 0) & (real < 0), torch.full_like(phase, math.pi), phase)
-    return magnitude, phase
-
-
-def generator(g, x, s, f0_curve, rand_ini, noise, span: Span):
+def generator(g, stft: RealSTFT, x, s, f0_curve, rand_ini, noise, span: Span):
     """kokoro ``Generator.forward`` over explicit noise, exact on the valid ``span`` of ``x``.
 
-    The harmonic source is edge-replicated past its valid end before the STFT, because kokoro's
-    CustomSTFT pads the unpadded waveform with ``replicate``; STFT frames past the valid ones
-    are zeroed, as is the spectrum fed to the inverse STFT (``exp(0)`` would be 1).
+    Its STFT is kokoro's default ``TorchSTFT`` (``torch.stft``/``istft``) in real arithmetic
+    (``stft.RealSTFT``), which reflects the harmonic source at its *valid* end, zeroes the STFT
+    frames past it, and leaves the padding frames out of the inverse and its window envelope.
     """
     upsample = int(g.f0_upsamp.scale_factor)  # F0 rate (``span``) -> samples
     f0 = g.f0_upsamp(f0_curve[:, None]).transpose(1, 2)
     samples = span.scaled(upsample, f0.shape[1])
     noise = noise * samples.mask.transpose(1, 2)
-    har_source = sine_source(g.m_source, f0, rand_ini, noise).transpose(1, 2).squeeze(1)
-    har_source = samples.replicate_last(har_source)
-    har = torch.cat(stft_transform(g.stft, har_source), dim=1)
-    # A centred STFT has samples / hop + 1 frames; Python ints, because Relax rejects the
-    # int64 // int32 that a traced tensor floor division imports as.
-    har = span.scaled(upsample // g.stft.hop_length, har.shape[-1], offset=1).zero_pad(har)
+    exact = stft.forward_basis.dtype  # SOURCE_DTYPE when the wrapper was built
+    source = sine_source(g.m_source, f0.to(exact), rand_ini.to(exact), noise.to(exact))
+    har = torch.cat(stft.transform(source.transpose(1, 2).squeeze(1), samples.length), dim=1).to(x.dtype)
     for i in range(g.num_upsamples):
         x = F.leaky_relu(x, negative_slope=0.1)
         x = g.ups[i](x)
@@ -215,10 +209,9 @@ def generator(g, x, s, f0_curve, rand_ini, noise, span: Span):
             xs = xs + adain_resblock1(g.resblocks[i * g.num_kernels + j], x, s, span)
         x = xs / g.num_kernels
     x = g.conv_post(F.leaky_relu(x))
-    spec = torch.exp(x[:, : g.post_n_fft // 2 + 1, :]) * span.mask
+    spec = torch.exp(x[:, : g.post_n_fft // 2 + 1, :])
     phase = torch.sin(x[:, g.post_n_fft // 2 + 1 :, :])
-    audio = g.stft.inverse(spec, phase)
-    return samples.zero_pad(audio)
+    return stft.inverse(spec.to(exact), phase.to(exact), span.length).to(x.dtype)
 
 
 WRAPPERS: dict[str, Callable[[Any], nn.Module]] = {

@@ -44,16 +44,6 @@ class Span:
         """``x`` [B, C, size] with padded positions set to 0 (what kokoro's convs read there)."""
         return x * self.mask
 
-    def replicate_last(self, x: Tensor) -> Tensor:
-        """``x`` [B, size] with padded positions set to the last valid value (edge padding).
-
-        Written as mask arithmetic rather than a gather so it imports into Relax as plain
-        elementwise ops and a reduction.
-        """
-        pos = torch.arange(self.size, device=x.device).unsqueeze(0)
-        last = (x * (pos == self.length.unsqueeze(1) - 1).to(x.dtype)).sum(-1, keepdim=True)
-        return torch.where(pos < self.length.unsqueeze(1), x, last)
-
 
 def instance_norm(norm: nn.InstanceNorm1d, x: Tensor, span: Span) -> Tensor:
     """``nn.InstanceNorm1d`` (eval, no running stats) with mean and variance over the valid span."""

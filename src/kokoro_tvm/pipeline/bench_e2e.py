@@ -1,15 +1,16 @@
 """Stage ``bench_e2e@<target>``: the whole runtime against eager kokoro, from the manifest.
 
 ``e2e.measure_rtf`` on the validated libraries at ``e2e.default_lengths`` of the token buckets,
-with the thread count and rounds of params (``runtime.num_threads``, ``bench.repeats``).
+with the validation voice and the thread count and rounds of params (``runtime.num_threads``,
+``bench.repeats``); each length must first pass the float64 criterion.
 """
 
 from __future__ import annotations
 
 from .. import artifacts as A
 from ..eval import e2e
+from ..eval.reference import as_float64, load_kokoro
 from ..eval.timing import apply_threads, cpu_name
-from ..model.checkpoint import load
 from ..params import Params
 from ..runtime.synthesizer import KokoroTVM
 
@@ -18,7 +19,8 @@ def run(prm: Params, target: str) -> None:
     prm.check_target(target)
     threads = apply_threads(prm.num_threads)  # before the first TVM call
     tts = KokoroTVM.from_manifest(A.ROOT, target=target, num_threads=threads)
-    _, km = load(prm.model_config, prm.checkpoint, prm.seed)
-    rows = e2e.measure_rtf(tts, km, e2e.default_lengths(list(prm.tokens)), prm.bench_repeats)
+    _, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
+    rows = e2e.measure_rtf(tts, km, as_float64(km), e2e.default_lengths(list(prm.tokens)), prm.bench_repeats,
+                           voice=A.load_array(A.voice_file()))
     A.write_json(A.bench_e2e_file(target), {"target": target, "threads": threads, "repeats": prm.bench_repeats,
                                             "cpu": cpu_name(), **rows})

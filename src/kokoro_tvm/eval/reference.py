@@ -69,7 +69,8 @@ def load_kokoro(pth: Path, config: Path):
     from kokoro.model import KModel
 
     cfg = json.loads(Path(config).read_text(encoding="utf-8"))
-    km = KModel(repo_id="hexgrad/Kokoro-82M", config=cfg, model=str(pth), disable_complex=False).eval()
+    with torch.no_grad():  # weight norm's computed weights stay leaves, so the model can be copied
+        km = KModel(repo_id="hexgrad/Kokoro-82M", config=cfg, model=str(pth), disable_complex=False).eval()
     state = torch.load(pth, map_location="cpu", weights_only=True)
     for key in SUBMODULES:
         loaded = getattr(km, key).state_dict()

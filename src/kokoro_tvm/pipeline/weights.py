@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from .. import artifacts as A
 from ..eval.reference import save_checkpoint
-from ..model.checkpoint import load, reference_voice
+from ..model.checkpoint import load
 from ..model.components import component_weights
 from ..params import Params
+from ..runtime.voices import VoiceError, random_style, resolve
 from ..spec import COMPONENTS
 
 
@@ -26,3 +27,22 @@ def run(prm: Params) -> None:
     A.save_array(A.voice_file(), voice)
     A.write_json(A.weights_dir() / "weights.json",
                  {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed, "voice": name})
+
+
+#: The registry voice used to validate and benchmark trained weights.
+REFERENCE_VOICE = "jf_alpha"
+
+
+def reference_voice(checkpoint: str, seed: int, style_width: int):
+    """The voice pack validation and benchmarks run with, and its name.
+
+    Random weights get a seeded random style. Trained weights get a real voice from the
+    registry voices when they are installed (voices are part of the registry checkpoint), so the
+    inputs are what users run; otherwise the seeded style, which still exercises every path.
+    """
+    if checkpoint != "random":
+        try:
+            return resolve(REFERENCE_VOICE, style_width), REFERENCE_VOICE
+        except VoiceError:
+            pass
+    return random_style(seed, style_width), f"random(seed={seed})"

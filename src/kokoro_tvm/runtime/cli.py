@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_ARTIFACTS = os.environ.get("KOKORO_TVM_ARTIFACTS", "artifacts")
@@ -48,17 +49,71 @@ def _source(args: argparse.Namespace):
     return utts
 
 
-def _timestamps_doc(result_audio_samples: int, sample_rate: int, chunks, tokens, words) -> dict:
-    return {"sample_rate": sample_rate, "samples": result_audio_samples,
-            "audio_seconds": result_audio_samples / sample_rate,
-            "chunks": [{"index": i, "start": c.offset / sample_rate, "end": (c.offset + c.audio.size) / sample_rate,
-                        "phonemes": c.phonemes, "text": c.text} for i, c in enumerate(chunks)],
-            "tokens": [t.as_dict() for t in tokens], "words": [w.as_dict() for w in words]}
+@dataclass
+class _Written:
+    """What a synth run wrote, for the summary line and ``--timestamps``."""
+
+    chunks: list
+    samples: int
+    sample_rate: int
+    clipped: int
+    tokens: list
+    words: list
+    seconds: float
+    first_audio: float | None = None
+
+
+def _write_streamed(args: argparse.Namespace, tts, source, unknown: str) -> _Written:
+    """Each chunk to the output as soon as it is decoded: a WAV file (header patched at the end)
+    or raw samples on stdout."""
+    from .wav import AudioWriter
+
+    to_stdout = args.output == "-"
+    _say(args, f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
+               "streaming")
+    t0 = time.perf_counter()
+    out, writer, parts = (sys.stdout.buffer if to_stdout else None), None, []
+    try:
+        for part in tts.stream(source, args.voice, args.speed, args.seed, unknown, args.first_clause):
+            if writer is None:  # open the output only once there is audio for it
+                out = out or open(args.output, "wb")
+                writer = AudioWriter(out, part.sample_rate, args.format, raw=to_stdout)
+            writer.write(part.audio)
+            parts.append(part)
+            _say(args, _chunk_line(part.chunk, f"{part.index + 1}") + f", out at {part.latency:.2f} s")
+    finally:
+        if writer is not None:
+            writer.close()
+        if out is not None and not to_stdout:
+            out.close()
+    chunks = [p.chunk for p in parts]
+    return _Written(chunks, writer.samples, parts[0].sample_rate, writer.clipped, [t for p in parts for t in p.tokens],
+                    tts.all_word_times(chunks), time.perf_counter() - t0, parts[0].latency)
+
+
+def _write_whole(args: argparse.Namespace, tts, source, unknown: str) -> _Written:
+    from .wav import write_wav
+
+    t0 = time.perf_counter()
+    chunks = tts.plan(source, args.voice, args.speed, args.seed, unknown, args.first_clause)
+    _say(args, f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
+               f"{len(chunks)} chunk(s), {sum(c.frames for c in chunks)} frames")
+    progress = None if args.quiet else (lambda done, total, c: _say(args, _chunk_line(c, f"{done}/{total}")))
+    res = tts.render(chunks, args.seed, progress=progress, started=t0)
+    clipped = write_wav(args.output, res.audio, res.sample_rate, args.format)
+    return _Written(chunks, res.audio.size, res.sample_rate, clipped, res.tokens, res.words, res.seconds)
+
+
+def _timestamps_doc(w: _Written) -> dict:
+    rate = w.sample_rate
+    return {"sample_rate": rate, "samples": w.samples, "audio_seconds": w.samples / rate,
+            "chunks": [{"index": i, "start": c.offset / rate, "end": (c.offset + c.audio.size) / rate,
+                        "phonemes": c.phonemes, "text": c.text} for i, c in enumerate(w.chunks)],
+            "tokens": [t.as_dict() for t in w.tokens], "words": [x.as_dict() for x in w.words]}
 
 
 def synth(args: argparse.Namespace) -> None:
     from .synthesizer import KokoroTVM
-    from .wav import AudioWriter, write_wav
 
     source = _source(args)
     tts = KokoroTVM.from_manifest(args.artifacts, target=args.target, num_threads=args.threads)
@@ -71,50 +126,18 @@ def synth(args: argparse.Namespace) -> None:
                    "as jf_alpha, a Kokoro .pt pack, or FILE:NAME of a kokoro-onnx voices file)")
     unknown = "error" if args.strict else "warn"
     to_stdout = args.output == "-"
-    if args.stream or to_stdout:
-        _say(args, f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
-                   "streaming")
-        out = sys.stdout.buffer if to_stdout else None
-        parts, first, t0 = [], None, time.perf_counter()
-        writer = None
-        try:
-            for part in tts.stream(source, args.voice, args.speed, args.seed, unknown, args.first_clause):
-                if writer is None:  # open the output only once there is audio for it
-                    out = out or open(args.output, "wb")
-                    writer = AudioWriter(out, part.sample_rate, args.format, raw=to_stdout)
-                    first = part.latency
-                writer.write(part.audio)
-                parts.append(part)
-                _say(args, _chunk_line(part.chunk, f"{part.index + 1}") + f", out at {part.latency:.2f} s")
-        finally:
-            if writer is not None:
-                writer.close()
-            if out is not None and not to_stdout:
-                out.close()
-        chunks = [p.chunk for p in parts]
-        samples, rate, clipped = writer.samples, parts[0].sample_rate, writer.clipped
-        tokens, words = [t for p in parts for t in p.tokens], tts.all_word_times(chunks)
-        seconds = time.perf_counter() - t0
-        extra = f", first audio after {first:.2f} s"
-    else:
-        t0 = time.perf_counter()
-        chunks = tts.plan(source, args.voice, args.speed, args.seed, unknown, args.first_clause)
-        _say(args, f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
-                   f"{len(chunks)} chunk(s), {sum(c.frames for c in chunks)} frames")
-        progress = None if args.quiet else (lambda done, total, c: _say(args, _chunk_line(c, f"{done}/{total}")))
-        result = tts.render(chunks, args.seed, progress=progress, started=t0)
-        clipped = write_wav(args.output, result.audio, result.sample_rate, args.format)
-        samples, rate, seconds = result.audio.size, result.sample_rate, result.seconds
-        tokens, words, extra = result.tokens, result.words, ""
+    w = (_write_streamed if args.stream or to_stdout else _write_whole)(args, tts, source, unknown)
     if args.timestamps:
-        Path(args.timestamps).write_text(json.dumps(_timestamps_doc(samples, rate, chunks, tokens, words),
-                                                    ensure_ascii=False, indent=1), encoding="utf-8")
-    if clipped:
-        print(f"warning: {clipped} samples exceeded [-1, 1] and were clipped (use --format float32 to keep "
+        Path(args.timestamps).write_text(json.dumps(_timestamps_doc(w), ensure_ascii=False, indent=1),
+                                         encoding="utf-8")
+    if w.clipped:
+        print(f"warning: {w.clipped} samples exceeded [-1, 1] and were clipped (use --format float32 to keep "
               "them)", file=sys.stderr)
-    where = "stdout (raw " + ("s16le" if args.format == "pcm16" else "f32le") + " mono)" if to_stdout else args.output
-    print(f"wrote {where}: {samples / rate:.2f} s of audio at {rate} Hz ({args.format}), {len(chunks)} chunk(s), "
-          f"{seconds:.1f} s compute, RTF {seconds / max(samples / rate, 1e-9):.2f}{extra}",
+    where = f"stdout (raw {'s16le' if args.format == 'pcm16' else 'f32le'} mono)" if to_stdout else args.output
+    audio_s = w.samples / w.sample_rate
+    first = "" if w.first_audio is None else f", first audio after {w.first_audio:.2f} s"
+    print(f"wrote {where}: {audio_s:.2f} s of audio at {w.sample_rate} Hz ({args.format}), {len(w.chunks)} chunk(s), "
+          f"{w.seconds:.1f} s compute, RTF {w.seconds / max(audio_s, 1e-9):.2f}{first}",
           file=sys.stderr if to_stdout else sys.stdout)
 
 

@@ -183,3 +183,33 @@ def test_streamed_wav_header_is_patched_or_left_open(tmp_path, fmt):
     (tmp_path / "p.wav").write_bytes(raw)
     y, _ = read_wav(tmp_path / "p.wav")
     assert y.size == x.size  # still readable to the end
+
+
+def test_text_word_times_are_kokoros_on_the_predicted_durations(tts):
+    """misaki's tokens for text, the runtime's predicted durations: kokoro's ``join_timestamps``
+    on the same tokens and durations gives the same word times."""
+    import copy
+
+    torch = pytest.importorskip("torch")
+    from kokoro.pipeline import KPipeline
+
+    from kokoro_tvm.runtime import g2p
+
+    try:
+        utts = g2p.text_utterances("Hi, you.")
+    except g2p.G2PUnavailable as e:
+        pytest.skip(str(e))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the small buckets may cut it
+        chunks = tts.plan(utts)
+    checked = 0
+    for i, c in enumerate(chunks):
+        tokens = copy.deepcopy(c.words)
+        KPipeline.join_timestamps(tokens, torch.from_numpy(c.durations))
+        ours = tts.word_times(c, i)
+        assert [(w.text, w.start, w.end) for w in ours] == [(t.text, t.start_ts, t.end_ts) for t in tokens]
+        checked += sum(t.start_ts is not None for t in tokens)
+    assert checked >= 3
+    shifted = tts.word_times(chunks[0], 0)[0]
+    chunks[0].offset = 600  # control: the chunk's place in the audio moves its words
+    assert tts.word_times(chunks[0], 0)[0].start == shifted.start + 600 / SR

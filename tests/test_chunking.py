@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import random
 import warnings
+from itertools import pairwise
 
 import pytest
 import torch
@@ -275,7 +276,7 @@ def test_token_times_tile_the_audio_and_words_meet_mid_space():
     toks = timestamps.token_times(ps, durations, VOCAB, 1200, 600, 24000, 0)
     assert [t.text for t in toks] == ["", "a", "b", " ", "c", "d", ",", " ", "e", "f", ""]
     assert toks[0].start == 1200 / 24000 and toks[-1].end == (1200 + 600 * sum(durations)) / 24000  # exact
-    assert all(a.end == b.start and a.start < a.end for a, b in zip(toks, toks[1:]))
+    assert all(a.end == b.start and a.start < a.end for a, b in pairwise(toks))
     per_symbol = timestamps.symbol_durations(ps, durations, VOCAB)
     assert per_symbol.tolist()[3] == 0 and per_symbol.sum() == sum(durations)
     words = timestamps.word_times(chunking.phoneme_tokens(ps), per_symbol, 1200, 600, 24000, 0)

@@ -11,14 +11,15 @@ import io
 import struct
 import warnings
 import wave
+from itertools import pairwise
 
 import numpy as np
 import pytest
+from runtime_project import runtime_artifacts
 
-from kokoro_tvm.runtime import chunking, seams
+from kokoro_tvm.runtime import seams
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 from kokoro_tvm.runtime.wav import AudioWriter, read_wav
-from runtime_project import runtime_artifacts
 
 SPF, SR = 600, 24000
 LONG = "ɐn ˈOpən, wˈAt"  # one kokoro utterance; here cut into 3 chunks by the small buckets
@@ -67,7 +68,7 @@ def test_stream_yields_each_chunk_once_it_is_decoded(streamed):
     assert decoded == (1, 2, 3)  # first audio after the first chunk is decoded ...
     assert predicted[0] < predicted[-1] == 4  # ... and before the later ones are even planned
     assert [p.last for p in parts] == [False, False, True] and [p.index for p in parts] == [0, 1, 2]
-    assert all(a.latency < b.latency for a, b in zip(parts, parts[1:]))
+    assert all(a.latency < b.latency for a, b in pairwise(parts))
 
 
 def test_streamed_pieces_are_the_joined_audio(streamed):
@@ -95,7 +96,7 @@ def test_token_times_tile_the_audio_exactly(streamed):
     tokens = [t for p in parts for t in p.tokens]
     total = sum(p.audio.size for p in parts)
     assert tokens[0].start == 0.0 and tokens[-1].end == total / SR  # exact, not approximately
-    assert all(a.end == b.start for a, b in zip(tokens, tokens[1:]))  # contiguous: no gap, no overlap
+    assert all(a.end == b.start for a, b in pairwise(tokens))  # contiguous: no gap, no overlap
     assert all(t.start < t.end for t in tokens)  # every token lasts >= 1 frame
     for p in parts:
         frames = p.chunk.durations
@@ -132,8 +133,8 @@ def test_word_times_meet_in_the_middle_of_spaces(spaced):
         assert word.end == nxt.start
         assert word.end + lead == pytest.approx((space.start + space.end) / 2, abs=1e-12)
     assert words[0].start + lead == pytest.approx(spaced.tokens[1].start, abs=1e-12)
-    assert all(a.start < a.end <= b.start for a, b in zip(words, words[1:]))  # monotonic
-    naive = [t for t in spaced.tokens if t.text == "ɐ"][0].end
+    assert all(a.start < a.end <= b.start for a, b in pairwise(words))  # monotonic
+    naive = next(t for t in spaced.tokens if t.text == "ɐ").end
     assert words[0].end != naive  # control: a word does not end where its last phoneme does
 
 

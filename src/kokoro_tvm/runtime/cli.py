@@ -12,6 +12,7 @@ one ``error:`` line with the fix and exit with status 1; bugs keep their traceba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -72,20 +73,16 @@ def _write_streamed(args: argparse.Namespace, tts, source, unknown: str) -> _Wri
     _say(args, f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
                "streaming")
     t0 = time.perf_counter()
-    out, writer, parts = (sys.stdout.buffer if to_stdout else None), None, []
-    try:
+    writer, parts = None, []
+    with contextlib.ExitStack() as stack:  # on any exit: patch the header, then close the file
         for part in tts.stream(source, args.voice, args.speed, args.seed, unknown, args.first_clause):
             if writer is None:  # open the output only once there is audio for it
-                out = out or open(args.output, "wb")
+                out = sys.stdout.buffer if to_stdout else stack.enter_context(open(args.output, "wb"))
                 writer = AudioWriter(out, part.sample_rate, args.format, raw=to_stdout)
+                stack.callback(writer.close)
             writer.write(part.audio)
             parts.append(part)
             _say(args, _chunk_line(part.chunk, f"{part.index + 1}") + f", out at {part.latency:.2f} s")
-    finally:
-        if writer is not None:
-            writer.close()
-        if out is not None and not to_stdout:
-            out.close()
     chunks = [p.chunk for p in parts]
     return _Written(chunks, writer.samples, parts[0].sample_rate, writer.clipped, [t for p in parts for t in p.tokens],
                     tts.all_word_times(chunks), time.perf_counter() - t0, parts[0].latency)

@@ -13,8 +13,9 @@ offset?"). Tokens without phonemes get no time (``None``), as in kokoro.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

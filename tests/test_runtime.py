@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_tvm.runtime import alignment, chunking, voices
+from kokoro_tvm.runtime import alignment, chunking, seams, voices
 from kokoro_tvm import artifacts as A
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.config import load_model_config
@@ -84,44 +84,14 @@ def find_phonemes(km, lo: int, hi: int, seed: int = 0, max_len: int = 10) -> str
 
 # -- host code, no libraries --------------------------------------------------------------------
 
-def test_split_prefers_sentence_end_then_clause_then_word():
-    assert chunking.split_phonemes("ab cd. ef, gh ij", 12) == ["ab cd.", "ef, gh ij"]
-    assert chunking.split_phonemes("ab cd; ef, gh ij", 12) == ["ab cd;", "ef, gh ij"]
-    assert chunking.split_phonemes("ab cd ef, gh", 9) == ["ab cd ef,", "gh"]
-    assert chunking.split_phonemes("ab cd ef gh", 7) == ["ab cd", "ef gh"]
-    assert chunking.split_phonemes("abcdefghij", 4) == ["abcd", "efgh", "ij"]  # one over-long word
-    assert chunking.split_phonemes("“ab.” cd", 6) == ["“ab.”", "cd"]  # closing quote stays
-    for limit in (5, 17, 40):
-        parts = chunking.split_phonemes(TEXT, limit)
-        assert all(1 <= len(p) <= limit for p in parts)
-        assert "".join(parts).replace(" ", "") == TEXT.replace(" ", "")  # only cut spaces are lost
-        if limit >= max(map(len, TEXT.split())):
-            assert " ".join(parts).split() == TEXT.split()  # words are never cut when they fit
-
-
 def test_join_keeps_every_sample_and_fades_only_inner_seams():
     a, b = np.ones(1000, np.float32), -np.ones(800, np.float32)
-    out = chunking.join([a, b])
+    out = seams.join([a, b])
     assert out.size == 1800
     assert out[0] == 1 and out[-1] == -1  # outer edges untouched
     assert abs(out[999]) < 1e-3 and abs(out[1000]) < 1e-3  # the seam meets near zero
     assert np.count_nonzero(out == 0) == 0  # no inserted silence
     assert np.all(np.abs(np.diff(out)) < 0.03)  # a step of 2 became a smooth ramp
-
-
-def test_unknown_phonemes_warn_and_drop_or_reject():
-    vocab = load_model_config("tiny")["vocab"]
-    with pytest.warns(UserWarning, match=r"outside the Kokoro phoneme vocabulary: '#\$'.*dropped"):
-        assert chunking.clean_phonemes("hə$l#O", vocab) == "həlO"
-    with pytest.raises(chunking.InputError, match="outside the Kokoro phoneme vocabulary"):
-        chunking.clean_phonemes("hə$lO", vocab, unknown="error")
-    for empty in ("", "  \n"):
-        with pytest.raises(chunking.InputError, match="empty input"):
-            chunking.clean_phonemes(empty, vocab)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(chunking.InputError, match="no phoneme"):
-            chunking.clean_phonemes("123", vocab)
 
 
 def test_durations_and_alignment_match_kokoro():
@@ -235,8 +205,14 @@ def test_bad_input_errors(tts):
 @pytest.mark.parametrize("speed", [1.0, 1.3])
 def test_long_input_splits_to_fit_buckets_with_kokoro_durations(tts, km, speed):
     text = TEXT[:64]
-    chunks = tts.plan(text, speed=speed)
-    assert len(chunks) > len(chunking.split_phonemes(text, 10))  # frame buckets forced extra cuts
+    assert len(chunking.phoneme_utterances(text)) == 1  # kokoro: one utterance
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chunks = tts.plan(text, speed=speed)
+    assert len(chunks) > 1  # token and frame buckets forced cuts, and said so once
+    assert len(caught) == 1 and str(caught[0].message).startswith(
+        f"an utterance of {len(text.strip())} phonemes needs {len(text.strip()) + 2} tokens, more than the largest "
+        "token bucket 12"), caught
     # words longer than ~6 phonemes overflow 32 frames here, so some are cut; nothing is lost
     assert "".join(c.phonemes for c in chunks).replace(" ", "") == text.replace(" ", "")
     for c in chunks:

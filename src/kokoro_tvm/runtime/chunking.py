@@ -1,113 +1,255 @@
-"""Phonemes to token ids, splitting long input, and joining chunk audio.
+"""Input to utterances, by kokoro's own rules (``KPipeline``), and phonemes to token ids.
 
-Why split tokens, never frames: the decoder runs a bidirectional LSTM (``predictor.shared``)
-and instance norms over *all* frames of an utterance, so cutting frames anywhere changes every
-frame's output. Instead a long input is cut into shorter phoneme strings, each synthesized as
-its own utterance exactly as ``KModel.forward_with_tokens`` would, the way kokoro's
-``KPipeline`` chunks long text: prefer the last sentence end (``!.?…``), then ``:;``, then
-``,—``, then any word boundary, and a hard cut only inside a single over-long word.
+Why kokoro's rules, exactly: the decoder runs a bidirectional LSTM and instance norms over all
+frames of an utterance, and the voice-pack row depends on the utterance's length
+(``pack[len(ps) - 1]``), so any other cut changes the audio everywhere near it. An utterance here
+is what kokoro hands to ``KModel`` in one call:
 
-Joining: kokoro's pipeline yields each chunk's audio for the caller to concatenate, with nothing
-inserted between chunks. Every chunk starts and ends with the boundary token 0 (at least one
-600-sample frame each), which a trained model renders as near-silence, so the concatenation has
-no gap and lands in silence. ``join`` adds a 5 ms raised-cosine fade at
-each inner seam, well inside those boundary frames, so the seam cannot click even when an edge is
-not silent (random weights, a cut mid-word); it never removes or inserts samples.
+* a phoneme string of at most 510 symbols is one utterance, as ``generate_from_tokens(str)``
+  takes it;
+* longer phonemes (which kokoro refuses) and misaki's tokens for ``--text`` are grouped as
+  ``KPipeline.en_tokenize`` groups them: tokens accumulate until the next would pass 510
+  phonemes, then the group ends after the last ``!.?…`` (else ``:;``, else ``,—``; a following
+  ``)``/``”`` stays with it) when what is left still fits, else right before that next token.
+
+kokoro.pipeline imports torch, so the rules are re-implemented here on anything shaped like
+misaki's ``MToken`` (``text``, ``phonemes``, ``whitespace``); ``tests/test_chunking.py`` proves
+them equal to kokoro's. Phoneme strings become such tokens with ``phoneme_tokens``: each run of
+non-space symbols is a word, and each punctuation mark its own token, as misaki emits them.
+
+Beyond kokoro (``limit`` below 510, for a chunk that does not fit the largest built bucket, and
+``first_clause``) the same rules apply at the smaller size; a single token longer than the limit
+(kokoro would truncate it and lose the rest) is cut at its inner spaces, else hard. kokoro's count
+occasionally lets a group pass 510 by a symbol (kokoro then truncates it); no bucket holds that,
+so the runtime cuts it further, saying so.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..errors import KokoroTVMError
+from .seams import join  # noqa: F401  (eval.e2e joins chunks with it)
 
 BOUNDARY_ID = 0  # kokoro wraps every utterance in this pad token: [0, *ids, 0]
-WATERFALL = ("!.?…", ":;", ",—")  # kokoro's KPipeline.waterfall_last, strongest break first
-CLOSERS = ')”"'  # a cut after punctuation keeps a closing bracket/quote with its sentence
-FADE_SAMPLES = 120  # 5 ms at 24 kHz; a boundary token lasts >= 600 samples
+MAX_PHONEMES = 510  # kokoro's limit: context length 512 minus the two boundary tokens
+WATERFALL = ("!.?…", ":;", ",—")  # KPipeline.waterfall_last, strongest break first
+BUMPS = (")", "”")  # a closer right after the break stays with it
+PUNCTUATION = frozenset(';:,.!?—…"“”()')  # marks misaki emits as tokens of their own
+CLAUSE_MARKS = frozenset(",;:.!?—…")  # where ``first_clause`` may end the first chunk
+FIRST_CLAUSE_LIMIT = 100  # phonemes: a first clause longer than this is not worth the cut
 
 
 class InputError(KokoroTVMError, ValueError):
     """Input the model cannot synthesize; the message says what to change."""
 
 
-def clean_phonemes(phonemes: str, vocab: dict[str, int], unknown: str = "warn") -> str:
-    """Drop (``warn``, kokoro's behaviour) or refuse (``error``) symbols outside the vocabulary.
+@dataclass
+class Token:
+    """A word or punctuation mark of phoneme input, shaped like misaki's ``MToken``.
 
-    kokoro's ``KModel.forward`` silently drops unknown symbols; we keep that (so misaki output
-    with a stray symbol still speaks) but say which were dropped, or refuse in strict mode.
+    ``part_of`` names the token a hard cut came from, so its pieces report one word.
     """
-    if unknown not in ("warn", "error"):
-        raise ValueError(f"unknown must be 'warn' or 'error', got {unknown!r}")
-    text = " ".join(str(phonemes).split())  # newlines/tabs are not in the vocabulary; spaces are
+
+    text: str
+    phonemes: str
+    whitespace: str = ""
+    part_of: Any = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class Utterance:
+    """What kokoro passes to ``KModel`` in one call, with the tokens it came from.
+
+    ``phonemes`` is kokoro's ``ps``: the model reads its symbols and the voice row is
+    ``pack[len(phonemes) - 1]``. ``tokens`` (misaki ``MToken``s for text, ``Token``s for
+    phonemes) spell ``phonemes`` symbol by symbol: each token's phonemes, then one symbol for its
+    whitespace; word timestamps rely on that.
+    """
+
+    phonemes: str
+    tokens: list = field(default_factory=list, repr=False)
+    text: str = ""
+
+
+# -- phonemes -> tokens -------------------------------------------------------------------------
+
+def normalize_phonemes(phonemes: str) -> str:
+    """Surrounding whitespace removed, newlines/tabs as spaces; runs of spaces are kept (each is
+    a token to kokoro). Raises ``InputError`` when nothing is left."""
+    text = "".join(" " if c.isspace() else c for c in str(phonemes)).strip(" ")
     if not text:
         raise InputError("empty input: give at least one phoneme (e.g. --phonemes 'həlˈO')")
-    bad = sorted({c for c in text if c not in vocab})
-    if bad:
-        msg = (f"{len([c for c in text if c not in vocab])} symbol(s) outside the Kokoro phoneme vocabulary: "
-               f"{''.join(bad)!r} ({', '.join(f'U+{ord(c):04X}' for c in bad[:8])})")
-        if unknown == "error":
-            raise InputError(f"{msg}; pass phonemes (misaki output), not text, or remove them")
-        warnings.warn(f"{msg} were dropped, as kokoro does", stacklevel=2)
-        text = " ".join("".join(c for c in text if c in vocab).split())
-        if not text:
-            raise InputError("no phoneme of the input is in the Kokoro vocabulary; pass phonemes (misaki "
-                             "output) with --phonemes, or text with --text")
     return text
 
 
-def token_ids(phonemes: str, vocab: dict[str, int]) -> np.ndarray:
-    """``[0, *ids, 0]`` as kokoro builds ``input_ids``; ``phonemes`` must be cleaned."""
-    return np.array([BOUNDARY_ID, *(vocab[c] for c in phonemes), BOUNDARY_ID], dtype=np.int64)
+def phoneme_tokens(phonemes: str) -> list[Token]:
+    """Tokens that spell ``phonemes`` exactly: words, punctuation marks, and a ``" "`` token for
+    every space past the first of a run (so ``tokens_to_ps`` gives the string back)."""
+    tokens: list[Token] = []
+    word = ""
+    for c in phonemes:
+        if c == " ":
+            if word:
+                tokens.append(Token(word, word))
+                word = ""
+            if tokens and not tokens[-1].whitespace:
+                tokens[-1].whitespace = " "
+            else:
+                tokens.append(Token(" ", " "))
+        elif c in PUNCTUATION:
+            if word:
+                tokens.append(Token(word, word))
+                word = ""
+            tokens.append(Token(c, c))
+        else:
+            word += c
+    if word:
+        tokens.append(Token(word, word))
+    return tokens
 
 
-def cut_point(phonemes: str, limit: int) -> int:
-    """Where to end the first chunk of ``phonemes`` so it has at most ``limit`` symbols.
+# -- kokoro's grouping ----------------------------------------------------------------------------
 
-    The last cut (a space) after the strongest punctuation wins, as in kokoro's waterfall; then
-    the last word boundary; a word longer than ``limit`` is cut at ``limit``.
-    """
+def _ps(t: Any) -> str:
+    return t.phonemes or ""
+
+
+def tokens_to_ps(tokens: Sequence[Any]) -> str:
+    """kokoro's ``KPipeline.tokens_to_ps``: phonemes, one space per token with whitespace, stripped."""
+    return "".join(_ps(t) + (" " if t.whitespace else "") for t in tokens).strip()
+
+
+def tokens_to_text(tokens: Sequence[Any]) -> str:
+    """kokoro's ``KPipeline.tokens_to_text``."""
+    return "".join(t.text + t.whitespace for t in tokens).strip()
+
+
+def waterfall_last(tokens: Sequence[Any], next_count: int, limit: int = MAX_PHONEMES) -> int:
+    """How many of ``tokens`` the group keeps (``KPipeline.waterfall_last`` at ``limit``)."""
+    for marks in WATERFALL:
+        hits = [i for i, t in enumerate(tokens) if len(_ps(t)) == 1 and _ps(t) in marks]
+        if not hits:
+            continue
+        z = hits[-1] + 1
+        if z < len(tokens) and _ps(tokens[z]) in BUMPS:
+            z += 1
+        if next_count - len(tokens_to_ps(tokens[:z])) <= limit:
+            return z
+    return len(tokens)
+
+
+def group_tokens(tokens: Iterable[Any], limit: int = MAX_PHONEMES) -> list[list[Any]]:
+    """``KPipeline.en_tokenize``'s groups at ``limit`` phonemes (groups with no phonemes are
+    dropped, as ``KPipeline`` skips them). Tokens longer than ``limit`` are cut first."""
+    groups: list[list[Any]] = []
+    group: list[Any] = []
+    count = 0  # kokoro's pcount: phonemes so far, counting a pending space
+    for t in split_long_tokens(tokens, limit):
+        piece = _ps(t) + (" " if t.whitespace else "")
+        if count + len(piece.rstrip()) > limit:
+            z = waterfall_last(group, count + len(piece.rstrip()), limit)
+            groups.append(group[:z])
+            group = group[z:]
+            count = len(tokens_to_ps(group))
+            if not group:
+                piece = piece.lstrip()
+        group.append(t)
+        count += len(piece)
+    groups.append(group)
+    return [g for g in groups if tokens_to_ps(g)]
+
+
+def split_long_tokens(tokens: Iterable[Any], limit: int) -> list[Any]:
+    """Tokens, with any whose phonemes exceed ``limit`` cut into pieces (at its inner spaces
+    when it has them, else every ``limit`` symbols). Not kokoro: it truncates such a token."""
+    out: list[Any] = []
+    for t in tokens:
+        rest = _ps(t)
+        if len(rest) <= limit:
+            out.append(t)
+            continue
+        first = True
+        while len(rest) > limit:
+            k = rest.rfind(" ", 1, limit + 1)
+            piece, space, rest = (rest[:k], " ", rest[k + 1:]) if k > 0 else (rest[:limit], "", rest[limit:])
+            out.append(Token(t.text if first else "", piece, space, part_of=t))
+            first = False
+        out.append(Token("", rest, t.whitespace, part_of=t))
+    return out
+
+
+def first_clause(tokens: Sequence[Any], limit: int = FIRST_CLAUSE_LIMIT) -> int:
+    """How many tokens make the first clause: up to the first ``,;:.!?—…`` (and a closer after
+    it) within ``limit`` phonemes, or 0 when there is none (or it ends the input)."""
+    for i, t in enumerate(tokens):
+        if len(tokens_to_ps(tokens[: i + 1])) > limit:
+            return 0
+        if len(_ps(t)) == 1 and _ps(t) in CLAUSE_MARKS:
+            z = i + 1
+            if z < len(tokens) and _ps(tokens[z]) in BUMPS:
+                z += 1
+            return z if tokens_to_ps(tokens[z:]) else 0
+    return 0
+
+
+def utterances_from_tokens(tokens: Sequence[Any], limit: int = MAX_PHONEMES,
+                           first: bool = False) -> list[Utterance]:
+    """kokoro's utterances for one paragraph of tokens; ``first``: cut the first clause off."""
+    groups: list[list[Any]] = []
+    z = first_clause(tokens) if first else 0
+    if z:
+        groups.append(list(tokens[:z]))
+    groups += group_tokens(tokens[z:], limit)
+    return [Utterance(tokens_to_ps(g), g, tokens_to_text(g)) for g in groups if tokens_to_ps(g)]
+
+
+def phoneme_utterances(phonemes: str, first: bool = False) -> list[Utterance]:
+    """Phoneme input as kokoro runs it: one utterance up to 510 symbols, else its grouping."""
+    text = normalize_phonemes(phonemes)
+    tokens = phoneme_tokens(text)
+    if len(text) <= MAX_PHONEMES and not (first and first_clause(tokens)):
+        return [Utterance(text, tokens, text)]
+    return utterances_from_tokens(tokens, MAX_PHONEMES, first)
+
+
+def split_utterance(utt: Utterance, limit: int) -> list[Utterance]:
+    """``utt`` regrouped into pieces of at most ``limit`` phonemes (a chunk bigger than the
+    largest bucket). kokoro's count can let a group pass its limit by a symbol or two; such a
+    group is regrouped at a smaller limit, so every piece fits and splitting always ends."""
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    if len(phonemes) <= limit:
-        return len(phonemes)
-    spaces = [k for k in range(1, limit + 1) if phonemes[k] == " "]
-    for marks in WATERFALL:
-        for k in reversed(spaces):
-            head = phonemes[:k].rstrip().rstrip(CLOSERS)
-            if head and head[-1] in marks:
-                return k
-    return spaces[-1] if spaces else limit
+    out: list[Utterance] = []
+    for piece in utterances_from_tokens(utt.tokens, limit):
+        out += [piece] if len(piece.phonemes) <= limit else split_utterance(piece, limit - 1)
+    return out
 
 
-def split_phonemes(phonemes: str, limit: int) -> list[str]:
-    """Cut a cleaned phoneme string into chunks of at most ``limit`` symbols (see ``cut_point``)."""
-    chunks, rest = [], phonemes.strip()
-    while rest:
-        k = cut_point(rest, limit)
-        head, rest = rest[:k].strip(), rest[k:].strip()
-        if head:
-            chunks.append(head)
-    return chunks
+# -- symbols -> ids -------------------------------------------------------------------------------
+
+def check_symbols(phonemes: str, vocab: dict[str, int], unknown: str = "warn") -> None:
+    """Warn about (``warn``; kokoro drops them silently) or refuse (``error``) symbols outside
+    the vocabulary; spaces are in it, and other whitespace was already normalised away."""
+    if unknown not in ("warn", "error"):
+        raise ValueError(f"unknown must be 'warn' or 'error', got {unknown!r}")
+    bad = sorted({c for c in phonemes if c not in vocab})
+    if not bad:
+        return
+    msg = (f"{sum(c not in vocab for c in phonemes)} symbol(s) outside the Kokoro phoneme vocabulary: "
+           f"{''.join(bad)!r} ({', '.join(f'U+{ord(c):04X}' for c in bad[:8])})")
+    if unknown == "error":
+        raise InputError(f"{msg}; pass phonemes (misaki output), not text, or remove them")
+    if not any(c in vocab and c != " " for c in phonemes):
+        raise InputError("no phoneme of the input is in the Kokoro vocabulary; pass phonemes (misaki "
+                         "output) with --phonemes, or text with --text")
+    warnings.warn(f"{msg} were dropped, as kokoro does", stacklevel=3)
 
 
-def fade_window(n: int) -> np.ndarray:
-    """Raised-cosine ramp 0 -> 1 over ``n`` samples, never exactly 0 (no inserted silence)."""
-    return (np.sin(0.5 * np.pi * (np.arange(n) + 0.5) / n) ** 2).astype(np.float32)
-
-
-def join(chunks: list[np.ndarray], fade: int = FADE_SAMPLES) -> np.ndarray:
-    """Concatenate chunk audio (as kokoro does), fading each inner seam; keeps every sample."""
-    if not chunks:
-        return np.zeros(0, np.float32)
-    parts = [np.asarray(c, np.float32).reshape(-1).copy() for c in chunks]
-    for i in range(len(parts) - 1):
-        a, b = parts[i], parts[i + 1]
-        n = min(fade, a.size, b.size)
-        if n:
-            ramp = fade_window(n)
-            a[-n:] *= ramp[::-1]
-            b[:n] *= ramp
-    return np.concatenate(parts)
+def token_ids(phonemes: str, vocab: dict[str, int]) -> np.ndarray:
+    """``[0, *ids, 0]`` as kokoro builds ``input_ids``: symbols outside the vocabulary dropped."""
+    return np.array([BOUNDARY_ID, *(vocab[c] for c in phonemes if c in vocab), BOUNDARY_ID], dtype=np.int64)

@@ -2,6 +2,7 @@
 
     kokoro-tvm synth --phonemes 'həlˈO wˈɜɹld' --voice jf_alpha -o out.wav
     kokoro-tvm synth --text 'Hello world.' --voice jf_alpha --speed 1.1 -o out.wav
+    kokoro-tvm synth --text - --voice jf_alpha --stream --first-clause -o - | aplay -f S16_LE -r 24000 -c 1
     kokoro-tvm info
 
 Known problems (missing artifacts, a target not built, bad input, a missing G2P model) print
@@ -11,11 +12,13 @@ one ``error:`` line with the fix and exit with status 1; bugs keep their traceba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_ARTIFACTS = os.environ.get("KOKORO_TVM_ARTIFACTS", "artifacts")
@@ -25,44 +28,114 @@ def _read_arg(value: str) -> str:
     return sys.stdin.read() if value == "-" else value
 
 
-def _progress(done: int, total: int, chunk) -> None:
-    print(f"  chunk {done}/{total}: {len(chunk.phonemes)} phonemes, {chunk.tokens} tokens (bucket "
-          f"{chunk.token_bucket}), {chunk.frames} frames (bucket {chunk.frame_bucket}), {chunk.seconds:.1f} s",
-          file=sys.stderr, flush=True)
+def _say(args: argparse.Namespace, message: str) -> None:
+    if not args.quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+def _chunk_line(chunk, done: str) -> str:
+    return (f"  chunk {done}: {len(chunk.phonemes)} phonemes, {chunk.tokens} tokens (bucket {chunk.token_bucket}), "
+            f"{chunk.frames} frames (bucket {chunk.frame_bucket}), {chunk.seconds:.1f} s")
+
+
+def _source(args: argparse.Namespace):
+    """Phonemes as typed, or kokoro's utterances for ``--text``."""
+    if args.text is None:
+        return _read_arg(args.phonemes)
+    from .g2p import text_utterances
+
+    utts = text_utterances(_read_arg(args.text), british=args.british, first_clause=args.first_clause)
+    for u in utts:
+        _say(args, f"phonemes: {u.phonemes}")
+    return utts
+
+
+@dataclass
+class _Written:
+    """What a synth run wrote, for the summary line and ``--timestamps``."""
+
+    chunks: list
+    samples: int
+    sample_rate: int
+    clipped: int
+    tokens: list
+    words: list
+    seconds: float
+    first_audio: float | None = None
+
+
+def _write_streamed(args: argparse.Namespace, tts, source, unknown: str) -> _Written:
+    """Each chunk to the output as soon as it is decoded: a WAV file (header patched at the end)
+    or raw samples on stdout."""
+    from .wav import AudioWriter
+
+    to_stdout = args.output == "-"
+    _say(args, f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
+               "streaming")
+    t0 = time.perf_counter()
+    writer, parts = None, []
+    with contextlib.ExitStack() as stack:  # on any exit: patch the header, then close the file
+        for part in tts.stream(source, args.voice, args.speed, args.seed, unknown, args.first_clause):
+            if writer is None:  # open the output only once there is audio for it
+                out = sys.stdout.buffer if to_stdout else stack.enter_context(open(args.output, "wb"))
+                writer = AudioWriter(out, part.sample_rate, args.format, raw=to_stdout)
+                stack.callback(writer.close)
+            writer.write(part.audio)
+            parts.append(part)
+            _say(args, _chunk_line(part.chunk, f"{part.index + 1}") + f", out at {part.latency:.2f} s")
+    chunks = [p.chunk for p in parts]
+    return _Written(chunks, writer.samples, parts[0].sample_rate, writer.clipped, [t for p in parts for t in p.tokens],
+                    tts.all_word_times(chunks), time.perf_counter() - t0, parts[0].latency)
+
+
+def _write_whole(args: argparse.Namespace, tts, source, unknown: str) -> _Written:
+    from .wav import write_wav
+
+    t0 = time.perf_counter()
+    chunks = tts.plan(source, args.voice, args.speed, args.seed, unknown, args.first_clause)
+    _say(args, f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
+               f"{len(chunks)} chunk(s), {sum(c.frames for c in chunks)} frames")
+    progress = None if args.quiet else (lambda done, total, c: _say(args, _chunk_line(c, f"{done}/{total}")))
+    res = tts.render(chunks, args.seed, progress=progress, started=t0)
+    clipped = write_wav(args.output, res.audio, res.sample_rate, args.format)
+    return _Written(chunks, res.audio.size, res.sample_rate, clipped, res.tokens, res.words, res.seconds)
+
+
+def _timestamps_doc(w: _Written) -> dict:
+    rate = w.sample_rate
+    return {"sample_rate": rate, "samples": w.samples, "audio_seconds": w.samples / rate,
+            "chunks": [{"index": i, "start": c.offset / rate, "end": (c.offset + c.audio.size) / rate,
+                        "phonemes": c.phonemes, "text": c.text} for i, c in enumerate(w.chunks)],
+            "tokens": [t.as_dict() for t in w.tokens], "words": [x.as_dict() for x in w.words]}
 
 
 def synth(args: argparse.Namespace) -> None:
     from .synthesizer import KokoroTVM
-    from .wav import write_wav
 
-    if args.text is not None:
-        from .g2p import text_to_phonemes
-
-        phonemes = text_to_phonemes(_read_arg(args.text), british=args.british)
-        if not args.quiet:
-            print(f"phonemes: {phonemes}", file=sys.stderr)
-    else:
-        phonemes = _read_arg(args.phonemes)
+    source = _source(args)
     tts = KokoroTVM.from_manifest(args.artifacts, target=args.target, num_threads=args.threads)
     if tts.manifest["model"]["checkpoint"] == "random":
         print("warning: these libraries were built from random weights (params.yaml model.checkpoint: random): "
               "the audio will not be speech; build with trained weights (the default, kokoro-onnx-int8)",
               file=sys.stderr)
-    if args.voice is None and not args.quiet:
-        print(f"no --voice: using a random style seeded with {args.seed} (pass a voice: a registry name such "
-              "as jf_alpha, a Kokoro .pt pack, or FILE:NAME of a kokoro-onnx voices file)", file=sys.stderr)
-    t0 = time.perf_counter()
-    chunks = tts.plan(phonemes, args.voice, args.speed, args.seed, "error" if args.strict else "warn")
-    if not args.quiet:
-        print(f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
-              f"{len(chunks)} chunk(s), {sum(c.frames for c in chunks)} frames", file=sys.stderr)
-    result = tts.render(chunks, args.seed, progress=None if args.quiet else _progress, started=t0)
-    clipped = write_wav(args.output, result.audio, result.sample_rate, args.format)
-    if clipped:
-        print(f"warning: {clipped} samples exceeded [-1, 1] and were clipped (use --format float32 to keep "
+    if args.voice is None:
+        _say(args, f"no --voice: using a random style seeded with {args.seed} (pass a voice: a registry name such "
+                   "as jf_alpha, a Kokoro .pt pack, or FILE:NAME of a kokoro-onnx voices file)")
+    unknown = "error" if args.strict else "warn"
+    to_stdout = args.output == "-"
+    w = (_write_streamed if args.stream or to_stdout else _write_whole)(args, tts, source, unknown)
+    if args.timestamps:
+        Path(args.timestamps).write_text(json.dumps(_timestamps_doc(w), ensure_ascii=False, indent=1),
+                                         encoding="utf-8")
+    if w.clipped:
+        print(f"warning: {w.clipped} samples exceeded [-1, 1] and were clipped (use --format float32 to keep "
               "them)", file=sys.stderr)
-    print(f"wrote {args.output}: {result.audio_seconds:.2f} s of audio at {result.sample_rate} Hz "
-          f"({args.format}), {len(result.chunks)} chunk(s), {result.seconds:.1f} s compute, RTF {result.rtf:.2f}")
+    where = f"stdout (raw {'s16le' if args.format == 'pcm16' else 'f32le'} mono)" if to_stdout else args.output
+    audio_s = w.samples / w.sample_rate
+    first = "" if w.first_audio is None else f", first audio after {w.first_audio:.2f} s"
+    print(f"wrote {where}: {audio_s:.2f} s of audio at {w.sample_rate} Hz ({args.format}), {len(w.chunks)} chunk(s), "
+          f"{w.seconds:.1f} s compute, RTF {w.seconds / max(audio_s, 1e-9):.2f}{first}",
+          file=sys.stderr if to_stdout else sys.stdout)
 
 
 def _size(n: int) -> str:
@@ -113,8 +186,17 @@ def parser() -> argparse.ArgumentParser:
                                    "blend such as 'jf_alpha:0.6,jm_kumo:0.4'; default: a seeded random style")
     s.add_argument("--speed", type=float, default=1.0, help="speaking rate (default 1.0)")
     s.add_argument("--seed", type=int, default=0, help="seeds the decoder noise (and the random style)")
-    s.add_argument("-o", "--output", required=True, help="output WAV path")
-    s.add_argument("--format", choices=["pcm16", "float32"], default="pcm16", help="WAV sample format")
+    s.add_argument("-o", "--output", required=True,
+                   help="output WAV path; '-' streams raw samples to stdout (mono 24 kHz, s16le, or f32le with "
+                        "--format float32)")
+    s.add_argument("--format", choices=["pcm16", "float32"], default="pcm16", help="sample format")
+    s.add_argument("--stream", action="store_true",
+                   help="write each chunk as soon as it is decoded (WAV header first, sizes patched at the end)")
+    s.add_argument("--first-clause", action="store_true",
+                   help="end the first chunk at the first clause mark (,;:.!?—…) for earlier first audio "
+                        "(differs from kokoro's chunking there)")
+    s.add_argument("--timestamps", metavar="JSON",
+                   help="write per-token and per-word start/end times (seconds) to this JSON file")
     s.add_argument("--strict", action="store_true", help="reject symbols outside the phoneme vocabulary "
                                                           "(default: warn and drop them, as kokoro does)")
     s.add_argument("--british", action="store_true", help="British English G2P for --text")

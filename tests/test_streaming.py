@@ -1,0 +1,216 @@
+"""Streaming, timestamps and kokoro's utterances on the compiled libraries.
+
+Uses the shared runtime build (``runtime_project``: tiny config, tokens [6, 12], frames [16, 32];
+~4 frames per token, so about 6 phonemes fit a chunk). Planning runs only the duration
+libraries; decoding (~1 s a chunk here) is done once per input in module fixtures.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import warnings
+import wave
+from itertools import pairwise
+
+import numpy as np
+import pytest
+from runtime_project import runtime_artifacts
+
+from kokoro_tvm.runtime import seams
+from kokoro_tvm.runtime.synthesizer import KokoroTVM
+from kokoro_tvm.runtime.wav import AudioWriter, read_wav
+
+SPF, SR = 600, 24000
+LONG = "ɐn ˈOpən, wˈAt"  # one kokoro utterance; here cut into 3 chunks by the small buckets
+SPACED = "ɐ n ɪ"  # one chunk with inner spaces
+
+
+@pytest.fixture(scope="module")
+def tts(tmp_path_factory) -> KokoroTVM:
+    return KokoroTVM.from_manifest(runtime_artifacts(tmp_path_factory))
+
+
+@pytest.fixture(scope="module")
+def pack() -> np.ndarray:
+    return (0.3 * np.random.default_rng(7).standard_normal((510, 1, 256))).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def streamed(tts, pack):
+    """Each piece of a 3-chunk stream, with how many chunks had been decoded and predicted (the
+    duration library) when it came out, and the warnings."""
+    decoded, predicted = [], []
+    decode, predict = tts.decode, tts.predict_durations
+
+    def counting_decode(chunk, rng):
+        decoded.append(chunk.phonemes)
+        return decode(chunk, rng)
+
+    def counting_predict(utt, *args):
+        predicted.append(utt)
+        return predict(utt, *args)
+
+    tts.decode, tts.predict_durations = counting_decode, counting_predict
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            parts = [(p, (len(decoded), len(predicted))) for p in tts.stream(LONG, pack, speed=1.1, seed=5)]
+    finally:
+        del tts.decode, tts.predict_durations
+    return [p for p, _ in parts], [n for _, n in parts], caught
+
+
+def test_stream_yields_each_chunk_once_it_is_decoded(streamed):
+    parts, decoded_at_yield, _ = streamed
+    assert [p.chunk.phonemes for p in parts] == ["ɐn", "ˈOpən,", "wˈAt"]
+    decoded, predicted = zip(*decoded_at_yield)
+    assert decoded == (1, 2, 3)  # first audio after the first chunk is decoded ...
+    assert predicted[0] < predicted[-1] == 4  # ... and before the later ones are even planned
+    assert [p.last for p in parts] == [False, False, True] and [p.index for p in parts] == [0, 1, 2]
+    assert all(a.latency < b.latency for a, b in pairwise(parts))
+
+
+def test_streamed_pieces_are_the_joined_audio(streamed):
+    parts, _, _ = streamed
+    audio = np.concatenate([p.audio for p in parts])
+    assert np.array_equal(audio, seams.join([p.chunk.audio for p in parts]))  # bit-exact, fades included
+    assert [p.offset for p in parts] == [0, parts[0].audio.size, parts[0].audio.size + parts[1].audio.size]
+    raw = np.concatenate([p.chunk.audio for p in parts])
+    assert audio.size == raw.size and not np.array_equal(audio, raw)  # control: the seams were faded
+
+
+def test_overflow_is_said_once_naming_the_bucket_and_fix(streamed, tts):
+    _, _, caught = streamed
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1, messages  # token and frame overflow both happened: one warning
+    assert "largest token bucket 12" in messages[0] and "params.yaml" in messages[0], messages
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # control: an input that fits says nothing, and is one chunk
+        chunks = tts.plan("ɐn")
+    assert [c.phonemes for c in chunks] == ["ɐn"]
+
+
+def test_token_times_tile_the_audio_exactly(streamed):
+    parts, _, _ = streamed
+    tokens = [t for p in parts for t in p.tokens]
+    total = sum(p.audio.size for p in parts)
+    assert tokens[0].start == 0.0 and tokens[-1].end == total / SR  # exact, not approximately
+    assert all(a.end == b.start for a, b in pairwise(tokens))  # contiguous: no gap, no overlap
+    assert all(t.start < t.end for t in tokens)  # every token lasts >= 1 frame
+    for p in parts:
+        frames = p.chunk.durations
+        assert [t.text for t in p.tokens] == ["", *p.chunk.phonemes, ""]
+        assert [round((t.end - t.start) * SR) for t in p.tokens] == (frames * SPF).tolist()
+        assert p.tokens[0].start == p.offset / SR
+    wrong = np.concatenate([[0], np.cumsum([f for p in parts for f in p.chunk.durations])]) * 512 / SR
+    assert wrong[-1] != total / SR  # control: another frame size would not cover the audio
+
+
+def test_voice_row_is_kokoros_for_each_chunk(streamed, pack, tts):
+    parts, _, _ = streamed
+    for p in parts:
+        assert np.array_equal(p.chunk.style, pack[len(p.chunk.phonemes) - 1])
+    with pytest.warns(UserWarning, match="outside the Kokoro phoneme vocabulary"):
+        (chunk,) = tts.plan("ɐ$n", pack)
+    assert chunk.phonemes == "ɐ$n" and chunk.tokens == 4  # '$' is dropped from the ids ...
+    assert np.array_equal(chunk.style, pack[2])  # ... but counts for the row, as in kokoro
+    assert not np.array_equal(chunk.style, pack[1])  # control: rows differ
+
+
+@pytest.fixture(scope="module")
+def spaced(tts):
+    return tts.synthesize(SPACED, seed=1)
+
+
+def test_word_times_meet_in_the_middle_of_spaces(spaced):
+    (chunk,) = spaced.chunks
+    words = spaced.words
+    assert [w.text for w in words] == ["ɐ", "n", "ɪ"]
+    spaces = [t for t in spaced.tokens if t.text == " "]
+    lead = min(3, int(chunk.durations[0])) * SPF / SR  # kokoro's join_timestamps starts 3 frames early
+    for word, nxt, space in zip(words, words[1:], spaces):
+        assert word.end == nxt.start
+        assert word.end + lead == pytest.approx((space.start + space.end) / 2, abs=1e-12)
+    assert words[0].start + lead == pytest.approx(spaced.tokens[1].start, abs=1e-12)
+    assert all(a.start < a.end <= b.start for a, b in pairwise(words))  # monotonic
+    naive = next(t for t in spaced.tokens if t.text == "ɐ").end
+    assert words[0].end != naive  # control: a word does not end where its last phoneme does
+
+
+def test_first_clause_makes_a_short_first_chunk(tts):
+    ps = "ɐ, n ɪ"
+    assert [c.phonemes for c in tts.plan(ps)] == [ps]
+    assert [c.phonemes for c in tts.plan(ps, first_clause=True)] == ["ɐ,", "n ɪ"]
+
+
+def test_synthesize_reports_progress_and_timestamps(spaced, tts):
+    assert spaced.tokens[-1].end == spaced.audio.size / SR
+    seen = []
+    res = tts.synthesize(SPACED, seed=1, progress=lambda done, total, c: seen.append((done, total)))
+    assert seen == [(1, 1)] and np.array_equal(res.audio, spaced.audio)  # deterministic in the seed
+
+
+# -- streamed WAV ----------------------------------------------------------------------------
+
+class Pipe(io.BytesIO):
+    def seekable(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("fmt", ["pcm16", "float32"])
+def test_streamed_wav_header_is_patched_or_left_open(tmp_path, fmt):
+    x = (np.sin(np.arange(3000) / 5) * 0.5).astype(np.float32)
+    path = tmp_path / "s.wav"
+    with open(path, "wb") as f:
+        w = AudioWriter(f, SR, fmt)
+        for piece in np.array_split(x, 3):
+            w.write(piece)
+        w.close()
+    y, sr = read_wav(path)
+    assert sr == SR and y.size == x.size and np.abs(y - x).max() <= 1 / 32767
+    riff, data = struct.unpack("<I", path.read_bytes()[4:8])[0], path.read_bytes().rfind(b"data")
+    assert riff == path.stat().st_size - 8 and struct.unpack("<I", path.read_bytes()[data + 4:data + 8])[0] == x.size * (
+        2 if fmt == "pcm16" else 4)
+    if fmt == "pcm16":
+        with wave.open(str(path)) as r:
+            assert r.getnframes() == x.size
+    pipe = Pipe()
+    w = AudioWriter(pipe, SR, fmt)
+    w.write(x)
+    w.close()  # cannot seek back: the sizes stay "unknown"
+    raw = pipe.getvalue()
+    assert struct.unpack("<I", raw[4:8])[0] == 0xFFFFFFFF  # control: the patch above was real
+    (tmp_path / "p.wav").write_bytes(raw)
+    y, _ = read_wav(tmp_path / "p.wav")
+    assert y.size == x.size  # still readable to the end
+
+
+def test_text_word_times_are_kokoros_on_the_predicted_durations(tts):
+    """misaki's tokens for text, the runtime's predicted durations: kokoro's ``join_timestamps``
+    on the same tokens and durations gives the same word times."""
+    import copy
+
+    torch = pytest.importorskip("torch")
+    from kokoro.pipeline import KPipeline
+
+    from kokoro_tvm.runtime import g2p
+
+    try:
+        utts = g2p.text_utterances("Hi, you.")
+    except g2p.G2PUnavailable as e:
+        pytest.skip(str(e))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the small buckets may cut it
+        chunks = tts.plan(utts)
+    checked = 0
+    for i, c in enumerate(chunks):
+        tokens = copy.deepcopy(c.words)
+        KPipeline.join_timestamps(tokens, torch.from_numpy(c.durations))
+        ours = tts.word_times(c, i)
+        assert [(w.text, w.start, w.end) for w in ours] == [(t.text, t.start_ts, t.end_ts) for t in tokens]
+        checked += sum(t.start_ts is not None for t in tokens)
+    assert checked >= 3
+    shifted = tts.word_times(chunks[0], 0)[0]
+    chunks[0].offset = 600  # control: the chunk's place in the audio moves its words
+    assert tts.word_times(chunks[0], 0)[0].start == shifted.start + 600 / SR

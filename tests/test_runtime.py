@@ -291,7 +291,7 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
 
     prm = dataclasses.replace(load(artifacts.parent / "params.yaml"), bench_repeats=2, num_threads=0)
     lengths = e2e.default_lengths(list(prm.tokens))
-    assert lengths == [3, 4, 6, 10, 30]  # half and full of buckets 6 and 12, and 2.5x 12
+    assert lengths == [3, 4, 10, 30]  # buckets 6 and 12 filled, half of 6, and 2.5x 12
     with contextlib.chdir(artifacts.parent):
         bench_e2e.run(prm, "generic")
     path = artifacts / A.bench_e2e_file("generic").relative_to(A.ROOT)

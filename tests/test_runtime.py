@@ -236,6 +236,8 @@ def test_parity_at_full_frame_bucket(tts, km, km64, frames):
     ps = find_phonemes(km, frames, frames)
     row = compare(tts, km, km64, ps)
     assert row["chunks"] == 1 and row["frame_buckets"] == [frames]
+    # kokoro runs a phoneme string as one utterance; so did the runtime
+    assert row["kokoro_utterances"] == 1 and row["same_utterances"] and not row["split_beyond_kokoro"]
     _check(row)
 
 
@@ -259,7 +261,28 @@ def long_row(tts, km, km64, tmp_path_factory):
 
 def test_parity_multi_chunk_with_voice_pack(long_row):
     assert [c.phonemes for c in long_row["result"].chunks] == ["ɐn", "ˈOpən,", "wˈAt"]
+    # one kokoro utterance, cut because it does not fit the buckets: allowed, and flagged
+    assert long_row["kokoro_utterances"] == 1 and not long_row["same_utterances"]
+    assert long_row["split_beyond_kokoro"]
     _check(long_row)
+
+
+def test_replayed_durations_drive_kokoros_alignment(tts, km):
+    """The e2e reference runs kokoro on the runtime's durations: change one and kokoro's audio
+    (and its ``pred_dur``) follows it, so the replay hook is live, not a no-op."""
+    import dataclasses
+
+    from kokoro_tvm.eval.e2e import eager_chunk
+
+    chunk = tts.synthesize("ɐn ˈOp").chunks[0]
+    extra = np.zeros((1, 600, chunk.noise.shape[-1]), chunk.noise.dtype)  # SineGen's draws for one more frame
+    longer = dataclasses.replace(chunk, durations=chunk.durations + (np.arange(chunk.tokens) == 1),
+                                 noise=np.concatenate([chunk.noise, extra], axis=1))
+    with torch.no_grad():
+        audio, pred = eager_chunk(km, longer, 1.0, replay=True)
+        plain, own = eager_chunk(km, chunk, 1.0)
+    assert np.array_equal(pred, longer.durations) and audio.size == longer.frames * 600
+    assert np.array_equal(own, chunk.durations) and plain.size == chunk.frames * 600
 
 
 def test_chunks_join_without_gap_or_click(long_row):

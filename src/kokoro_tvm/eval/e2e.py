@@ -12,14 +12,17 @@ thus held equal, and everything inside a chunk (durations, alignment, F0/N, deco
 
 from __future__ import annotations
 
+import contextlib
 import time
+import warnings
 from typing import Any
 
 import numpy as np
+from torch.overrides import TorchFunctionMode
 
 from ..errors import KokoroTVMError
-from ..runtime.chunking import join
-from ..runtime.synthesizer import Chunk, KokoroTVM
+from ..runtime.chunking import MAX_PHONEMES, join
+from ..runtime.synthesizer import BucketSplitWarning, Chunk, KokoroTVM
 from .samples import phonemes as sample_phonemes
 from .validate import audio_verdict, durations_verdict
 
@@ -38,18 +41,51 @@ def default_lengths(token_buckets: list[int]) -> list[int]:
     return sorted(lengths)
 
 
-def eager_chunk(km, chunk: Chunk, speed: float) -> tuple[np.ndarray, np.ndarray]:
+class ReplayDurations(TorchFunctionMode):
+    """Make kokoro's ``torch.round(duration)`` in ``forward_with_tokens`` return given frame
+    counts, so its alignment, F0/N and decoder run on another run's durations: a duration within
+    ~1e-5 of a rounding boundary may round either way in two correct builds, and everything
+    after the rounding is still compared."""
+
+    def __init__(self, durations):
+        super().__init__()
+        self.durations, self.used = durations, False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        import torch
+
+        kwargs = kwargs or {}
+        if func is torch.round and not self.used:
+            self.used = True
+            assert args[0].numel() == self.durations.numel(), (args[0].shape, self.durations.shape)
+            return self.durations.to(args[0].dtype).reshape(args[0].shape)
+        return func(*args, **kwargs)
+
+
+def eager_chunk(km, chunk: Chunk, speed: float, replay: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """kokoro's audio and ``pred_dur`` for one decoded chunk, with its draws injected, in the
-    dtype of ``km``."""
+    dtype of ``km``; with ``replay``, on the chunk's (the runtime's) durations."""
     import torch
 
     from .reference import InjectDraws, default_dtype
 
     dtype = next(km.parameters()).dtype
     ids = torch.from_numpy(chunk.input_ids).unsqueeze(0)
-    with default_dtype(dtype), InjectDraws(torch.from_numpy(chunk.rand_ini), torch.from_numpy(chunk.noise)):
+    durations = ReplayDurations(torch.from_numpy(chunk.durations)) if replay else contextlib.nullcontext()
+    with default_dtype(dtype), InjectDraws(torch.from_numpy(chunk.rand_ini), torch.from_numpy(chunk.noise)), \
+            durations:
         audio, pred_dur = km.forward_with_tokens(ids, torch.from_numpy(chunk.style).to(dtype), speed)
     return audio.reshape(-1).float().numpy(), pred_dur.reshape(-1).numpy()
+
+
+def kokoro_utterances(phonemes: str) -> list[str]:
+    """The utterances kokoro's ``KPipeline.generate_from_tokens`` makes of a phoneme string
+    (model-less: no audio, no G2P or voice loaded)."""
+    from kokoro import KPipeline
+
+    pipeline = KPipeline.__new__(KPipeline)  # __init__ would load a G2P; raw phonemes need none
+    pipeline.model = None
+    return [r.phonemes for r in pipeline.generate_from_tokens(phonemes, None)]
 
 
 def raw_durations(km64, chunk: Chunk, speed: float) -> np.ndarray:
@@ -68,33 +104,38 @@ def compare(tts: KokoroTVM, km, km64, phonemes: str, voice: Any = None, speed: f
     """Synthesize with TVM and with kokoro in float32 and float64; one row of the parity table."""
     import torch
 
-    res = tts.synthesize(phonemes, voice, speed, seed)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = tts.synthesize(phonemes, voice, speed, seed)
+    # the runtime cut an utterance past its largest bucket (and said so): chunks differ from kokoro's
+    split = any(issubclass(w.category, BucketSplitWarning) for w in caught)
     t0 = time.perf_counter()
     with torch.no_grad():
-        ref32 = [eager_chunk(km, c, speed) for c in res.chunks]
+        ref32 = [eager_chunk(km, c, speed, replay=True) for c in res.chunks]
     eager_s = time.perf_counter() - t0
     with torch.no_grad():
-        ref64 = [eager_chunk(km64, c, speed) for c in res.chunks]
+        ref64 = [eager_chunk(km64, c, speed, replay=True) for c in res.chunks]
     durations = [durations_verdict(raw_durations(km64, c, speed), c.durations) for c in res.chunks]
     near = [i for d in durations for i in d["near_boundary"]]
     same_dur = all(d["durations_equal"] for d in durations)
+    # kokoro's utterances of this input: the runtime must run the same ones unless it had to cut
+    utterances = kokoro_utterances(phonemes) if len(phonemes) <= MAX_PHONEMES else None
+    same_utterances = [c.phonemes for c in res.chunks] == utterances
     row: dict[str, Any] = {
         "phonemes": len(phonemes), "tokens": sum(c.tokens for c in res.chunks),
         "frames": sum(c.frames for c in res.chunks), "chunks": len(res.chunks),
+        "kokoro_utterances": None if utterances is None else len(utterances), "same_utterances": same_utterances,
+        "split_beyond_kokoro": split,
         "token_buckets": [c.token_bucket for c in res.chunks], "frame_buckets": [c.frame_bucket for c in res.chunks],
         "at_bucket": all(c.frames == c.frame_bucket for c in res.chunks),
         "durations_equal": same_dur, "near_boundary": near,
         "rtf_tvm": res.seconds / res.audio_seconds, "rtf_eager": eager_s / res.audio_seconds,
         "audio_s": res.audio_seconds, "result": res, "reference": join([a for a, _ in ref32]),
     }
-    audio64 = join([a for a, _ in ref64])
-    if not same_dur or audio64.size != res.audio.size:
-        # other durations, so audio of another length: the row stands on the durations alone (a
-        # flip on a token within 1e-4 of a rounding boundary is allowed, and listed)
-        return row | {"finite": bool(np.isfinite(res.audio).all()), "ok": same_dur, "log_mel_snr_db": None,
-                      "f32_log_mel_snr_db": None, "mcd_db": None, "f32_mcd_db": None}
-    verdict = audio_verdict(audio64, row["reference"], res.audio)
-    return row | verdict | {"ok": verdict["ok"]}
+    # kokoro on the runtime's durations (a token within 1e-4 of a rounding boundary may flip, and
+    # is listed): everything after the rounding is compared, audio of the same length
+    verdict = audio_verdict(join([a for a, _ in ref64]), row["reference"], res.audio)
+    return row | verdict | {"ok": verdict["ok"] and same_dur and (same_utterances or split)}
 
 
 def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voice: Any = None,

@@ -23,24 +23,36 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
+from .. import artifacts as A
+from ..config import load_model_config
+from ..errors import KokoroTVMError
+from ..spec import SAMPLE_RATE, samples_per_frame
 from . import alignment, chunking, seams, timestamps, voices
 from .chunking import Utterance
+from .library import (
+    CompiledComponent,
+    ComponentWeights,
+    check_toolchain,
+    find_entry,
+    pick_target,
+    read_manifest,
+)
 from .timestamps import Timestamp
-from .. import artifacts as A
-from ..errors import KokoroTVMError
-from ..config import load_model_config
-from ..spec import SAMPLE_RATE, samples_per_frame
-from .library import ComponentWeights, CompiledComponent, check_toolchain, find_entry, pick_target, read_manifest
 
 
 class BucketError(KokoroTVMError, ValueError):
     """No built bucket can hold the input, even after splitting."""
+
+
+class BucketSplitWarning(UserWarning):
+    """An utterance did not fit the largest built bucket and was cut beyond kokoro's chunking."""
 
 
 @dataclass
@@ -135,7 +147,7 @@ class KokoroTVM:
 
     @classmethod
     def from_manifest(cls, path: str | Path = A.ROOT, target: str | None = None,
-                      num_threads: int | None = None) -> "KokoroTVM":
+                      num_threads: int | None = None) -> KokoroTVM:
         """Open an artifact directory (or its ``manifest.json``) for one target.
 
         ``target=None`` picks the built target with the richest ISA this CPU runs. Nothing is
@@ -238,7 +250,7 @@ class KokoroTVM:
                    "it as kokoro does")
         warnings.warn(f"an utterance of {len(utt.phonemes)} phonemes needs {need}, more than the largest {axis[:-1]} "
                       f"bucket {bucket}: it is cut into shorter utterances than kokoro's, which changes the "
-                      f"audio near the cuts; {why}", stacklevel=4)
+                      f"audio near the cuts; {why}", BucketSplitWarning, stacklevel=4)
         return True
 
     def predict_durations(self, utt: Utterance | str, pack: np.ndarray, speed: float) -> Chunk:

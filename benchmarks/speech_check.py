@@ -35,13 +35,14 @@ def main() -> int:
     from kokoro_tvm.eval.reference import load_kokoro
     from kokoro_tvm.eval.speech import pause_contrast, speech_stats
     from kokoro_tvm.runtime import voices
-    from kokoro_tvm.runtime.chunking import clean_phonemes, token_ids
+    from kokoro_tvm.runtime.chunking import check_symbols, normalize_phonemes, token_ids
     from kokoro_tvm.runtime.wav import read_wav
     from kokoro_tvm.spec import samples_per_frame
 
     root = Path(a.artifacts)
     cfg, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
-    phonemes = clean_phonemes(a.phonemes, cfg["vocab"])
+    phonemes = normalize_phonemes(a.phonemes)
+    check_symbols(phonemes, cfg["vocab"])
     if len(phonemes) > 510:
         raise SystemExit("error: give one utterance (<= 510 phonemes)")
     pack = voices.resolve(a.voice, 2 * cfg["style_dim"])

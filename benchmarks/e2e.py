@@ -8,7 +8,8 @@ largest, which needs several chunks) it synthesizes with ``KokoroTVM`` and repla
 through kokoro's eager model in float32 and float64 on the same weights (the pipeline's
 ``artifacts/weights``), token ids, voice row and decoder draws. Prints one row per length:
 tokens, frames, chunks, log-mel SNR against float64 kokoro of the runtime and of float32 kokoro,
-whether the durations are equal, and the real-time factor (compute s / audio s) of both.
+whether the durations are equal, whether the utterances are the ones kokoro's KPipeline makes of the input, and
+the real-time factor (compute s / audio s) of both.
 Exits 1 when a row misses the float64 criterion of validation (``eval.validate``).
 """
 
@@ -54,7 +55,7 @@ def main() -> int:
     print(f"model {m['config']} ({m['checkpoint']}), target {tts.target}, {args.threads} threads; "
           f"token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}")
     header = f"{'phon':>5} {'tokens':>6} {'frames':>6} {'chunks':>6} {'buckets (frames)':>18} {'SNR tvm':>7} " \
-             f"{'SNR f32':>7} {'dur==':>5} {'RTF tvm':>8} {'RTF eager':>9}"
+             f"{'SNR f32':>7} {'dur==':>5} {'utt==':>5} {'RTF tvm':>8} {'RTF eager':>9}"
     print(header)
     rows, ok = [], True
     for n in args.lengths or default_lengths(tts.token_buckets):
@@ -64,7 +65,7 @@ def main() -> int:
         fb = ",".join(map(str, sorted(set(r["frame_buckets"]))))
         snr, snr32 = (f"{r[k]:7.1f}" if r[k] is not None else "    n/a" for k in ("log_mel_snr_db", "f32_log_mel_snr_db"))
         print(f"{r['phonemes']:5d} {r['tokens']:6d} {r['frames']:6d} {r['chunks']:6d} {fb:>18} "
-              f"{snr} {snr32} {str(r['durations_equal']):>5} {r['rtf_tvm']:8.2f} {r['rtf_eager']:9.2f}",
+              f"{snr} {snr32} {str(r['durations_equal']):>5} {str(r['same_utterances']):>5} {r['rtf_tvm']:8.2f} {r['rtf_eager']:9.2f}",
               flush=True)
         rows.append({k: v for k, v in r.items() if k not in ("result", "reference")})
     if args.out:

@@ -1,14 +1,15 @@
 """Granular caching, seen through ``dvc`` itself, on the tiny config (issue: DVC build graph).
 
-Tests share one built project and run in file order; each states the change it makes. Changes that
-rebuild every library come first, while the graph is smallest; the bucket and target additions last.
+Tests share one built project and run in file order; each states the change it makes and undoes
+it, except the added bucket, the one real incremental rebuild. Changes whose rebuild would only
+repeat that one (LSTM strategy, checkpoint, target) are checked through ``dvc status``.
 """
 
 from __future__ import annotations
 
 import json
 
-from conftest import Project
+from conftest import TINY_PARAMS, Project
 
 
 def _stage_names(proj: Project, *fragments: str) -> set[str]:
@@ -97,13 +98,18 @@ def test_tampered_library_is_refused_by_the_manifest_stage(built_project: Projec
 
 
 def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
+    """``lstm.strategy`` is read from the Relax import on: DVC sees every relax stage changed and
+    no export stage (the rest follows from the relax outputs, as test_adding_a_bucket shows on a
+    real rebuild; checked through ``dvc status`` here to keep the suite short)."""
     p = built_project.params
-    p["lstm"]["strategy"] = "loop"
+    p["lstm"]["strategy"] = "loop" if p["lstm"]["strategy"] == "unroll" else "unroll"
     built_project.set_params(p)
-    ran = built_project.repro()
-    expected = {s for s in built_project.stages()
-                if s.startswith(("relax", "legalize", "tune", "build", "validate", "bench"))} | {"manifest"}
-    assert ran == expected, sorted(ran ^ expected)
+    try:
+        assert _changed(built_project) == _stage_names(built_project, "relax")
+    finally:
+        p["lstm"]["strategy"] = TINY_PARAMS["lstm"]["strategy"]
+        built_project.set_params(p)
+    assert "up to date" in built_project.run("dvc", "status").stdout
 
 
 def test_tune_trials_touch_only_tune_stages(built_project: Project):
@@ -127,8 +133,9 @@ def test_tune_trials_touch_only_tune_stages(built_project: Project):
 
 
 def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_path):
-    """Graphs do not depend on weight values: a new checkpoint must not recompile anything, but
-    every library is validated again against the new weights."""
+    """Graphs do not depend on weight values: new weights must not recompile anything, but every
+    library must be validated and benched again against them. The weights stage really runs;
+    DVC then reports which stages its new outputs invalidate."""
     import torch
 
     from kokoro_tvm.config import load_model_config
@@ -140,8 +147,19 @@ def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_
     p = built_project.params
     p["model"]["checkpoint"] = str(ckpt)
     built_project.set_params(p)
-    revisited = _stage_names(built_project, "validate") | _stage_names(built_project, "bench")
-    assert built_project.repro() == revisited | {"weights", "manifest"}
+    try:
+        assert built_project.repro("weights") == {"weights"}
+        changed = _changed(built_project)
+        compiled = {s for s in built_project.stages() if s.startswith(("export", "relax", "legalize", "tune", "build"))}
+        assert not changed & compiled, sorted(changed & compiled)
+        per_library = (_stage_names(built_project, "validate") | _stage_names(built_project, "bench_tokens")
+                       | _stage_names(built_project, "bench_frames"))
+        assert per_library <= changed, sorted(per_library - changed)
+    finally:
+        p["model"]["checkpoint"] = TINY_PARAMS["model"]["checkpoint"]
+        built_project.set_params(p)
+    assert built_project.repro("weights") == set()  # the run-cache restores the old weights
+    assert "up to date" in built_project.run("dvc", "status").stdout
 
 
 def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
@@ -157,16 +175,20 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
 
 
 def test_adding_a_target_builds_only_that_target(built_project: Project):
-    """Stages read only their own ``targets.<name>``: a new target leaves the others' libraries
-    alone; only the end-to-end benches, which read the manifest, run again."""
+    """Stages read only their own ``targets.<name>``: a new target adds its own tune, build,
+    validate and bench stages and leaves every other stage but the manifest as it is (seen through ``dvc status``;
+    test_adding_a_bucket does the real incremental rebuild)."""
     p = built_project.params
     p["targets"]["v3"] = {"kind": "llvm", "mcpu": "x86-64-v3"}
     built_project.set_params(p)
-    ran = built_project.repro()
-    new = {s for s in built_project.stages() if s.endswith(("-v3", "@v3"))}
-    assert len(new) == 4 * 5 + 2  # (tune, build, validate, bench) x 5 libraries + bench summary + e2e bench
-    expected = new | {"manifest"} | _stage_names(built_project, "bench_e2e")
-    assert ran == expected, sorted(ran ^ expected)
+    try:
+        new = {s for s in built_project.stages() if s.endswith(("-v3", "@v3"))}
+        assert len(new) == 4 * 5 + 2  # (tune, build, validate, bench) x 5 libraries + bench summary + e2e bench
+        assert _changed(built_project) == new | {"manifest"}  # the manifest lists every target's libraries
+    finally:
+        del p["targets"]["v3"]
+        built_project.set_params(p)
+    assert "up to date" in built_project.run("dvc", "status").stdout
 
 
 def test_ci_reuse_through_remote_and_run_cache(built_project: Project, tmp_path):

@@ -65,7 +65,7 @@ def main() -> int:
         fb = ",".join(map(str, sorted(set(r["frame_buckets"]))))
         snr, snr32 = (f"{r[k]:7.1f}" if r[k] is not None else "    n/a" for k in ("log_mel_snr_db", "f32_log_mel_snr_db"))
         print(f"{r['phonemes']:5d} {r['tokens']:6d} {r['frames']:6d} {r['chunks']:6d} {fb:>18} "
-              f"{snr} {snr32} {str(r['durations_equal']):>5} {str(r['same_utterances']):>5} {r['rtf_tvm']:8.2f} {r['rtf_eager']:9.2f}",
+              f"{snr} {snr32} {r['durations_equal']!s:>5} {r['same_utterances']!s:>5} {r['rtf_tvm']:8.2f} {r['rtf_eager']:9.2f}",
               flush=True)
         rows.append({k: v for k, v in r.items() if k not in ("result", "reference")})
     if args.out:

@@ -93,27 +93,11 @@ def _skeleton(cfg: dict[str, Any]) -> nn.Module:
     ``disable_complex=False`` (TorchSTFT) because kokoro's checkpoints were saved with it: it has
     no buffers, so the state dict holds exactly the trained parameters.
     """
-    from kokoro.istftnet import Decoder
-    from kokoro.modules import CustomAlbert, ProsodyPredictor, TextEncoder
-    from transformers import AlbertConfig
+    from .kmodel import construct
 
     try:
         with torch.device("meta"):
-            root = nn.Module()
-            root.bert = CustomAlbert(AlbertConfig(vocab_size=cfg["n_token"], **cfg["plbert"]))
-            root.bert_encoder = nn.Linear(root.bert.config.hidden_size, cfg["hidden_dim"])
-            root.predictor = ProsodyPredictor(
-                style_dim=cfg["style_dim"], d_hid=cfg["hidden_dim"], nlayers=cfg["n_layer"],
-                max_dur=cfg["max_dur"], dropout=cfg["dropout"],
-            )
-            root.text_encoder = TextEncoder(
-                channels=cfg["hidden_dim"], kernel_size=cfg["text_encoder_kernel_size"],
-                depth=cfg["n_layer"], n_symbols=cfg["n_token"],
-            )
-            root.decoder = Decoder(
-                dim_in=cfg["hidden_dim"], style_dim=cfg["style_dim"], dim_out=cfg["n_mels"],
-                disable_complex=False, **cfg["istftnet"],
-            )
+            root = construct(cfg, seed=0)
     except (KeyError, TypeError) as e:
         raise OnnxCheckpointError(f"config is not a Kokoro KModel config ({type(e).__name__}: {e})") from e
     return root

@@ -1,6 +1,9 @@
 """Time a `dvc repro` per stage kind, then a no-op repro, and list artifact sizes.
 
-usage: python benchmarks/repro_timing.py [--out timing.json]   (run from the repo root)
+usage: python benchmarks/repro_timing.py [--force] [--out timing.json]   (run from the repo root)
+
+``--force`` times ``dvc repro --force``: every stage from scratch, what a new checkout without a
+DVC remote pays (the default ``make repro``); without it, only what is out of date.
 
 DVC prints no per-stage times, so we timestamp its "Running stage" lines: a stage's time runs
 until the next stage starts (or repro ends). Writes JSON and prints a table.
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -18,9 +22,9 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def timed_repro() -> tuple[dict[str, float], float, str]:
+def timed_repro(force: bool = False) -> tuple[dict[str, float], float, str]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen(["dvc", "repro"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(["dvc", "repro", *(["--force"] if force else [])], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     starts: list[tuple[str, float]] = []
     log = []
     for line in proc.stdout:
@@ -41,8 +45,11 @@ def timed_repro() -> tuple[dict[str, float], float, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="timing.json")
+    ap.add_argument("--force", action="store_true", help="rerun every stage (dvc repro --force)")
     args = ap.parse_args()
-    per_stage, total, _ = timed_repro()
+    load_before = os.getloadavg()
+    per_stage, total, _ = timed_repro(args.force)
+    load_after = os.getloadavg()
     kinds: dict[str, list[float]] = defaultdict(list)
     for name, sec in per_stage.items():
         kinds[name.split("@")[0].replace("_tokens", "").replace("_frames", "")].append(sec)
@@ -51,11 +58,12 @@ def main() -> None:
     noop = time.perf_counter() - t
     sizes = {p.as_posix(): p.stat().st_size for p in sorted(Path("artifacts").rglob("*"))
              if p.is_file() and p.suffix in (".so", ".npz", ".pt2")}
-    result = {"total_s": round(total, 1), "per_stage_s": {k: round(v, 1) for k, v in per_stage.items()},
+    result = {"total_s": round(total, 1), "force": args.force, "load_avg_before": load_before,
+              "load_avg_after": load_after, "per_stage_s": {k: round(v, 1) for k, v in per_stage.items()},
               "per_kind_s": {k: round(sum(v), 1) for k, v in kinds.items()},
               "noop_s": round(noop, 1), "noop_ran": sorted(noop_stages), "bytes": sizes}
     Path(args.out).write_text(json.dumps(result, indent=2))
-    print(f"full repro {total:.0f} s; no-op repro {noop:.1f} s (ran {sorted(noop_stages)})")
+    print(f"repro {total:.0f} s (load average {load_before[0]:.2f} before, {load_after[0]:.2f} after); no-op repro {noop:.1f} s (ran {sorted(noop_stages)})")
     for k, v in kinds.items():
         print(f"  {k:10s} {sum(v):8.1f} s over {len(v)} stage(s)")
     for name, sec in per_stage.items():

@@ -75,15 +75,16 @@ def _restore_threads():
     torch.set_num_threads(n)
 
 
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
 @pytest.mark.parametrize("component", list(BUCKETS))
-def test_onnx_matches_eager_at_full_length(tiny, component):
+def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
     cfg, km = tiny
     bucket = BUCKETS[component]
     inputs = example_inputs(component, bucket, cfg)
     with torch.no_grad(), onnx_export.plain_lstms():  # the graph ONNX gets: float32 source
         ref = components.build_component(component, km)(*inputs)
     ref = [r.numpy() for r in (ref if isinstance(ref, tuple) else (ref,))]
-    session = onnx_export.ort_session(onnx_export.export_onnx(component, bucket, km, cfg), 1)
+    session = onnx_export.ort_session(onnx_export.export_onnx(component, bucket, km, cfg, dynamo=dynamo), 1)
     got = session.run(None, onnx_export.ort_feeds(session, component, bucket, cfg, inputs))
     assert len(got) == len(ref)
     if component == "decoder":

@@ -84,3 +84,20 @@ def test_garbage_file_is_an_error(tmp_path):
     path.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="not a loadable torch checkpoint"):
         build_kmodel(load_model_config("tiny"), str(path))
+
+
+def test_saved_checkpoint_is_the_same_bytes_every_time(tmp_path):
+    """The weights stage's ``kokoro.pth`` is byte-stable, so a rerun of that stage (``dvc repro
+    -f weights``, a cleared run-cache) does not invalidate every validation and bench after it.
+    Negative control: ``torch.save`` to a path named the zip's records after the random atomic
+    temporary, and two saves differed."""
+    from kokoro_tvm.eval.reference import load_kokoro, save_checkpoint
+
+    cfg = load_model_config("tiny")
+    km = build_kmodel(cfg, "random", seed=3)
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        save_checkpoint(km, cfg, tmp_path / run / "kokoro.pth", tmp_path / run / "config.json")
+    assert (tmp_path / "a" / "kokoro.pth").read_bytes() == (tmp_path / "b" / "kokoro.pth").read_bytes()
+    _, loaded = load_kokoro(tmp_path / "a" / "kokoro.pth", tmp_path / "a" / "config.json")
+    assert torch.equal(loaded.decoder.generator.conv_post.weight_v, km.decoder.generator.conv_post.weight_v)

@@ -54,8 +54,10 @@ def save_checkpoint(km, cfg: dict[str, Any], pth: Path, config: Path) -> None:
     ``load_kokoro`` and kokoro's ``KModel(config=..., model=...)`` read."""
     from ..atomic import atomic_path, write_json
 
-    with atomic_path(pth, suffix=".pth") as tmp:
-        torch.save({k: getattr(km, k).state_dict() for k in SUBMODULES}, tmp)
+    # Saved through a file object: given a path, torch.save names the zip's records after the file
+    # (here the atomic temporary's random name), so the same weights were other bytes every run.
+    with atomic_path(pth, suffix=".pth") as tmp, open(tmp, "wb") as f:
+        torch.save({k: getattr(km, k).state_dict() for k in SUBMODULES}, f)
     write_json(config, cfg)
 
 

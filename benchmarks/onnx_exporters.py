@@ -3,7 +3,7 @@
     python benchmarks/onnx_exporters.py decoder 512 [--repeats 4] [--threads 2]
 
 Exports one component at a static bucket with torch's dynamo exporter and with the TorchScript
-exporter (``onnx_export.export_onnx(dynamo=...)``), then times both ONNX Runtime sessions in
+exporter (``bench.ort_runner(dynamo=...)``), then times both ONNX Runtime sessions in
 interleaved rounds on the same inputs (``timing.time_interleaved``). Needs built ``artifacts/weights``.
 """
 
@@ -23,7 +23,7 @@ def main() -> None:
     a = ap.parse_args()
 
     from kokoro_tvm import artifacts as A
-    from kokoro_tvm.eval.onnx_export import export_onnx, ort_feeds, ort_session
+    from kokoro_tvm.eval.bench import ort_runner
     from kokoro_tvm.eval.reference import load_kokoro
     from kokoro_tvm.eval.timing import apply_threads, time_interleaved
     from kokoro_tvm.model.inputs import example_inputs
@@ -35,12 +35,8 @@ def main() -> None:
     for dynamo in (True, False):
         name = "dynamo" if dynamo else "torchscript"
         t0 = time.perf_counter()
-        data = export_onnx(a.component, a.bucket, km, cfg, dynamo=dynamo)
-        export_s = time.perf_counter() - t0
-        session = ort_session(data, threads)
-        feeds = ort_feeds(session, a.component, a.bucket, cfg, inputs)
-        runners[name] = lambda s=session, f=feeds: s.run(None, f)
-        print(f"{name:12s} export {export_s:6.1f} s, {len(data) / 1e6:6.1f} MB", flush=True)
+        runners[name] = ort_runner(a.component, a.bucket, km, cfg, inputs, threads, dynamo=dynamo)
+        print(f"{name:12s} export + session {time.perf_counter() - t0:6.1f} s", flush=True)
     samples = time_interleaved(runners, a.repeats, warmup=1)
     for name, s in samples.items():
         print(f"{name:12s} ORT median {statistics.median(s) * 1e3:8.1f} ms over {len(s)} rounds")

@@ -45,7 +45,7 @@ def main() -> None:
     inputs = example_inputs(a.component, a.bucket, cfg)
     runners = {"eager": B._eager_runner(a.component, km, inputs), "tvm": B._tvm_runner(lib, inputs)}
     if a.ort:
-        runners["ort"] = B._ort_runner(a.component, a.bucket, km, cfg, inputs, a.threads)
+        runners["ort"] = B.ort_runner(a.component, a.bucket, km, cfg, inputs, a.threads)
     print(f"{a.component}-{a.bucket}, {a.threads} threads, median ms of {a.repeats} interleaved rounds")
     for pause in a.pauses:
         s = time_interleaved(runners, a.repeats, 1, pause)

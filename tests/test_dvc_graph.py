@@ -13,7 +13,8 @@ from conftest import TINY_PARAMS, Project
 
 
 def _stage_names(proj: Project, *fragments: str) -> set[str]:
-    return {s for s in proj.stages() if all(f in s for f in fragments)}
+    """Stages named with every fragment (the code fingerprint stages aside)."""
+    return {s for s in proj.stages() if all(f in s for f in fragments) and not s.startswith("code_")}
 
 
 def test_second_repro_runs_no_stage(built_project: Project):
@@ -36,38 +37,47 @@ def test_manifest_lists_every_library(built_project: Project):
         assert so.stat().st_size < m["weights"][lib["component"]]["bytes"] / 4
 
 
-def _edit(path, text: str = "\n# an edit\n"):
-    """Append ``text`` to a file; returns a function that restores it."""
-    old = path.read_text()
-    path.write_text(old + text)
-    return lambda: path.write_text(old)
-
-
 def _changed(proj: Project) -> set[str]:
     return set(json.loads(proj.run("dvc", "status", "--json").stdout))
 
 
-def test_editing_a_stage_body_reruns_only_that_stage(built_project: Project):
-    """Deps are the files each stage imports: the per-library bench body is read by the per-library
-    bench stages alone (the summary and e2e bench have bodies of their own)."""
-    restore = _edit(built_project.root / "src/kokoro_tvm/pipeline/bench.py")
+def _edit_code(proj: Project, rel: str) -> tuple[set[str], set[str]]:
+    """Append a comment to a package file and rerun the code fingerprints (what ``dvc repro``
+    does first); returns the fingerprint stages that ran and the stages DVC then sees changed."""
+    path = proj.root / "src/kokoro_tvm" / rel
+    old = path.read_text()
+    path.write_text(old + "\n# an edit\n")
     try:
-        expected = _stage_names(built_project, "bench_tokens") | _stage_names(built_project, "bench_frames")
-        assert expected and _changed(built_project) == expected
+        return proj.repro("--glob", "code_*"), _changed(proj)
     finally:
-        restore()
+        path.write_text(old)
+        proj.repro("--glob", "code_*")  # the run-cache restores the old fingerprints
+        assert "up to date" in proj.run("dvc", "status").stdout
+
+
+def test_editing_a_stage_body_reruns_only_that_stage(built_project: Project):
+    """A stage depends on the files it imports: the per-library bench body is read by the
+    per-library bench stages alone (the summary and e2e bench have bodies of their own)."""
+    ran, changed = _edit_code(built_project, "pipeline/bench.py")
+    assert ran == {"code_bench"}
+    expected = _stage_names(built_project, "bench_tokens") | _stage_names(built_project, "bench_frames")
+    assert expected and changed == expected
 
 
 def test_editing_a_schedule_rule_reruns_tune_and_build_only(built_project: Project):
     """A rule shapes the kernels of tune and build; what comes after reruns only if the library's
     bytes change (DVC compares the outputs)."""
-    restore = _edit(built_project.root / "src/kokoro_tvm/compile/schedule/conv.py")
-    try:
-        expected = _stage_names(built_project, "tune") | _stage_names(built_project, "build")
-        assert _changed(built_project) == expected
-    finally:
-        restore()
-    assert "up to date" in built_project.run("dvc", "status").stdout
+    ran, changed = _edit_code(built_project, "compile/schedule/conv.py")
+    assert ran == {"code_tune", "code_build"}
+    assert changed == _stage_names(built_project, "tune") | _stage_names(built_project, "build")
+
+
+def test_editing_a_module_every_stage_imports_reruns_every_stage(built_project: Project):
+    """Negative control of the two above: an edit to the shared base must reach every stage, the
+    per-library ones through every fingerprint."""
+    ran, changed = _edit_code(built_project, "errors.py")
+    assert ran == {s for s in built_project.stages() if s.startswith("code_")} and len(ran) == 7
+    assert changed == built_project.stages() - ran
 
 
 def test_temp_files_of_a_killed_write_are_ignored(built_project: Project):

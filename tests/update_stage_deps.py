@@ -2,37 +2,42 @@
 
 usage: PYTHONPATH=src python tests/update_stage_deps.py   (after adding or moving an import;
 tests/test_stage_deps.py fails until dvc.yaml matches)
+
+A ``code_<kind>`` stage gets the files ``stages/<kind>.py`` runs plus those of the fingerprint
+script itself; a stage that depends on ``artifacts/code/<kind>.json`` lists no code of its own.
 """
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from import_graph import package_files
 from ruamel.yaml import YAML
 
+from kokoro_tvm.pipeline.code import SRC, stage_files
+
+PKG = SRC / "kokoro_tvm"
 yaml = YAML()
 yaml.preserve_quotes = True
 yaml.width = 115
 doc = yaml.load(Path("dvc.yaml"))
-src = Path("src")
 done = set()
+
+
+def package_deps(*scripts: Path) -> list[str]:
+    files = {f for s in scripts for f in stage_files(s.resolve()) if f.is_relative_to(PKG)}
+    rel = {f.relative_to(PKG).as_posix() for f in files}
+    schedule = {f"compile/schedule/{p.name}" for p in (PKG / "compile/schedule").glob("*.py")}
+    if schedule <= rel:  # directories wholly imported stay directories
+        rel = (rel - schedule) | {"compile/schedule"}
+    if any(r.startswith("data/") for r in rel):
+        rel = {r for r in rel if not r.startswith("data/")} | {"data"}
+    return [f"${{code}}/{r}" for r in sorted(rel, key=lambda r: (r.count("/"), r))]
+
+
 for name, st in doc["stages"].items():
     deps = st["deps"]
-    if id(deps) in done:
+    if id(deps) in done or any(str(d).startswith("artifacts/code/") for d in deps):
         continue
     done.add(id(deps))
-    script = Path(st["cmd"].split()[1])
-    files = package_files(script, src) | package_files(Path("stages/_common.py"), src)
-    rel = sorted(str(f.relative_to("src/kokoro_tvm")) for f in files)
-    # directories wholly imported stay directories (compile/schedule)
-    code = []
-    if all(f"compile/schedule/{p.name}" in rel for p in Path("src/kokoro_tvm/compile/schedule").glob("*.py")):
-        rel = [r for r in rel if not r.startswith("compile/schedule/")] + ["compile/schedule"]
-    if "config.py" in rel:
-        rel.append("data")
-    order = lambda r: (r.count("/"), r)
-    code = [f"${{code}}/{r}" for r in sorted(rel, key=order)]
+    argv = st["cmd"].split()
+    scripts = [Path(argv[1])] + ([Path(f"stages/{argv[2]}.py")] if argv[1] == "stages/code.py" else [])
     others = [d for d in deps if not str(d).startswith(("${code}", "stages/"))]
-    new = [f"stages/{script.name}", "stages/_common.py", *code, *others]
-    deps[:] = new
+    deps[:] = [*(f"stages/{s.name}" for s in scripts), "stages/_common.py", *package_deps(*scripts), *others]
 yaml.dump(doc, Path("dvc.yaml"))

@@ -23,6 +23,11 @@ class ArtifactError(KokoroTVMError, RuntimeError):
     """A missing, corrupted or tampered artifact; the message says how to rebuild it."""
 
 
+def code_file(kind: str, root: Path = ROOT) -> Path:
+    """The fingerprint of the code one kind of per-library stage runs (pipeline/code.py)."""
+    return root / "code" / f"{kind}.json"
+
+
 def toolchain_file(root: Path = ROOT) -> Path:
     return root / "toolchain.json"
 

@@ -16,7 +16,7 @@ import os
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -29,8 +29,9 @@ from .timing import apply_threads, cpu_name, time_interleaved
 RUNNERS = ("eager", "ort", "tvm")
 #: Untimed calls of each runner before the timed rounds, counting the agreement check's call.
 #: They amortize first-call costs (allocation, oneDNN primitives, thread-pool start) that last
-#: milliseconds: a runner whose first call took ``WARM_AFTER_S`` or more gets no more, since one
-#: multi-second decoder call has paid them, and each further call costs the bench stage seconds.
+#: milliseconds. Eager's first call decides for all three runners: if it took ``WARM_AFTER_S`` or
+#: more, no runner gets another, since one multi-second call has paid those costs and each further
+#: call costs the bench stage seconds (the three run the same work at similar speeds).
 DEFAULT_WARMUP = 2
 WARM_AFTER_S = 1.0
 #: A runtime whose outputs miss these against eager (float32) kokoro computes something else, and
@@ -57,10 +58,12 @@ def _eager_runner(component: str, bucket: int, km, inputs, cfg: dict[str, Any]):
     return lambda: [o.numpy() for o in reference(component, km, inputs, bucket, cfg)]
 
 
-def _ort_runner(component: str, bucket: int, km, cfg: dict[str, Any], inputs, threads: int):
+def ort_runner(component: str, bucket: int, km, cfg: dict[str, Any], inputs, threads: int,
+               dynamo: bool = False) -> Callable[[], Any]:
+    """Export ``component`` to ONNX (``export_onnx``) and return one ORT call on ``inputs``."""
     from .onnx_export import export_onnx, ort_feeds, ort_session
 
-    session = ort_session(export_onnx(component, bucket, km, cfg), threads)
+    session = ort_session(export_onnx(component, bucket, km, cfg, dynamo=dynamo), threads)
     feeds = ort_feeds(session, component, bucket, cfg, inputs)
     return lambda: session.run(None, feeds)
 
@@ -95,7 +98,7 @@ def measure(component: str, bucket: int, target: str, prm: Params, root: Path = 
     inputs = inputs_for(component, bucket, bucket, cfg, pack, as_float64(km) if component == "decoder" else km)
     runners = {"eager": _eager_runner(component, bucket, km, inputs, cfg), "tvm": _tvm_runner(lib, inputs)}
     if prm.bench_onnxruntime:
-        runners["ort"] = _ort_runner(component, bucket, km, cfg, inputs, threads)
+        runners["ort"] = ort_runner(component, bucket, km, cfg, inputs, threads)
     t0 = time.perf_counter()
     ref = runners["eager"]()
     first_call_s = time.perf_counter() - t0

@@ -20,8 +20,7 @@ def run(prm: Params, target: str) -> None:
     threads = apply_threads(prm.num_threads)  # before the first TVM call
     tts = KokoroTVM.from_manifest(A.ROOT, target=target, num_threads=threads)
     _, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
-    # the parity run before each length's rounds calls both sides on the same chunks: warm-up enough
     rows = e2e.measure_rtf(tts, km, as_float64(km), e2e.default_lengths(list(prm.tokens)), prm.bench_repeats,
-                           voice=A.load_array(A.voice_file()), warmup=0)
+                           voice=A.load_array(A.voice_file()))
     A.write_json(A.bench_e2e_file(target), {"target": target, "threads": threads, "repeats": prm.bench_repeats,
                                             "cpu": cpu_name(), **rows})

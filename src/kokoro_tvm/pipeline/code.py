@@ -1,0 +1,115 @@
+"""Stages ``code_<kind>``: one fingerprint of the code a kind of per-library stage runs.
+
+Each per-library stage (export, relax, legalize, tune, build, validate, bench) depends on
+``artifacts/code/<kind>.json`` instead of listing the ~30 package files its script can import.
+The fingerprint holds the hash of each of those files, so it changes exactly when one of them
+does, and the per-library stages rerun exactly as if they listed the files. Why: after every
+stage DVC re-reads and rewrites the whole ``dvc.lock`` through ruamel's round-trip YAML, and 30
+deps times ~100 stages made that lockfile 437 KB and ~4 s of every stage (py-spy: 78 % of a
+stage's DVC time was YAML).
+
+The file list is read from the sources (``ast``), transitively. Imports inside functions count
+too: a stage's deps must cover every code path it can take, so this over-approximates the
+imports one run executes, never under-approximates them. tests/test_stage_deps.py checks that
+dvc.yaml lists the same files as the ``code_<kind>`` stage's deps, so DVC reruns it on an edit.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from pathlib import Path
+
+from .. import artifacts as A
+from ..errors import KokoroTVMError
+
+PACKAGE = "kokoro_tvm"
+SRC = Path(__file__).resolve().parents[2]
+#: data the package reads at run time, owed by the module that reads it
+DATA = {"config.py": ["data"]}
+
+
+def _module_file(src: Path, module: str) -> Path | None:
+    base = src.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _module_name(src: Path, path: Path) -> str:
+    rel = path.relative_to(src).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _imported(src: Path, path: Path) -> set[str]:
+    """Absolute names of the package modules one file imports (and of their parent packages)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = _module_name(src, path) if path.is_relative_to(src) else ""
+    is_pkg = path.name == "__init__.py"
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = here.split(".")
+                parts = parts if is_pkg else parts[:-1]
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            names.add(base)
+            names |= {f"{base}.{a.name}" for a in node.names}  # `from pkg import submodule`
+    out = set()
+    for name in names:
+        if name == PACKAGE or name.startswith(PACKAGE + "."):
+            parts = name.split(".")
+            out |= {".".join(parts[:k]) for k in range(1, len(parts) + 1)}  # parents run first
+    return {n for n in out if _module_file(src, n) is not None}
+
+
+def package_files(script: Path, src: Path) -> set[Path]:
+    """Every file of ``src/kokoro_tvm`` that running ``script`` can import."""
+    todo = [script]
+    seen_mods: set[str] = set()
+    files: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        for mod in _imported(src, path):
+            if mod not in seen_mods:
+                seen_mods.add(mod)
+                f = _module_file(src, mod)
+                files.add(f)
+                todo.append(f)
+    return files
+
+
+def stage_files(script: Path, src: Path = SRC) -> list[Path]:
+    """The files a stage script runs: itself, ``stages/_common.py``, every package module it can
+    import, and the data those modules read (a data directory as the files under it)."""
+    common = script.parent / "_common.py"
+    modules = package_files(script, src) | package_files(common, src)
+    files = {script, common} | modules
+    pkg = src / PACKAGE
+    for mod in modules:
+        for data in DATA.get(mod.relative_to(pkg).as_posix(), []):
+            files |= {p for p in (pkg / data).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    return sorted(files)
+
+
+def fingerprint(kind: str, stages: Path = Path("stages"), src: Path = SRC) -> dict:
+    script = stages / f"{kind}.py"
+    if not script.is_file():
+        raise KokoroTVMError(f"no stage script {script} for code fingerprint {kind!r}; "
+                             f"kinds are the names of the scripts in {stages}/")
+    root = stages.resolve().parent
+    files = {}
+    for path in stage_files(script.resolve(), src.resolve()):
+        rel = path.resolve().relative_to(root).as_posix() if path.resolve().is_relative_to(root) else str(path)
+        files[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"stage": kind, "files": files}
+
+
+def run(kind: str) -> None:
+    A.write_json(A.code_file(kind), fingerprint(kind))

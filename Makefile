@@ -18,8 +18,10 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
-repro: setup
+repro: setup  # dvc.lock pruned of removed stages' entries (DVC keeps them) before and after
+	$(PY) -m kokoro_tvm.pipeline.lockfile
 	dvc repro
+	$(PY) -m kokoro_tvm.pipeline.lockfile
 
 test: setup
 	$(PY) -m pytest

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+import yaml
+
 from conftest import TINY_PARAMS, Project
 
 
@@ -182,6 +185,47 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
     assert ran == expected, sorted(ran ^ expected)
     # manifest + bench summary + e2e bench + (export, relax, legalize, tune, build, validate, bench) x 2
     assert len(expected) == 1 + 1 + 1 + 7 * 2
+
+
+def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):
+    """DVC keeps the dvc.lock entries of stages dvc.yaml no longer defines (treeverse/dvc#5293);
+    ``pipeline.lockfile`` drops exactly those, and DVC still sees every other stage as it was."""
+    lock = built_project.root / "dvc.lock"
+    before = lock.read_bytes()
+    p = built_project.params
+    assert p["buckets"]["tokens"] == [8, 10]  # left by test_adding_a_bucket
+    p["buckets"]["tokens"] = [8]
+    built_project.set_params(p)
+    try:
+        gone = _stage_names(built_project, "-10")
+        assert not gone  # dvc.yaml defines none of them now, but the lockfile still holds them
+        held = set(yaml.safe_load(before)["stages"])
+        stale = {s for s in held if "-10" in s}
+        assert len(stale) == 7 * 2
+        out = built_project.run("python", "-m", "kokoro_tvm.pipeline.lockfile").stdout
+        assert f"dropped {len(stale)} entries" in out
+        after = yaml.safe_load(lock.read_bytes())["stages"]
+        assert set(after) == held - stale
+        assert all(after[s] == yaml.safe_load(before)["stages"][s] for s in after)
+        assert built_project.run("python", "-m", "kokoro_tvm.pipeline.lockfile").stdout == ""  # idempotent
+        # only the stages that read buckets.tokens (or the manifest's inputs) are out of date
+        assert _changed(built_project) <= {"manifest"} | _stage_names(built_project, "bench_")
+    finally:
+        p["buckets"]["tokens"] = [8, 10]
+        built_project.set_params(p)
+        lock.write_bytes(before)
+    assert "up to date" in built_project.run("dvc", "status").stdout
+
+
+def test_lock_pruning_refuses_a_pipeline_dvc_cannot_read(tmp_path):
+    """Never prune against an empty stage list: a broken dvc.yaml must not empty the lockfile."""
+    from kokoro_tvm.errors import KokoroTVMError
+    from kokoro_tvm.pipeline import lockfile
+
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  a:\n    cmd: x\n")
+    with pytest.raises(KokoroTVMError, match="dvc stage list"):
+        lockfile.main(tmp_path)
+    assert "  a:" in (tmp_path / "dvc.lock").read_text()
 
 
 def test_adding_a_target_builds_only_that_target(built_project: Project):

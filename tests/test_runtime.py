@@ -312,7 +312,8 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
     from kokoro_tvm.params import load
     from kokoro_tvm.pipeline import bench_e2e
 
-    prm = dataclasses.replace(load(artifacts.parent / "params.yaml"), bench_repeats=2, num_threads=0)
+    prm = dataclasses.replace(load(artifacts.parent / "params.yaml"), bench_repeats=2, num_threads=0,
+                              bench_onnxruntime=True)
     lengths = e2e.default_lengths(list(prm.tokens))
     assert lengths == [3, 4, 10, 30]  # buckets 6 and 12 filled, half of 6, and 2.5x 12
     with contextlib.chdir(artifacts.parent):
@@ -326,6 +327,10 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
         assert r["log_mel_snr_db"] >= min(r["f32_log_mel_snr_db"] - 3, 60)
         assert r["speedup_vs_eager"] == pytest.approx(r["eager_s"] / r["tvm_s"], rel=1e-3)
         assert r["rtf_tvm"] == pytest.approx(r["tvm_s"] / r["audio_s"], rel=1e-3)
+        # kokoro-onnx's whole model (fp32 export of these weights; the int8 file is Kokoro-82M's only)
+        assert r["speedup_vs_ort_fp32"] == pytest.approx(r["ort_fp32_s"] / r["tvm_s"], rel=1e-3)
+        assert r["ort_fp32_durations_differ"] == 0 and r["ort_fp32_samples"] == round(r["audio_s"] * 24000)
+        assert "ort_int8_s" not in r
     total = doc["total"]
     assert total["audio_s"] == pytest.approx(sum(r["audio_s"] for r in rows), rel=1e-3)
     assert total["speedup_vs_eager"] == pytest.approx(sum(r["eager_s"] for r in rows) / sum(r["tvm_s"] for r in rows),
@@ -339,3 +344,51 @@ def test_e2e_bench_refuses_to_time_audio_that_differs(tts, km, km64, monkeypatch
     monkeypatch.setattr(validate, "SNR_SLACK_DB", -1e9)
     with pytest.raises(e2e.E2EError, match=r"4 phonemes: runtime audio differs from kokoro"):
         e2e.measure_rtf(tts, km, km64, [4], repeats=1, warmup=0, settle_s=0)
+
+
+class _WrongDurationsSession:
+    """An ORT session stand-in whose model predicts one more frame per token than kokoro."""
+
+    def get_inputs(self):
+        return [type("I", (), {"name": n}) for n in ("input_ids", "style", "speed")]
+
+    def run(self, _, feeds):
+        n = feeds["input_ids"].shape[1]
+        return [np.zeros(600 * 2 * n, np.float32), np.full(n, 2, np.int64)]
+
+
+def test_e2e_bench_refuses_to_time_an_onnx_model_that_is_not_kokoros(tts, km, km64):
+    """Negative control of the ORT durations check in the bench stage test above."""
+    from kokoro_tvm.eval import e2e
+
+    with pytest.raises(e2e.E2EError, match=r"ONNX Runtime \(fp32\) predicts other durations"):
+        e2e.measure_rtf(tts, km, km64, [4], repeats=1, settle_s=0, onnx={"fp32": _WrongDurationsSession()})
+
+
+def test_kokoro_onnx_export_runs_any_length_like_kokoro(artifacts):
+    """The whole-model export (kokoro-onnx's recipe) is traced at 50 tokens; at other lengths it
+    must still predict kokoro's durations, and CustomSTFT (its STFT) must give torch.stft's audio
+    on the same draws."""
+    from kokoro_tvm.eval import onnx_kmodel
+    from kokoro_tvm.eval.metrics import log_mel_snr
+    from kokoro_tvm.eval.onnx_export import ort_session
+    from kokoro_tvm.eval.reference import load_kokoro
+
+    pth, config = artifacts / "weights/kokoro.pth", artifacts / "weights/config.json"
+    cfg, km = load_kokoro(pth, config)
+    session = ort_session(onnx_kmodel.export_kmodel(pth, config), 1)
+    rng = np.random.default_rng(0)
+    for tokens in (7, 20, 61):
+        ids = np.concatenate([[0], rng.integers(1, 100, tokens - 2), [0]]).astype(np.int64)
+        chunk = type("C", (), {"input_ids": ids, "style": rng.standard_normal((1, 256)).astype(np.float32)})()
+        audio, durations = onnx_kmodel.run(session, chunk)
+        with torch.no_grad():
+            want_audio, want = km.forward_with_tokens(torch.from_numpy(ids)[None], torch.from_numpy(chunk.style), 1)
+        assert np.array_equal(durations, want.numpy().reshape(-1)), tokens
+        assert audio.size == want_audio.numel() == 600 * int(want.sum())
+    same_draws = []
+    for model in (km, onnx_kmodel.complex_free(km, cfg)):
+        torch.manual_seed(0)  # the STFT draws nothing: both models get the same SineGen draws
+        with torch.no_grad():
+            same_draws.append(model.forward_with_tokens(torch.from_numpy(ids)[None], torch.from_numpy(chunk.style), 1)[0])
+    assert log_mel_snr(same_draws[0].numpy(), same_draws[1].numpy()) > 40

@@ -139,22 +139,28 @@ def compare(tts: KokoroTVM, km, km64, phonemes: str, voice: Any = None, speed: f
 
 
 def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voice: Any = None,
-                warmup: int = 0, settle_s: float | None = None, seed: int = 0) -> dict[str, Any]:
-    """Real-time factors (compute s / audio s) of the runtime and of eager kokoro, interleaved.
+                warmup: int = 0, settle_s: float | None = None, seed: int = 0,
+                onnx: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Real-time factors (compute s / audio s) of the runtime, eager kokoro and, given ``onnx``
+    (name -> session, ``onnx_kmodel.sessions``), kokoro-onnx's whole model on ONNX Runtime.
 
     Per phoneme count in ``lengths``: one parity run (``compare``: the float64 criterion, else
-    ``E2EError``), then ``repeats`` interleaved rounds of
-    ``tts.synthesize`` against eager ``forward_with_tokens`` on the chunks it planned (same ids,
-    style, speed and draws; ``bench.time_interleaved``). Medians; ``speedup_vs_eager`` =
-    eager / runtime. ``total`` sums the medians over all lengths. No ``warmup`` by default: the
-    parity run has already called both sides on the same chunks.
+    ``E2EError``), one ``onnx_kmodel.agreement`` run per session (fp32 must give kokoro's
+    durations, but for tokens at a rounding boundary), then ``repeats`` interleaved rounds of
+    ``tts.synthesize`` against eager ``forward_with_tokens`` and each session on the chunks it
+    planned (same ids, style and speed; eager also the same draws; ``bench.time_interleaved``).
+    Medians; ``speedup_vs_eager`` = eager / runtime, ``speedup_vs_ort_<name>`` = ORT / runtime.
+    ``total`` sums the medians over all lengths. No ``warmup`` by default: the parity and
+    agreement runs have already called every side on the same chunks.
     """
     import torch
 
+    from . import onnx_kmodel
     from .timing import SETTLE_S, time_interleaved
 
     rows: dict[str, Any] = {}
-    tvm_total = eager_total = audio_total = 0.0
+    totals: dict[str, float] = {}
+    audio_total = 0.0
     for n in lengths:
         phonemes = sample_phonemes(n)
         row = compare(tts, km, km64, phonemes, voice, seed=seed)
@@ -168,20 +174,36 @@ def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voic
             with torch.no_grad():
                 return [eager_chunk(km, c, 1.0) for c in chunks]
 
-        samples = time_interleaved({"tvm": lambda p=phonemes: tts.synthesize(p, voice, 1.0, seed), "eager": eager},
-                                   repeats, warmup, SETTLE_S if settle_s is None else settle_s)
-        tvm_s, eager_s = (float(np.median(samples[k])) for k in ("tvm", "eager"))
+        runners = {"tvm": lambda p=phonemes: tts.synthesize(p, voice, 1.0, seed), "eager": eager}
+        ort_rows = {}
+        for name, session in (onnx or {}).items():
+            check = onnx_kmodel.agreement(session, chunks, row["reference"])
+            if check["durations_differ"] is not None and check["durations_differ"] > len(row["near_boundary"]):
+                raise E2EError(f"{n} phonemes: ONNX Runtime ({name}) predicts other durations than kokoro at "
+                               f"{check['durations_differ']} tokens ({len(row['near_boundary'])} are at a rounding "
+                               "boundary): its export is not kokoro's model; its time is not worth reporting")
+            ort_rows[name] = check
+            runners[f"ort_{name}"] = lambda s=session, c=chunks: [onnx_kmodel.run(s, ch) for ch in c]
+        samples = time_interleaved(runners, repeats, warmup, SETTLE_S if settle_s is None else settle_s)
+        secs = {k: float(np.median(v)) for k, v in samples.items()}
         audio_s = row["audio_s"]
         rows[f"phonemes_{n}"] = {
             "phonemes": row["phonemes"], "tokens": row["tokens"], "frames": row["frames"], "chunks": row["chunks"],
             "frame_buckets": row["frame_buckets"],
-            "padding_waste": round(1 - row["frames"] / sum(row["frame_buckets"]), 4),
-            "audio_s": round(audio_s, 4), "tvm_s": round(tvm_s, 5), "eager_s": round(eager_s, 5),
-            "rtf_tvm": round(tvm_s / audio_s, 5), "rtf_eager": round(eager_s / audio_s, 5),
-            "speedup_vs_eager": round(eager_s / tvm_s, 4), "log_mel_snr_db": row["log_mel_snr_db"],
-            "f32_log_mel_snr_db": row["f32_log_mel_snr_db"], "mcd_db": row["mcd_db"], "f32_mcd_db": row["f32_mcd_db"]}
-        tvm_total, eager_total, audio_total = tvm_total + tvm_s, eager_total + eager_s, audio_total + audio_s
-    rows["total"] = {"audio_s": round(audio_total, 4), "rtf_tvm": round(tvm_total / audio_total, 5),
-                     "rtf_eager": round(eager_total / audio_total, 5),
-                     "speedup_vs_eager": round(eager_total / tvm_total, 4)}
+            "padding_waste": round(1 - row["frames"] / sum(row["frame_buckets"]), 4), "audio_s": round(audio_s, 4),
+            **{f"{k}_s": round(v, 5) for k, v in secs.items()},
+            **{f"rtf_{k}": round(v / audio_s, 5) for k, v in secs.items()},
+            **_speedups(secs), "log_mel_snr_db": row["log_mel_snr_db"],
+            "f32_log_mel_snr_db": row["f32_log_mel_snr_db"], "mcd_db": row["mcd_db"], "f32_mcd_db": row["f32_mcd_db"],
+            **{f"ort_{k}_{m}": v for k, check in ort_rows.items() for m, v in check.items()}}
+        for k, v in secs.items():
+            totals[k] = totals.get(k, 0.0) + v
+        audio_total += audio_s
+    rows["total"] = {"audio_s": round(audio_total, 4), **{f"rtf_{k}": round(v / audio_total, 5) for k, v in totals.items()},
+                     **_speedups(totals)}
     return rows
+
+
+def _speedups(secs: dict[str, float]) -> dict[str, float]:
+    """Runtime speed against every other runner: ``speedup_vs_eager``, ``speedup_vs_ort_fp32``..."""
+    return {f"speedup_vs_{k}": round(v / secs["tvm"], 4) for k, v in secs.items() if k != "tvm"}

@@ -2,13 +2,14 @@
 
 ``e2e.measure_rtf`` on the validated libraries at ``e2e.default_lengths`` of the token buckets,
 with the validation voice and the thread count and rounds of params (``runtime.num_threads``,
-``bench.repeats``); each length must first pass the float64 criterion.
+``bench.repeats``); each length must first pass the float64 criterion. With ``bench.onnxruntime``
+kokoro-onnx's whole model runs beside them on ONNX Runtime (``eval.onnx_kmodel``).
 """
 
 from __future__ import annotations
 
 from .. import artifacts as A
-from ..eval import e2e
+from ..eval import e2e, onnx_kmodel
 from ..eval.reference import as_float64, load_kokoro
 from ..eval.timing import apply_threads, cpu_name
 from ..params import Params
@@ -20,7 +21,11 @@ def run(prm: Params, target: str) -> None:
     threads = apply_threads(prm.num_threads)  # before the first TVM call
     tts = KokoroTVM.from_manifest(A.ROOT, target=target, num_threads=threads)
     _, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
+    onnx = None
+    if prm.bench_onnxruntime:  # kokoro-onnx's whole model; its int8 file holds Kokoro-82M's weights only
+        onnx = onnx_kmodel.sessions(A.kokoro_checkpoint_file(), A.model_config_file(), threads,
+                                    int8=prm.model_config == "kokoro-82m")
     rows = e2e.measure_rtf(tts, km, as_float64(km), e2e.default_lengths(list(prm.tokens)), prm.bench_repeats,
-                           voice=A.load_array(A.voice_file()))
+                           voice=A.load_array(A.voice_file()), onnx=onnx)
     A.write_json(A.bench_e2e_file(target), {"target": target, "threads": threads, "repeats": prm.bench_repeats,
                                             "cpu": cpu_name(), **rows})

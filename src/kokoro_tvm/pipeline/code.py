@@ -17,7 +17,6 @@ dvc.yaml lists the same files as the ``code_<kind>`` stage's deps, so DVC reruns
 from __future__ import annotations
 
 import ast
-import hashlib
 from pathlib import Path
 
 from .. import artifacts as A
@@ -107,7 +106,7 @@ def fingerprint(kind: str, stages: Path = Path("stages"), src: Path = SRC) -> di
     files = {}
     for path in stage_files(script.resolve(), src.resolve()):
         rel = path.resolve().relative_to(root).as_posix() if path.resolve().is_relative_to(root) else str(path)
-        files[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        files[rel] = A.sha256(path)
     return {"stage": kind, "files": files}
 
 

@@ -130,6 +130,44 @@ def test_measure_tiny_library(project, tiny):
     assert json.loads(plot.read_text())[0]["speedup_vs_eager"] == r["speedup_vs_eager"]
 
 
+class _Runner:
+    """A runner that sleeps ``seconds`` per call and counts its calls."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.calls = seconds, 0
+
+    def __call__(self) -> int:
+        import time
+
+        self.calls += 1
+        time.sleep(self.seconds)
+        return self.calls
+
+
+@pytest.mark.parametrize("long_calls", [True, False])
+def test_checked_rounds_times_the_check_round_only_of_long_calls(monkeypatch, long_calls):
+    # calls of 20 ms: "long" when WARM_AFTER_S is below that, "short" when above
+    monkeypatch.setattr(bench, "WARM_AFTER_S", 0.01 if long_calls else 10.0)
+    runners = {name: _Runner(0.02) for name in ("eager", "tvm", "ort")}
+    seen = []
+    samples, warmup = bench.checked_rounds(runners, 3, seen.append, settle_s=0)
+    assert seen == [{"eager": 1, "tvm": 1, "ort": 1}]  # the check got every runner's first output
+    assert all(len(s) == 3 and min(s) >= 0.02 for s in samples.values())
+    calls = 3 if long_calls else 3 + bench.DEFAULT_WARMUP
+    assert warmup == calls - 3 and [r.calls for r in runners.values()] == [calls] * 3
+
+
+def test_checked_rounds_stops_at_a_failed_check():
+    runners = {name: _Runner(0.0) for name in ("eager", "tvm")}
+
+    def refuse(outputs):
+        bench.refuse_disagreement("text_encoder", {"tvm_agreement": 0.5})
+
+    with pytest.raises(bench.DisagreementError):
+        bench.checked_rounds(runners, 3, refuse, settle_s=0)
+    assert [r.calls for r in runners.values()] == [1, 1]
+
+
 def test_summary_has_one_sorted_file_per_component(tmp_path, monkeypatch, project, tiny):
     from kokoro_tvm.params import load
     from kokoro_tvm.pipeline import bench_summary
@@ -189,3 +227,18 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
         load_built(art, component, bucket, "alien")
     A.write_json(A.build_info_file(component, bucket, "alien", art), {**info, "target_spec": {"kind": "llvm"}})
     assert load_built(art, component, bucket, "alien").entry["target"] == "alien"
+
+
+def test_export_failures_name_what_failed_and_restore_the_log_level():
+    import logging
+
+    log = logging.getLogger("torch.onnx")
+    before = log.level
+    with pytest.raises(onnx_export.OnnxExportError, match=r"ONNX export of decoder bucket 12 failed \(ValueError: boom\)"):
+        with onnx_export.quiet_export("decoder bucket 12"):
+            assert log.level == logging.ERROR
+            raise ValueError("boom")
+    with pytest.raises(onnx_export.OnnxExportError, match=r"needs the bench extra .*pip install -e '\.\[bench\]'"):
+        with onnx_export.quiet_export("the whole model"):
+            raise ImportError("No module named 'onnx'")
+    assert log.level == before

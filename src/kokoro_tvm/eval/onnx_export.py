@@ -16,8 +16,8 @@ import contextlib
 import io
 import logging
 import warnings
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -53,6 +53,25 @@ def plain_lstms() -> Iterator[None]:
         components.lstm_with_lengths, components.SOURCE_DTYPE = original
 
 
+@contextlib.contextmanager
+def quiet_export(what: str) -> Iterator[None]:
+    """Around ``torch.onnx.export``: no grad, its log and warnings muted, and any failure an
+    ``OnnxExportError`` that names ``what`` (a missing exporter dependency names the extra)."""
+    log = logging.getLogger("torch.onnx")  # "torchvision is not installed" lines: irrelevant here
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracer and deprecation chatter
+            yield
+    except ImportError as e:
+        raise OnnxExportError(f"ONNX export needs the bench extra ({e}); run `pip install -e '.[bench]'`") from e
+    except Exception as e:
+        raise OnnxExportError(f"ONNX export of {what} failed ({type(e).__name__}: {e})") from e
+    finally:
+        log.setLevel(level)
+
+
 def input_names(component: str, bucket: int, cfg: dict[str, Any]) -> list[str]:
     return [s.name for s in input_specs(component, bucket, cfg)]
 
@@ -63,8 +82,8 @@ def export_onnx(component: str, bucket: int, km, cfg: dict[str, Any], path: Path
 
     ``dynamo=False`` (default) is the TorchScript exporter (deprecated, still in torch 2.13):
     ``torch.onnx.export``'s default until torch 2.9, and so what kokoro-onnx's ``scripts/export.py``
-    ran (it passes no ``dynamo``). ``True`` is the dynamo exporter (needs ``onnxscript``). Both map ``nn.LSTM`` to ONNX's LSTM node, give the same parity
-    (tests/test_bench.py) and ran alike on ONNX Runtime (decoder-512: 5815 vs 5826 ms median), but
+    ran (it passes no ``dynamo``). ``True`` is the dynamo exporter (needs ``onnxscript``). Both map
+    ``nn.LSTM`` to ONNX's LSTM node, give the same parity (tests/test_bench.py) and ran alike on ONNX Runtime (decoder-512: 5815 vs 5826 ms median), but
     TorchScript exports 3.5-8x sooner (decoder-512: 13 vs 45 s; duration-128: 1.9 vs 14.8 s), time
     every bench stage pays (``python benchmarks/onnx_exporters.py decoder 512``).
     """
@@ -72,28 +91,15 @@ def export_onnx(component: str, bucket: int, km, cfg: dict[str, Any], path: Path
         module = components.build_component(component, km)
     args = example_inputs(component, bucket, cfg)
     names = input_names(component, bucket, cfg)
-    log = logging.getLogger("torch.onnx")  # "torchvision is not installed" lines: irrelevant here
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        with plain_lstms(), torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tracer and deprecation chatter; shapes are static
-            if dynamo:
-                program = torch.onnx.export(module, args, dynamo=True, opset_version=OPSET,
-                                            input_names=names, verbose=False)
-                data = program.model_proto.SerializeToString()
-            else:
-                buf = io.BytesIO()
-                torch.onnx.export(module, args, buf, dynamo=False, opset_version=OPSET, input_names=names)
-                data = buf.getvalue()
-    except ImportError as e:
-        raise OnnxExportError(f"ONNX export needs the bench extra ({e}); run "
-                              "`pip install -e '.[bench]'`") from e
-    except Exception as e:
-        raise OnnxExportError(f"ONNX export of {component} bucket {bucket} failed "
-                              f"({type(e).__name__}: {e})") from e
-    finally:
-        log.setLevel(level)
+    with quiet_export(f"{component} bucket {bucket}"), plain_lstms():
+        if dynamo:
+            program = torch.onnx.export(module, args, dynamo=True, opset_version=OPSET,
+                                        input_names=names, verbose=False)
+            data = program.model_proto.SerializeToString()
+        else:
+            buf = io.BytesIO()
+            torch.onnx.export(module, args, buf, dynamo=False, opset_version=OPSET, input_names=names)
+            data = buf.getvalue()
     if path is not None:
         from ..atomic import atomic_path
 

@@ -18,8 +18,6 @@ fp32's durations (hence its audio length) against kokoro's, and reports the log-
 from __future__ import annotations
 
 import io
-import logging
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,7 @@ import torch
 
 from ..runtime.chunking import join
 from ..runtime.synthesizer import Chunk
-from .onnx_export import OnnxExportError, ort_session
+from .onnx_export import ort_session, quiet_export
 
 OPSET = 17  # kokoro-onnx's scripts/export.py
 EXPORT_TOKENS = 50  # the length kokoro-onnx traces at (48 ids + 2 boundary tokens)
@@ -61,22 +59,11 @@ def export_kmodel(pth: Path, config: Path) -> bytes:
     style = torch.randn(1, 2 * cfg["style_dim"], generator=gen)
     speed = torch.ones(1)
     buf = io.BytesIO()
-    log = logging.getLogger("torch.onnx")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tracer warnings: the shapes it traces are symbolic
-            torch.onnx.export(model, (ids, style, speed), buf, dynamo=False, opset_version=OPSET,
-                              input_names=["input_ids", "style", "speed"], output_names=["waveform", "duration"],
-                              dynamic_axes={"input_ids": {1: "input_ids_len"}, "waveform": {0: "num_samples"},
-                                            "duration": {0: "input_ids_len"}})
-    except ImportError as e:
-        raise OnnxExportError(f"ONNX export needs the bench extra ({e}); run `pip install -e '.[bench]'`") from e
-    except Exception as e:
-        raise OnnxExportError(f"ONNX export of the whole model failed ({type(e).__name__}: {e})") from e
-    finally:
-        log.setLevel(level)
+    with quiet_export("the whole model"):
+        torch.onnx.export(model, (ids, style, speed), buf, dynamo=False, opset_version=OPSET,
+                          input_names=["input_ids", "style", "speed"], output_names=["waveform", "duration"],
+                          dynamic_axes={"input_ids": {1: "input_ids_len"}, "waveform": {0: "num_samples"},
+                                        "duration": {0: "input_ids_len"}})
     return buf.getvalue()
 
 

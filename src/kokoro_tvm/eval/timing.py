@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 #: Pause before each timed call. PyTorch's OpenMP, ONNX Runtime and TVM all keep their worker
 #: threads spinning for a while after a run; on 2 cores the next runtime then shares the cores
@@ -29,22 +30,28 @@ def apply_threads(num_threads: int) -> int:
     return threads
 
 
+def timed_call(fn: Callable[[], Any], settle_s: float = SETTLE_S) -> tuple[Any, float]:
+    """``fn()`` and its seconds, after a ``settle_s`` pause (see ``SETTLE_S``)."""
+    time.sleep(settle_s)
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
 def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup: int,
-                     settle_s: float = SETTLE_S) -> dict[str, list[float]]:
+                     settle_s: float = SETTLE_S, first_round: int = 0) -> dict[str, list[float]]:
     """Seconds per call for each runner: ``warmup`` untimed calls each, then ``repeats`` rounds,
     each round calling every runner once in an order that rotates between rounds, each timed
-    call preceded by a ``settle_s`` pause (see ``SETTLE_S``)."""
+    call preceded by a ``settle_s`` pause (see ``SETTLE_S``). ``first_round``: rounds the caller
+    has already timed itself (in runner order), so the rotation goes on from there."""
     names = list(runners)
     for _ in range(warmup):
         for name in names:
             runners[name]()
     samples: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(repeats):
+    for r in range(first_round, first_round + repeats):
         for name in names[r % len(names):] + names[: r % len(names)]:
-            time.sleep(settle_s)
-            t0 = time.perf_counter()
-            runners[name]()
-            samples[name].append(time.perf_counter() - t0)
+            samples[name].append(timed_call(runners[name], settle_s)[1])
     return samples
 
 

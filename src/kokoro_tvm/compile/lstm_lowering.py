@@ -217,7 +217,7 @@ def _recurrence_kernel(batch: int, steps: int, hidden: int):
         lengths: T.Buffer((batch,), "int64"),
         out: T.Buffer((batch, steps, 2 * hidden), "float32"),
     ):
-        T.func_attr({"tir.noalias": True})
+        T.func_attr({"tirx.noalias": True})  # TVM 0.27 reads "tirx.", not "tir."
         h_buf = T.alloc_buffer((2, 2, hidden), "float32")  # [parity, direction, unit]
         c_buf = T.alloc_buffer((2, hidden), "float32")  # [direction, unit]
         for b in range(batch):

@@ -6,7 +6,9 @@ Usage::
 
 Both strategies compute the bidirectional LSTM of ``kokoro_tvm.lstm_op.lstm``
 with the valid length read from the ``lengths`` tensor *at run time* (``T`` is
-fixed at export, ``lengths[b]`` may be anything in ``1..T`` per call).  One rule
+fixed at export, ``lengths[b]`` may be anything in ``1..T`` per call).  With the
+loop strategy ``T`` may also be symbolic (an export with a length bounded by a
+``Dim``): the kernel then reads it from its buffers, one kernel for every ``T``.  One rule
 covers both directions: a step ``t`` with ``t >= lengths[b]`` leaves the
 ``(h, c)`` state untouched and writes a zero output.  The forward direction
 therefore freezes after ``len-1``; the backward direction (walking
@@ -28,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from tvm import relax
+from tvm import relax, tirx
 from tvm.script import tirx as T
 
 from ..spec import LSTM_STRATEGIES as STRATEGIES  # one list: params validates against it
@@ -80,7 +82,9 @@ def _unpack(node, importer):
     x, w_hh = args[0], args[3]
     if x.ty.dtype.dtype != "float32":
         raise TypeError(f"kokoro_tvm::lstm lowering supports float32 only, got {x.ty.dtype}")
-    batch, steps, in_size = (_static_int(d, n) for d, n in zip(x.ty.shape, ("B", "T", "I")))
+    batch, in_size = _static_int(x.ty.shape[0], "B"), _static_int(x.ty.shape[2], "I")
+    steps = x.ty.shape[1]  # an int, or a symbolic length (only the loop strategy takes it)
+    steps = int(steps) if isinstance(steps, tirx.IntImm) else steps
     hidden = _static_int(w_hh.ty.shape[1], "hidden size")
     return args, batch, steps, in_size, hidden
 
@@ -106,6 +110,7 @@ def _input_projection(bb, x, w_ih, b_ih, b_hh):
 def _convert_unroll(node, importer) -> relax.Var:
     """Lower with per-step Relax ops, masking each step by ``t < lengths``."""
     args, batch, steps, _, hidden = _unpack(node, importer)
+    steps = _static_int(steps, "T (the unroll strategy unrolls it; use lstm.strategy: loop)")
     x, lengths = args[0], args[1]
     bb = importer.block_builder
     op = relax.op
@@ -149,8 +154,11 @@ def _divisor(n: int, options=(8, 4, 2)) -> int:
     return next((k for k in options if n % k == 0), 1)
 
 
-def _recurrence_kernel(batch: int, steps: int, hidden: int):
+def _recurrence_kernel(batch: int, steps: int | None, hidden: int):
     """TIR PrimFunc running both LSTM directions over one serial time loop.
+
+    ``steps=None``: ``T`` is symbolic (a bounded-length export), and the kernel reads it from
+    its buffers' shapes.
 
     Inputs: ``x_fwd``/``x_bwd`` ``[B, T, 4H]`` (input projection plus both
     biases, per direction), ``w_fwd``/``w_bwd`` ``[4H, H]`` (``w_hh`` in its
@@ -169,7 +177,6 @@ def _recurrence_kernel(batch: int, steps: int, hidden: int):
     lanes = _divisor(hidden)  # vector width of the dot products
     n_chunk = hidden // chunk
     n_k = hidden // lanes
-    last = steps - 1
 
     def gate(x_proj, part, b, t, q, j):
         # Pre-activation of gate q for unit j: projection + horizontal sum.
@@ -208,23 +215,15 @@ def _recurrence_kernel(batch: int, steps: int, hidden: int):
                 h_buf[(s + 1) % 2, d, jc * chunk + ji] = h_buf[s % 2, d, jc * chunk + ji]
                 out[b, t, d * hidden + jc * chunk + ji] = T.float32(0)
 
-    @T.prim_func(private=True)
-    def lstm_recurrence(
-        x_fwd: T.Buffer((batch, steps, 4 * hidden), "float32"),
-        x_bwd: T.Buffer((batch, steps, 4 * hidden), "float32"),
-        w_fwd: T.Buffer((4 * hidden, hidden), "float32"),
-        w_bwd: T.Buffer((4 * hidden, hidden), "float32"),
-        lengths: T.Buffer((batch,), "int64"),
-        out: T.Buffer((batch, steps, 2 * hidden), "float32"),
-    ):
-        T.func_attr({"tirx.noalias": True})  # TVM 0.27 reads "tirx.", not "tir."
+    @T.macro
+    def recurrence(x_fwd, x_bwd, w_fwd, w_bwd, lengths, out, n_steps, last):
         h_buf = T.alloc_buffer((2, 2, hidden), "float32")  # [parity, direction, unit]
         c_buf = T.alloc_buffer((2, hidden), "float32")  # [direction, unit]
         for b in range(batch):
             for d, j in T.grid(2, hidden):
                 h_buf[0, d, j] = T.float32(0)
                 c_buf[d, j] = T.float32(0)
-            for s in T.serial(steps):
+            for s in T.serial(n_steps):
                 for task in T.parallel(2 * n_chunk):
                     if task < n_chunk:
                         direction_task(x_fwd, w_fwd, lengths, h_buf, c_buf, out, b, s, 0, task, s)
@@ -234,7 +233,39 @@ def _recurrence_kernel(batch: int, steps: int, hidden: int):
                             b, s, 1, task - n_chunk, last - s,
                         )
 
-    return lstm_recurrence
+    if isinstance(steps, int):
+        @T.prim_func(private=True)
+        def lstm_recurrence(
+            x_fwd: T.Buffer((batch, steps, 4 * hidden), "float32"),
+            x_bwd: T.Buffer((batch, steps, 4 * hidden), "float32"),
+            w_fwd: T.Buffer((4 * hidden, hidden), "float32"),
+            w_bwd: T.Buffer((4 * hidden, hidden), "float32"),
+            lengths: T.Buffer((batch,), "int64"),
+            out: T.Buffer((batch, steps, 2 * hidden), "float32"),
+        ):
+            T.func_attr({"tirx.noalias": True})  # TVM 0.27 reads "tirx.", not "tir."
+            recurrence(x_fwd, x_bwd, w_fwd, w_bwd, lengths, out, steps, steps - 1)
+
+        return lstm_recurrence
+
+    @T.prim_func(private=True)
+    def lstm_recurrence_symbolic(
+        var_x_fwd: T.handle,
+        var_x_bwd: T.handle,
+        w_fwd: T.Buffer((4 * hidden, hidden), "float32"),
+        w_bwd: T.Buffer((4 * hidden, hidden), "float32"),
+        lengths: T.Buffer((batch,), "int64"),
+        var_out: T.handle,
+    ):
+        # T comes from the buffers: one kernel for any length up to the export's bound
+        T.func_attr({"tirx.noalias": True})
+        n_steps = T.int64()
+        x_fwd = T.match_buffer(var_x_fwd, (batch, n_steps, 4 * hidden), "float32")
+        x_bwd = T.match_buffer(var_x_bwd, (batch, n_steps, 4 * hidden), "float32")
+        out = T.match_buffer(var_out, (batch, n_steps, 2 * hidden), "float32")
+        recurrence(x_fwd, x_bwd, w_fwd, w_bwd, lengths, out, n_steps, n_steps - 1)
+
+    return lstm_recurrence_symbolic
 
 
 def _convert_loop(node, importer) -> relax.Var:
@@ -252,8 +283,8 @@ def _convert_loop(node, importer) -> relax.Var:
     # makes the name unique within the module; the kernel is private (no
     # global_symbol), so AttachGlobalSymbol later uses that unique name rather
     # than a colliding "main".
-    gvar = bb.add_func(
-        _recurrence_kernel(batch, steps, hidden), f"kokoro_lstm_b{batch}_t{steps}_h{hidden}"
-    )
+    static = isinstance(steps, int)
+    gvar = bb.add_func(_recurrence_kernel(batch, steps if static else None, hidden),
+                       f"kokoro_lstm_b{batch}_t{steps if static else 'n'}_h{hidden}")
     out_ty = relax.TensorType((batch, steps, 2 * hidden), "float32")
     return bb.emit(relax.call_tir(gvar, [x_fwd, x_bwd, args[3], args[7], lengths], out_ty))

@@ -45,10 +45,11 @@ def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None):
     import tvm
     from tvm import relax
 
-    from . import schedule, tune
+    from . import schedule, symbolic, tune
 
     target = make_target(target_spec)
     t0 = time.perf_counter()
+    mod = symbolic.reshapes_as_views(mod)
     mod, tuned = tune.apply(mod, target, tune_db)
     mod, report = schedule.apply(mod, target, tuned)
     pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), mark_noalias()])

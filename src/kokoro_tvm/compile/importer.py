@@ -32,6 +32,18 @@ class Signature:
 def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy: str):
     """Import to Relax with parameters as inputs. Returns the IRModule and its ``Signature``."""
     import tvm
+
+    mod, params = import_params_as_inputs(ep, lstm_strategy)
+    outputs = [{"shape": [int(d) for d in ty.shape], "dtype": str(ty.dtype)}
+               for ty in _output_types(mod["main"])]
+    inputs = [s.as_dict() for s in input_specs(component, bucket, cfg)]
+    sig = Signature(component, bucket, inputs, params, outputs,
+                    {"lstm_strategy": lstm_strategy, "ir_lines": len(mod.script().splitlines())})
+    return tvm.ir.IRModule(mod.functions), sig
+
+
+def import_params_as_inputs(ep, lstm_strategy: str):
+    """The Relax module of ``ep`` (decomposed here) and its parameters' FQNs in argument order."""
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
@@ -48,12 +60,7 @@ def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy
     params = [by_arg[str(v)] for v in mod["main"].params[n_inputs:]]
     if params != [name for name, _ in ep.named_parameters()]:
         raise RuntimeError("relax parameter order differs from the exported program's parameters")
-    outputs = [{"shape": [int(d) for d in ty.shape], "dtype": str(ty.dtype)}
-               for ty in _output_types(mod["main"])]
-    inputs = [s.as_dict() for s in input_specs(component, bucket, cfg)]
-    sig = Signature(component, bucket, inputs, params, outputs,
-                    {"lstm_strategy": lstm_strategy, "ir_lines": len(mod.script().splitlines())})
-    return tvm.ir.IRModule(mod.functions), sig
+    return mod, params
 
 
 def _output_types(func) -> list:

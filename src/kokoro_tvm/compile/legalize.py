@@ -19,6 +19,7 @@ def legalize(mod):
     import tvm
     from tvm import relax
 
+    from . import symbolic
     from .legalize_ops import LEGALIZE_MAP
     from .weight_packing import pack_linear_weights
 
@@ -29,7 +30,7 @@ def legalize(mod):
         relax.transform.DecomposeOpsForInference(),
         pack_linear_weights,
         relax.transform.EliminateCommonSubexpr(),
-        relax.transform.LegalizeOps(customize_legalize_map=LEGALIZE_MAP),
+        relax.transform.LegalizeOps(customize_legalize_map=symbolic.legalize_map(LEGALIZE_MAP, mod)),
         relax.transform.LiftTransformParams(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),

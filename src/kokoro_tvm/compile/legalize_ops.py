@@ -39,21 +39,32 @@ def _conv1d_transpose_polyphase(bb, call):
         return _nn_conv1d_transpose(bb, call)
     xs, ws, ys = x.ty.shape, w.ty.shape, call.ty.shape
     try:
-        n, cin, length = (int(v) for v in xs)
+        n, cin = int(xs[0]), int(xs[1])
         _, o_g, k = (int(v) for v in ws)
-        l_out = int(ys[2])
-    except TypeError:  # symbolic shapes: not used by this pipeline
+    except TypeError:
         return _nn_conv1d_transpose(bb, call)
     s = int(attrs.strides[0])
     pad_l = int(attrs.padding[0])
     g = int(attrs.groups)
     c_g = cin // g
     taps = -(-k // s)  # J
-    need = -(-(pad_l + l_out) // s)  # output rows m needed (phases interleave to m*s + r)
-    # rows up to a lane multiple, so the conv rule tiles the width with full vectors (2m+1 rows
-    # left a lane tail: the channel-vectorized fallback ran the upsamplers at 20-50 GFLOP/s)
-    m = max(length, need) + -max(length, need) % _lane_span(max(length, need))
-    right = m - length
+    length, l_out = xs[2], ys[2]
+    if _is_int(length) and _is_int(l_out):
+        length, l_out = int(length), int(l_out)
+        need = -(-(pad_l + l_out) // s)  # output rows m needed (phases interleave to m*s + r)
+        # rows up to a lane multiple, so the conv rule tiles the width with full vectors (2m+1 rows
+        # left a lane tail: the channel-vectorized fallback ran the upsamplers at 20-50 GFLOP/s)
+        m = max(length, need) + -max(length, need) % _lane_span(max(length, need))
+        right = m - length
+    else:
+        # symbolic length L (bounded-length export): l_out = s*L + c, so the rows needed are
+        # L + ceil((pad_l + c) / s), a constant number past L; no lane rounding (the schedule
+        # handles the tail of a symbolic width)
+        c = _const_offset(pad_l + l_out - s * length)
+        if c is None:
+            return _nn_conv1d_transpose(bb, call)
+        right = max(0, -(-c // s))
+        m = length + right
 
     # weights [C, O_g, K] -> [G*s*O_g, C_g, J]: channel (g, r, o), taps reversed
     wk = w if taps * s == k else bb.emit(relax.op.nn.pad(w, [0, 0, 0, 0, 0, taps * s - k]))
@@ -68,9 +79,26 @@ def _conv1d_transpose_polyphase(bb, call):
     z = bb.emit(relax.op.reshape(z, [n, g, s, o_g, m]))
     z = bb.emit(relax.op.permute_dims(z, [0, 1, 3, 4, 2]))
     z = bb.emit(relax.op.reshape(z, [n, g * o_g, m * s]))
-    if pad_l == 0 and l_out == m * s:
+    if isinstance(m, int) and pad_l == 0 and l_out == m * s:
         return z
-    return relax.op.strided_slice(z, axes=[2], begin=[pad_l], end=[pad_l + l_out])
+    # in bounds by construction (m*s >= pad_l + l_out); without the flag a symbolic end infers
+    # a clipped min(...) extent
+    return relax.op.strided_slice(z, axes=[2], begin=[pad_l], end=[pad_l + l_out], assume_inbound=True)
+
+
+def _is_int(v) -> bool:
+    from tvm import tirx
+
+    return isinstance(v, (int, tirx.IntImm))
+
+
+def _const_offset(expr) -> int | None:
+    """``expr`` simplified to an integer constant, or None (e.g. it still depends on a length)."""
+    import tvm.sym
+    from tvm import tirx
+
+    v = tvm.sym.Analyzer().simplify(expr)
+    return int(v) if isinstance(v, tirx.IntImm) else None
 
 
 # pi = _PI[0] + _PI[1] + _PI[2] + _PI[3] + O(3.5e-15). The first three have 5 significant bits
@@ -193,18 +221,24 @@ def _conv1d_strided_space_to_depth(bb, call):
             or (attrs.out_layout and attrs.out_layout != "NCW")):
         return default(bb, call)
     try:
-        n, c, length = (int(v) for v in x.ty.shape)
+        n, c = int(x.ty.shape[0]), int(x.ty.shape[1])
         o, _, k = (int(v) for v in w.ty.shape)
-        t_out = int(call.ty.shape[2])
     except TypeError:
         return default(bb, call)
+    length, t_out = x.ty.shape[2], call.ty.shape[2]
+    static = _is_int(length) and _is_int(t_out)
+    if static:
+        length, t_out = int(length), int(t_out)
     pad_l = int(attrs.padding[0])
     taps = -(-k // s)
     q = t_out + taps - 1
-    right = q * s - length - pad_l
+    # symbolic length: the right pad must still be a constant (it is when L = s*n + c)
+    right = q * s - length - pad_l if static else _const_offset(q * s - length - pad_l)
+    if right is None:
+        return default(bb, call)
     xp = bb.emit(relax.op.nn.pad(x, [0, 0, 0, 0, pad_l, max(0, right)]))
     if right < 0:
-        xp = bb.emit(relax.op.strided_slice(xp, axes=[2], begin=[0], end=[q * s]))
+        xp = bb.emit(relax.op.strided_slice(xp, axes=[2], begin=[0], end=[q * s], assume_inbound=True))
     xp = bb.emit(relax.op.reshape(xp, [n, c, q, s]))
     xp = bb.emit(relax.op.permute_dims(xp, [0, 1, 3, 2]))
     xp = bb.emit(relax.op.reshape(xp, [n, c * s, q]))
@@ -236,8 +270,12 @@ def _conv1d_lane_padded(bb, call):
     attrs = call.attrs
     default = ir.Op.get("relax.nn.conv1d").get_attr("FLegalize")
     x, w = call.args
-    if ([int(d) for d in attrs.dilation] != [1] or attrs.data_layout != "NCW"
-            or attrs.kernel_layout != "OIW" or (attrs.out_layout and attrs.out_layout != "NCW")):
+    if (attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW"
+            or (attrs.out_layout and attrs.out_layout != "NCW")):
+        return default(bb, call)
+    if not _is_int(call.ty.shape[2]):
+        return _conv1d_symbolic_width(bb, call)
+    if [int(d) for d in attrs.dilation] != [1]:
         return default(bb, call)
     try:
         o = int(w.ty.shape[0])
@@ -251,6 +289,64 @@ def _conv1d_lane_padded(bb, call):
     y = bb.emit(relax.op.nn.conv1d(x, w, strides=1, padding=(pad_l, pad_r + extra), groups=int(attrs.groups),
                                    data_layout="NCW", kernel_layout="OIW", out_dtype=str(call.ty.dtype)))
     return relax.op.strided_slice(y, axes=[2], begin=[0], end=[t_out])
+
+
+def _conv1d_symbolic_width(bb, call):
+    """A stride-1 conv1d whose output width ``W = a n + b`` is symbolic (a bounded-length export),
+    computed over ``a n + b'`` samples (``b`` rounded up to a tile span dividing ``a``; the input
+    zero-padded further on the right) and cropped back to ``W``.
+
+    The schedule's register tile splits the width; with a tail the split needs a predicate, and
+    TVM 0.27's ``CompactBufferAllocation`` then cannot shrink the ``local`` accumulators to the
+    tile: they become a variable-size stack array of a whole row and leave the registers (convs
+    ran 2.2-3.4x slower than the same rule on a static width). Over ``a n + b'`` every tile is
+    whole. Widths with no such span (frame-rate convs, ``n`` or ``2 n``) keep the tail.
+    """
+    from tvm import ir, relax, topi
+
+    attrs = call.attrs
+    x, w = call.args
+    t_out = call.ty.shape[2]
+    padded = _tile_padded_width(t_out)
+    if padded is None:
+        # already whole tiles (the conv emitted below, legalized in turn): TOPI's conv
+        return ir.Op.get("relax.nn.conv1d").get_attr("FLegalize")(bb, call)
+    extra = padded - t_out
+    pad_l, pad_r = int(attrs.padding[0]), int(attrs.padding[-1])
+    xp = bb.emit_te(topi.nn.pad, x, [0, 0, pad_l], [0, 0, pad_r + extra], primfunc_name_hint="pad_to_tile")
+    y = bb.emit(relax.op.nn.conv1d(xp, w, strides=1, padding=0, dilation=[int(d) for d in attrs.dilation],
+                                   groups=int(attrs.groups), data_layout="NCW", kernel_layout="OIW",
+                                   out_dtype=str(call.ty.dtype)))
+    return relax.op.strided_slice(y, axes=[2], begin=[0], end=[t_out], assume_inbound=True)
+
+
+#: Tile widths of the conv rule along a conv's width: 5 columns (LONG_TILE, channels in lanes),
+#: 1-4 vectors of 8 lanes (AVX2). A width padded to a multiple of one of these spans needs no
+#: tail predicate; the largest span dividing the length's coefficient keeps the padded width
+#: affine (``a n + b'``), which the schedule's region analysis handles (a floordiv form made
+#: ``reverse_compute_at`` of the cropping epilogue fail on derived widths such as ``120 n + 1``).
+AFFINE_SPANS = (120, 40, 24, 20, 10, 8, 5)
+
+
+def _tile_padded_width(t_out):
+    """The width a symbolic-width conv is computed over, or None when ``t_out`` needs no padding."""
+    import tvm.sym
+    from tvm import tirx
+
+    free = list(tirx.analysis.undefined_vars(t_out))
+    if len(free) == 1:
+        coeffs = tvm.sym.detect_linear_equation(t_out, free)
+        if len(coeffs) == 2 and all(isinstance(c, tirx.IntImm) for c in coeffs):
+            a, b = int(coeffs[0]), int(coeffs[1])
+            span = next((sp for sp in AFFINE_SPANS if a % sp == 0), None)
+            if span is not None:
+                if b % span == 0:
+                    return None
+                return t_out + (-b % span)
+    # frame-rate widths (n, 2n): no span divides the coefficient, and the floordiv form
+    # ceil(W / S) * S made reverse_compute_at of the cropping epilogue fail; these convs keep
+    # the partitioned tail (predicated accumulators) instead
+    return None
 
 
 def _power(bb, call):
@@ -267,10 +363,11 @@ def _power(bb, call):
     n = float(e.value.numpy().reshape(()))
     if n not in (2.0, 3.0, 4.0) or "float" not in str(x.ty.dtype):
         return default(bb, call)
-    try:
-        same_shape = [int(d) for d in x.ty.shape] == [int(d) for d in call.ty.shape]
-    except TypeError:
-        same_shape = False
+    import tvm.sym
+
+    ana = tvm.sym.Analyzer()
+    xs, ys = list(x.ty.shape), list(call.ty.shape)
+    same_shape = len(xs) == len(ys) and all(ana.can_prove_equal(a, b) for a, b in zip(xs, ys))
     if not same_shape:  # a broadcasting exponent: leave it to TOPI
         return default(bb, call)
     out = x

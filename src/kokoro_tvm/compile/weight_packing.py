@@ -30,6 +30,18 @@ def _static_shape(expr: relax.Expr) -> list[int] | None:
     return [int(d) for d in dims] if all(isinstance(d, tvm.tirx.IntImm) for d in dims) else None
 
 
+def _shape(expr: relax.Expr) -> list | None:
+    """Static dims as ints, symbolic ones as PrimExprs; None without a known shape."""
+    shape = getattr(expr.ty, "shape", None)
+    if shape is None:
+        return None
+    return [int(d) if isinstance(d, tvm.tirx.IntImm) else d for d in shape]
+
+
+def _is_one(d) -> bool:
+    return isinstance(d, int) and d == 1
+
+
 @mutator
 class _PackLinear(PyExprMutator):
     def __init__(self, mod: tvm.IRModule, param_only: set[relax.Var]):
@@ -41,10 +53,11 @@ class _PackLinear(PyExprMutator):
         if not (isinstance(call.op, tvm.ir.Op) and call.op.same_as(_MATMUL)):
             return new
         x, w = call.args
-        xs, ws, out = _static_shape(x), _static_shape(w), _static_shape(call)
+        # the activation's row count may be symbolic (a bounded-length export); the rest is static
+        xs, ws, out = _shape(x), _static_shape(w), _shape(call)
         if (not isinstance(w, relax.Var) or w not in self.param_only or None in (xs, ws, out)
-                or len(ws) < 2 or len(xs) < 2 or any(d != 1 for d in ws[:-2] + xs[:-2])
-                or ws[-1] % SPAN or ws[-1] == SPAN):
+                or len(ws) < 2 or len(xs) < 2 or any(not _is_one(d) for d in ws[:-2] + xs[:-2])
+                or not isinstance(xs[-1], int) or ws[-1] % SPAN or ws[-1] == SPAN):
             return new  # only one [M, K] x [K, N] product (batch axes of 1) by a parameter
         m, k, n = xs[-2], ws[-2], ws[-1]
         bb = self.builder_

@@ -38,7 +38,8 @@ import tvm
 from tvm import s_tir, tirx
 
 from . import conv, generic, injective, matmul, reduction
-from .analysis import CPU, is_scheduled
+from ..symbolic import upper_bounds
+from .analysis import CPU, assume_bounds, is_scheduled
 
 __all__ = ["ScheduleReport", "apply", "RULES"]
 
@@ -79,6 +80,15 @@ def apply(mod: tvm.IRModule, target: tvm.target.Target | dict,
     cpu = CPU.of(target)
     report = ScheduleReport(target=str(target))
     updates = {}
+    with assume_bounds(upper_bounds(mod)):  # symbolic extents: choices made at the bucket
+        _schedule_all(mod, cpu, tuned, report, updates)
+    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+    for gv, func in updates.items():
+        out[gv] = func
+    return out, report
+
+
+def _schedule_all(mod, cpu, tuned, report, updates) -> None:
     for gv, func in mod.functions.items():
         if not isinstance(func, tirx.PrimFunc):
             continue
@@ -92,10 +102,6 @@ def apply(mod: tvm.IRModule, target: tvm.target.Target | dict,
             report.fallbacks.append(name)
         if scheduled is not None:
             updates[gv] = scheduled
-    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
-    for gv, func in updates.items():
-        out[gv] = func
-    return out, report
 
 
 def _schedule_func(func: tirx.PrimFunc, cpu: CPU, name: str,

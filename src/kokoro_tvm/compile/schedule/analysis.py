@@ -6,6 +6,7 @@ names: fusion names functions after the ops it merged, which says nothing reliab
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import tvm
@@ -50,6 +51,11 @@ class Block:
         return [_int(iv.dom.extent) for iv in self.stmt.iter_vars]
 
     @property
+    def assumed_extents(self) -> list[int]:
+        """Extents with symbolic ones sized at the assumed bounds (``assume_bounds``)."""
+        return [assumed_extent(iv.dom.extent) for iv in self.stmt.iter_vars]
+
+    @property
     def is_spatial(self) -> bool:
         return set(self.kinds) <= {"S"}
 
@@ -60,6 +66,74 @@ class Block:
 
 def _int(expr) -> int | None:
     return int(expr) if isinstance(expr, tirx.IntImm) else None
+
+
+def extent_of(sch: s_tir.Schedule, loop) -> int | None:
+    """A loop's extent as an int, or None when it is symbolic (a bounded-length export)."""
+    return _int(sch.get(loop).extent)
+
+
+#: Symbolic extents are unknown when the rules run; a rule sizes its choices (parallel or not,
+#: tile scores) as if such an axis were this long, unless ``assume_bounds`` gave the length's
+#: upper bound (``schedule.apply`` passes ``main``'s ``tir_var_upper_bound``): then the choice
+#: is the one a padded library of that bucket gets, and tails make it valid below the bound.
+SYMBOLIC_EXTENT = 1 << 12
+
+_BOUNDS: dict[str, int] = {}
+
+
+@contextmanager
+def assume_bounds(bounds: dict[str, int]):
+    """Size symbolic extents at these upper bounds (by variable name) while scheduling."""
+    saved = dict(_BOUNDS)
+    _BOUNDS.clear()
+    _BOUNDS.update(bounds)
+    try:
+        yield
+    finally:
+        _BOUNDS.clear()
+        _BOUNDS.update(saved)
+
+
+def assumed_extent(expr) -> int:
+    """An extent as an int: itself when static, else evaluated at the assumed bounds (or
+    ``SYMBOLIC_EXTENT`` when they do not determine it)."""
+    if isinstance(expr, int):
+        return expr
+    if isinstance(expr, tirx.IntImm):
+        return int(expr)
+    if _BOUNDS:
+        import tvm.sym
+
+        free = tirx.analysis.undefined_vars(expr)
+        if all(v.name in _BOUNDS for v in free):
+            ana = tvm.sym.Analyzer()
+            for v in free:
+                ana.bind(v, tirx.IntImm(str(getattr(v.ty, "dtype", "int64")), _BOUNDS[v.name]))
+            value = ana.simplify(expr)
+            if isinstance(value, tirx.IntImm):
+                return int(value)
+    return SYMBOLIC_EXTENT
+
+
+
+def split_with_tail(sch: s_tir.Schedule, loop, factors: list[int]):
+    """``split`` a loop whose extent may not divide by ``prod(factors)`` (a symbolic length):
+    the split adds the predicate ``outer * prod + inner < extent``, and a predicate inside a
+    vectorized loop makes TVM scalarize it. ``pragma_loop_partition_hint`` on the outer loop has
+    the build's ``LoopPartition`` cut the last, partial, iteration off: the main loop runs
+    unpredicated (vectorized), only the tail is predicated."""
+    extent = sch.get(loop).extent
+    span = 1
+    for f in factors:
+        span *= f
+    import tvm.sym
+
+    symbolic = _int(extent) is None and not tvm.sym.Analyzer().can_prove(tirx.floormod(extent, span) == 0)
+    loops = sch.split(loop, [None, *factors])
+    if symbolic:  # static tails keep their previous schedule (padded libraries unchanged)
+        sch.annotate(loops[0], "pragma_loop_partition_hint", 1)
+    return loops
 
 
 def root_blocks(sch: s_tir.Schedule) -> list[Block] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tvm import s_tir
 
-from .analysis import CPU, Block, root_blocks, vars_in
+from .analysis import CPU, SYMBOLIC_EXTENT, Block, root_blocks, vars_in
 from .injective import parallel_vectorize
 from .tile import OuterProduct, Tile, match, pick_tile, tile_reduction
 
@@ -73,10 +73,19 @@ def prepare(sch: s_tir.Schedule, anchor_name: str) -> tuple[Block, list[Block], 
 
 def schedule_anchor(sch: s_tir.Schedule, cpu: CPU, op: OuterProduct, producers: list[Block],
                     consumers: list[Block], is_conv: bool = False) -> None:
-    extents = op.block.extents
-    can_pack_rows = op.row is not None and _plain_row_index(op)
+    # symbolic extents (bounded-length exports) are sized at their upper bound: the tile a padded
+    # library of the bucket gets; the rule splits symbolic axes with partitioned tails
+    extents = op.block.assumed_extents
+    symbolic_rows = op.row is not None and op.block.extents[op.row] is None
+    can_pack_rows = op.row is not None and not symbolic_rows and _plain_row_index(op)
     tile = (conv_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col], can_pack_rows)
             if is_conv else None)
+    if (is_conv and tile is None and op.block.extents[op.col] is None and can_pack_rows
+            and extents[op.row] % (LONG_TILE.vectors * cpu.lanes) == 0):
+        # a symbolic width left unpadded (frame-rate convs): keep the vector lanes on the static
+        # channels, so the width's tail only predicates unrolled columns (with the lanes along a
+        # tailed width, n = 3 ran the whole conv in the scalar tail: 0.03 GFLOP/s)
+        tile = LONG_TILE
     tile = tile or pick_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col],
                              can_pack_rows=can_pack_rows)
     if tile is None:
@@ -95,6 +104,10 @@ def conv_tile(cpu: CPU, channels: int, width: int, can_pack_rows: bool) -> Tile 
 
     Measured only there: AVX-512 keeps ``pick_tile``'s choice until someone measures it."""
     span = LONG_TILE.vectors * cpu.lanes
+    if channels is None:
+        return None
+    if width is None:  # a symbolic width (bounded-length export) is scored as long
+        width = SYMBOLIC_EXTENT
     if cpu.registers == 16 and can_pack_rows and width >= LONG_WIDTH and channels % span == 0:
         return LONG_TILE
     return None

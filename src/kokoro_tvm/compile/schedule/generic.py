@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tvm import s_tir
 
-from .analysis import CPU, root_blocks
+from .analysis import CPU, extent_of, root_blocks
 from .injective import PARALLEL_MIN, inline_all, parallel_vectorize
 
 
@@ -26,7 +26,8 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
         n_outer = len(kinds) - len(kinds.lstrip("S")) if len(loops) == len(kinds) else 0
         if n_outer:
             outer = sch.fuse(*loops[:n_outer]) if n_outer > 1 else loops[0]
-            if int(sch.get(outer).extent) * max(1, _inner_work(blk)) >= PARALLEL_MIN:
+            extent = extent_of(sch, outer)
+            if extent is None or extent * max(1, _inner_work(blk)) >= PARALLEL_MIN:
                 sch.parallel(outer)
     return True
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from tvm import s_tir
 
-from .analysis import CPU, root_blocks
+from .analysis import CPU, SYMBOLIC_EXTENT, extent_of, root_blocks, split_with_tail
 from .injective import PARALLEL_MIN, inline_all, parallel_vectorize
 
 
@@ -42,11 +42,12 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
         outer = sch.fuse(*loops[:n_sp]) if n_sp > 1 else loops[0]
         work = 1
         for ext in blk.extents:
-            work *= ext or 1
-        if work >= PARALLEL_MIN and int(sch.get(outer).extent) > 1:
+            work *= SYMBOLIC_EXTENT if ext is None else ext
+        outer_extent = extent_of(sch, outer)
+        if work >= PARALLEL_MIN and (outer_extent is None or outer_extent > 1):
             sch.parallel(outer)
         if rf is not None:
-            if blk.extents[-1] % lanes_of(sch, rf):
+            if blk.extents[-1] is None or blk.extents[-1] % lanes_of(sch, rf):
                 _vectorize_rf_tail(sch, rf, n_sp, work >= PARALLEL_MIN)
             else:
                 _vectorize_rf(sch, rf, outer)
@@ -54,7 +55,7 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
         if len(loops) - n_sp > 0:
             inner = loops[n_sp:]
             # unroll a short innermost reduction (taps of a small kernel)
-            if int(sch.get(inner[-1]).extent) <= 16:
+            if (extent_of(sch, inner[-1]) or SYMBOLIC_EXTENT) <= 16:
                 sch.unroll(inner[-1])
     return True
 
@@ -84,13 +85,13 @@ def _rfactor(sch: s_tir.Schedule, blk, inner, cpu: CPU):
     # up to 4 vectors of partial sums: independent add chains hide the FP add latency
     factor = next((f * cpu.lanes for f in (4, 2, 1) if extent and extent % (f * cpu.lanes) == 0
                    and extent >= 2 * f * cpu.lanes), None)
-    if factor is None and extent and extent >= 16 * cpu.lanes:
-        factor = 4 * cpu.lanes  # tail: the split's predicate, partitioned off by the build
+    if factor is None and (extent is None or extent >= 16 * cpu.lanes):
+        factor = 4 * cpu.lanes  # tail: the split's predicate (symbolic: partitioned off, see split_with_tail)
     if kinds[-1] != "R" or factor is None:
         return None
     if len(blk.stmt.writes) != 1 or not _reads_contiguous_along(blk, blk.stmt.iter_vars[-1].var):
         return None
-    _, r_i = sch.split(inner, [None, factor])
+    _, r_i = split_with_tail(sch, inner, [factor])
     return sch.rfactor(r_i, factor_axis=len(blk.stmt.writes[0].region))
 
 
@@ -118,7 +119,7 @@ def _vectorize_rf_tail(sch: s_tir.Schedule, rf, n_sp: int, parallel: bool) -> No
     partial sums in a small global buffer."""
     loops = list(sch.get_loops(rf))
     outer = sch.fuse(*loops[:n_sp]) if n_sp > 1 else loops[0]
-    if parallel and int(sch.get(outer).extent) > 1:
+    if parallel and (extent_of(sch, outer) or SYMBOLIC_EXTENT) > 1:
         sch.parallel(outer)
     sch.vectorize(loops[-1])
     init = sch.decompose_reduction(rf, loops[n_sp])

@@ -17,7 +17,7 @@ import tvm
 import tvm.sym
 from tvm import s_tir, tirx
 
-from .analysis import CPU, Block, vars_in
+from .analysis import CPU, SYMBOLIC_EXTENT, Block, assumed_extent, extent_of, split_with_tail, vars_in
 
 
 @dataclass
@@ -104,6 +104,8 @@ def pick_tile(cpu: CPU, rows_extent: int, cols_extent: int, can_pack_rows: bool)
                     found = tile
         return found
 
+    if cols_extent is None or rows_extent is None:
+        return _pick_symbolic(best, rows_extent, cols_extent, can_pack_rows)
     tile = best(cols_extent, rows_extent, False)
     if tile is None and can_pack_rows:
         tile = best(rows_extent, cols_extent, True)
@@ -112,6 +114,21 @@ def pick_tile(cpu: CPU, rows_extent: int, cols_extent: int, can_pack_rows: bool)
         # columns with a tail; ``compiler.build`` partitions the tail loop off (LoopPartition), so
         # only the last tile of a row runs predicated
         tile = best(cols_extent, rows_extent, False, tail=True)
+    return tile
+
+
+def _pick_symbolic(best, rows_extent: int | None, cols_extent: int | None, can_pack_rows: bool) -> Tile | None:
+    """A symbolic extent (bounded-length export) is scored as ``SYMBOLIC_EXTENT`` long and may only
+    be the unrolled axis or a tailed vector axis: the vector axis is a static one that divides
+    when there is one (columns, else rows when the weights can be packed), else the symbolic
+    columns with a tail (``split_with_tail`` partitions it off)."""
+    rows = SYMBOLIC_EXTENT if rows_extent is None else rows_extent
+    cols = SYMBOLIC_EXTENT if cols_extent is None else cols_extent
+    tile = best(cols, rows, False) if cols_extent is not None else None
+    if tile is None and can_pack_rows and rows_extent is not None:
+        tile = best(rows, cols, True)
+    if tile is None:
+        tile = best(cols, rows, False, tail=True)
     return tile
 
 
@@ -135,20 +152,43 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
         ndim = len(sch.get(packed).iter_vars)
         row_pos = _row_position(op)
         sch.transform_layout(packed, ("write", 0), _pack_map(ndim, row_pos, span))
-    v_o, v_i, v_l = sch.split(loops[vec_axis], [None, tile.vectors, cpu.lanes])
+    # a symbolic axis keeps its tile loop out of the parallel fuse (a fused index hides the tail
+    # from LoopPartition, and the cropping epilogue of a padded-to-tile conv cannot be computed
+    # at a fused loop); split_with_tail adds the partition hint only where a tail is possible
+    symbolic = [extent_of(sch, lp) is None for lp in loops]
+    v_o, v_i, v_l = split_with_tail(sch, loops[vec_axis], [tile.vectors, cpu.lanes])
     if unr_axis is not None:
-        u_o, u_i = sch.split(loops[unr_axis], [None, tile.rows])
+        u_o, u_i = split_with_tail(sch, loops[unr_axis], [tile.rows])
     else:
         u_o = u_i = None
     batch = [loops[i] for i in op.batch]
     red = [loops[i] for i in op.reduce]
     outer = batch + ([u_o] if u_o is not None else []) + [v_o]
-    if tile.along_rows or op.row is None or _cols_outer(op, tile, cpu):
+    if any(symbolic[i] for i in op.batch + op.reduce):
+        raise ValueError("symbolic batch or reduction extent")
+    tail = None  # the tile loop over a symbolic axis: kept out of the parallel fuse
+    if symbolic[vec_axis] or (unr_axis is not None and symbolic[unr_axis]):
+        tail = v_o if symbolic[vec_axis] else u_o
+        static = [lp for lp in outer if not lp.same_as(tail)]
+        outer = static + [tail]
+    elif tile.along_rows or op.row is None or _cols_outer(op, tile, cpu):
         outer = batch + [v_o] + ([u_o] if u_o is not None else [])
     inner = ([u_i] if u_i is not None else []) + [v_i, v_l]
     sch.reorder(*outer, *red, *inner)
-    fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-    sch.parallel(fused)
+    if tail is None:
+        fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+        sch.parallel(fused)
+    else:
+        # static tiles in parallel, the symbolic tile loop serial inside them (LoopPartition cuts
+        # its last, partial, tile off only while its index is not fused with another loop);
+        # with no static tiles worth a thread, the symbolic loop itself runs in parallel
+        static = outer[:-1]
+        par = (sch.fuse(*static) if len(static) > 1 else static[0]) if static else None
+        if par is not None and (extent_of(sch, par) or 0) > 1:
+            sch.parallel(par)
+        else:
+            sch.parallel(tail)
+        fused = tail
     if epilogue is None:
         acc = sch.cache_write(blk, 0, "local")
         sch.reverse_compute_at(acc, fused)
@@ -171,8 +211,10 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
     for lp in init_loops[:-1]:
         sch.unroll(lp)
     sch.vectorize(init_loops[-1])
-    ep_loops = sch.get_loops(epilogue)[1:]
-    if ep_loops and not tile.along_rows and int(sch.get(ep_loops[-1]).extent) % cpu.lanes == 0:
+    ep_all = list(sch.get_loops(epilogue))
+    at = next(i for i, lp in enumerate(ep_all) if sch.get(lp).same_as(sch.get(fused)))
+    ep_loops = ep_all[at + 1:]
+    if ep_loops and not tile.along_rows and (extent_of(sch, ep_loops[-1]) or 1) % cpu.lanes == 0:
         _, ev = sch.split(ep_loops[-1], [None, cpu.lanes])
         sch.vectorize(ev)
     if tile.along_rows:
@@ -180,6 +222,12 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
             from .injective import parallel_vectorize
 
             parallel_vectorize(sch, blk_rv, cpu)
+
+
+def _divides(extent, span: int) -> bool:
+    import tvm.sym
+
+    return span > 1 and tvm.sym.Analyzer().can_prove(tirx.floormod(extent, span) == 0)
 
 
 def _row_position(op: OuterProduct) -> int:
@@ -217,7 +265,7 @@ def _cols_outer(op: OuterProduct, tile: Tile, cpu: CPU) -> bool:
     def nbytes(i: int) -> int:
         n = 4
         for d in op.block.stmt.reads[i].source.shape:
-            n *= int(d)
+            n *= assumed_extent(d)
         return n
 
     ext = op.block.extents

@@ -1,0 +1,99 @@
+"""Bounded against padded libraries of one component and bucket: time against n, and parity.
+
+    python benchmarks/bounded.py text_encoder 64 [--config kokoro-82m] [--out bounded.json]
+
+Builds the padded library (``flow.compile_component``: masked graph, runs the whole bucket) and
+the bounded one (``flow.compile_bounded``: kokoro's graph at the input's length) from the same
+weights (``artifacts/weights`` when built, else random), checks each at every n against kokoro
+itself (``eval.reference``: max relative error per output), then times both interleaved
+(``timing.time_interleaved``) at n = B, B/2, B/4 and the smallest length. Issue 17's criteria:
+bounded at B/4 <= 0.3x its own time at B, and within 10% of padded at B.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("component", choices=["text_encoder", "duration"])
+    ap.add_argument("bucket", type=int)
+    ap.add_argument("--config", default="kokoro-82m")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--mcpu", default="x86-64-v3")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    os.environ["TVM_NUM_THREADS"] = str(a.threads)
+
+    import torch
+    import tvm
+
+    from kokoro_tvm import artifacts as A
+    from kokoro_tvm.compile.flow import compile_bounded, compile_component
+    from kokoro_tvm.config import load_model_config
+    from kokoro_tvm.eval.reference import load_kokoro, reference
+    from kokoro_tvm.eval.timing import time_interleaved
+    from kokoro_tvm.model.bounded import MIN_LENGTH
+    from kokoro_tvm.model.inputs import example_inputs
+    from kokoro_tvm.model.kmodel import random_kmodel
+    from kokoro_tvm.runtime.library import bind_params
+
+    torch.set_num_threads(a.threads)
+    if a.config == "kokoro-82m" and A.kokoro_checkpoint_file().exists():
+        cfg, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
+        weights = "trained (artifacts/weights)"
+    else:
+        cfg = load_model_config(a.config)
+        km, weights = random_kmodel(cfg, seed=0), "random"
+    target = {"kind": "llvm", "mcpu": a.mcpu}
+    comp, B = a.component, a.bucket
+    libs = {"padded": compile_component(comp, B, km, cfg, target), "bounded": compile_bounded(comp, B, km, cfg, target)}
+    vms = {k: c.vm() for k, c in libs.items()}
+    params = {k: bind_params(vms[k], libs[k].weights) for k in libs}
+    print(f"{comp}-{B} ({a.config}, {weights} weights), build s: "
+          + ", ".join(f"{k} {c.build_s:.1f} (fallbacks {c.report.fallbacks})" for k, c in libs.items()))
+
+    def call(kind: str, inputs, n: int):
+        t = tvm.runtime.tensor
+        if kind == "padded":
+            args = [t(x.numpy()) for x in inputs]
+        else:
+            args = [t(inputs[0][:, :n].numpy())] + ([t(inputs[2].numpy())] if comp == "duration" else [])
+        out = vms[kind]["main"](*args, *params[kind])
+        return [out] if hasattr(out, "numpy") else list(out)
+
+    rows = {}
+    lengths = sorted({B, B // 2, B // 4, MIN_LENGTH[comp]}, reverse=True)
+    for n in lengths:
+        inputs = example_inputs(comp, B, cfg, length=n)
+        ref = [r.numpy() for r in reference(comp, km, inputs, n, cfg)]
+        err = {}
+        for kind in libs:
+            # the valid part: time is the last axis of the text encoder's output, axis 1 otherwise
+            got = [g.numpy()[..., :n] if comp == "text_encoder" else g.numpy()[:, :n] for g in call(kind, inputs, n)]
+            err[kind] = max(float(np.abs(g - r).max() / (np.abs(r).max() + 1e-30)) for g, r in zip(got, ref))
+        s = time_interleaved({k: (lambda k=k, i=inputs, n=n: call(k, i, n)) for k in libs}, a.repeats, 1)
+        ms = {k: round(statistics.median(v) * 1e3, 3) for k, v in s.items()}
+        rows[n] = {"ms": ms, "rel_err": err, "load_avg_1m": round(os.getloadavg()[0], 2)}
+        print(f"  n={n:4d}: padded {ms['padded']:9.2f} ms  bounded {ms['bounded']:9.2f} ms  "
+              f"bounded/padded {ms['bounded'] / ms['padded']:.2f}  rel err padded {err['padded']:.1e} "
+              f"bounded {err['bounded']:.1e}  load {rows[n]['load_avg_1m']}", flush=True)
+    top, quarter = rows[B]["ms"], rows[B // 4]["ms"]
+    summary = {"bounded_at_B_over_padded": round(top["bounded"] / top["padded"], 3),
+               "bounded_B4_over_bounded_B": round(quarter["bounded"] / top["bounded"], 3)}
+    print("  " + ", ".join(f"{k} {v}" for k, v in summary.items()))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"component": comp, "bucket": B, "config": a.config, "weights": weights,
+                       "threads": a.threads, "repeats": a.repeats, "lengths": rows, **summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

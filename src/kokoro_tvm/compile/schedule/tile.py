@@ -164,31 +164,32 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
     batch = [loops[i] for i in op.batch]
     red = [loops[i] for i in op.reduce]
     outer = batch + ([u_o] if u_o is not None else []) + [v_o]
-    if any(symbolic[i] for i in op.batch + op.reduce):
-        raise ValueError("symbolic batch or reduction extent")
-    tail = None  # the tile loop over a symbolic axis: kept out of the parallel fuse
-    if symbolic[vec_axis] or (unr_axis is not None and symbolic[unr_axis]):
-        tail = v_o if symbolic[vec_axis] else u_o
-        static = [lp for lp in outer if not lp.same_as(tail)]
-        outer = static + [tail]
+    if any(symbolic[i] for i in op.batch):  # (a symbolic reduction runs whole: no tail, no predicate)
+        raise ValueError("symbolic batch extent")
+    # the tile loops over symbolic axes (both, for attention's n x n): kept out of the parallel fuse
+    tails = [lp for lp, sym in ((u_o, unr_axis is not None and symbolic[unr_axis]), (v_o, symbolic[vec_axis]))
+             if sym]
+    if tails:
+        outer = [lp for lp in outer if not any(lp.same_as(t) for t in tails)] + tails
     elif tile.along_rows or op.row is None or _cols_outer(op, tile, cpu):
         outer = batch + [v_o] + ([u_o] if u_o is not None else [])
     inner = ([u_i] if u_i is not None else []) + [v_i, v_l]
     sch.reorder(*outer, *red, *inner)
-    if tail is None:
+    if not tails:
         fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
         sch.parallel(fused)
     else:
-        # static tiles in parallel, the symbolic tile loop serial inside them (LoopPartition cuts
-        # its last, partial, tile off only while its index is not fused with another loop);
-        # with no static tiles worth a thread, the symbolic loop itself runs in parallel
-        static = outer[:-1]
+        # static tiles in parallel, the symbolic tile loops serial inside them (LoopPartition cuts
+        # the last, partial, tile off only while its index is not fused with another loop, and a
+        # loop carrying the partition hint cannot be fused); with no static tiles worth a thread,
+        # the outer symbolic loop itself runs in parallel
+        static = outer[:-len(tails)]
         par = (sch.fuse(*static) if len(static) > 1 else static[0]) if static else None
         if par is not None and (extent_of(sch, par) or 0) > 1:
             sch.parallel(par)
         else:
-            sch.parallel(tail)
-        fused = tail
+            sch.parallel(tails[0])
+        fused = tails[-1]
     if epilogue is None:
         acc = sch.cache_write(blk, 0, "local")
         sch.reverse_compute_at(acc, fused)

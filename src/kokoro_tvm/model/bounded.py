@@ -88,7 +88,7 @@ WRAPPERS = {"text_encoder": TextEncoder, "duration": DurationPredictor}
 def export(component: str, bucket: int, km, cfg) -> torch.export.ExportedProgram:
     """``component`` exported with its length a ``Dim`` in ``MIN_LENGTH..bucket``; the example is
     at neither bound (a bound as example specialises it)."""
-    from ..model.inputs import example_inputs
+    from .inputs import example_inputs
 
     if component not in WRAPPERS:
         raise NotImplementedError(f"no bounded wrapper for {component!r} yet (bounded: {sorted(WRAPPERS)})")

@@ -21,7 +21,7 @@ def mark_noalias():
     kernel is emitted with the flag of the alphabetically last one. When that one lacks it (a
     symbolic-shape module's VM ``shape_func``; any kernel written without it), every kernel
     loses ``noalias`` and shares one "tvm-alias" TBAA tag, so LLVM reloads and stores
-    accumulators around every store: a conv ran 2.5-3x slower. Every buffer a kernel here gets is
+    accumulators around every store. Every buffer a kernel here gets is
     its own allocation or a view the kernel only reads, so the promise holds.
     tests/test_schedule.py::test_every_kernel_keeps_noalias shows the codegen behaviour.
     """

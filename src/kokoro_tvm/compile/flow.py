@@ -51,6 +51,6 @@ def compile_bounded(component: str, bucket: int, km, cfg: dict[str, Any], target
     mod, params = import_params_as_inputs(bounded.export(component, bucket, km, cfg), "loop")
     legal = legalize(tvm.ir.IRModule(mod.functions))
     ex, seconds, report = build(legal, target)
-    weights = {k: v.detach().contiguous() for k, v in bounded.WRAPPERS[component](km).named_parameters()}
+    weights = component_weights(component, km)  # the bounded wrappers' parameters are the padded ones'
     sig = Signature(component, bucket, [], params, [], {"lstm_strategy": "loop", "shapes": "bounded"})
     return Compiled(ex, sig, report, legal, seconds, [weights[n].numpy() for n in params])

@@ -298,8 +298,7 @@ def _conv1d_symbolic_width(bb, call):
 
     The schedule's register tile splits the width; with a tail the split needs a predicate, and
     TVM 0.27's ``CompactBufferAllocation`` then cannot shrink the ``local`` accumulators to the
-    tile: they become a variable-size stack array of a whole row and leave the registers (convs
-    ran 2.2-3.4x slower than the same rule on a static width). Over ``a n + b'`` every tile is
+    tile: they become a variable-size stack array of a whole row and leave the registers. Over ``a n + b'`` every tile is
     whole. Widths with no such span (frame-rate convs, ``n`` or ``2 n``) keep the tail.
     """
     from tvm import ir, relax, topi

@@ -29,8 +29,8 @@ def _keep_reshape(bb, call):
 def legalize_map(base: dict[str, Any], mod) -> dict[str, Any]:
     """``base``, and for a bounded module ``relax.reshape`` kept as an op: TVM 0.27 legalizes a
     reshape to a copy kernel, which ``RewriteDataflowReshape`` turns back into a view only when
-    ``has_reshape_pattern`` proves it, and it cannot on a symbolic shape (a decoder reshape
-    copied 117-130 ms per call). ``reshapes_as_views`` lowers the kept op instead."""
+    ``has_reshape_pattern`` proves it, and it cannot on a symbolic shape (every reshape a copy).
+    ``reshapes_as_views`` lowers the kept op instead."""
     return {**base, "relax.reshape": _keep_reshape} if is_bounded(mod) else base
 
 

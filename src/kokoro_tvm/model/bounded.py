@@ -4,7 +4,8 @@ A bounded library takes unpadded inputs of any length up to its bucket (``torch.
 with ``max = bucket``; TVM plans memory for that bound from ``tir_var_upper_bound``), so nothing
 is padded and nothing is masked: these wrappers are kokoro's ``forward`` with one change, every
 LSTM is the ``kokoro_tvm::lstm`` op over the whole (symbolic) length, because packing does not
-export. ``components`` keeps the padded, masked wrappers.
+export. They subclass the padded, masked wrappers of ``components`` (same submodules and
+parameter names, so one weights file serves both) and replace only ``forward``.
 
 Token side only so far; the decoder's interpolations and STFT need symbolic-length rewrites
 (BOUNDED_NOTES in the ``bounded-probe`` branch lists them).
@@ -12,12 +13,10 @@ Token side only so far; the decoder's interpolations and STFT need symbolic-leng
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
-from .components import fold_weight_norm
+from . import components
 from .lstm_op import lstm_with_lengths
 
 #: Shortest input a bounded library takes, per component (the ``Dim``'s min).
@@ -34,12 +33,8 @@ def lstm(module: nn.LSTM, x: torch.Tensor) -> torch.Tensor:
     return lstm_with_lengths(module, x, full_lengths(x))
 
 
-class TextEncoder(nn.Module):
+class TextEncoder(components.TextEncoder):
     """kokoro ``TextEncoder.forward`` at the input's length (its mask is all False there)."""
-
-    def __init__(self, km):
-        super().__init__()
-        self.te = fold_weight_norm(copy.deepcopy(km.text_encoder))
 
     def forward(self, input_ids):
         x = self.te.embedding(input_ids).transpose(1, 2)
@@ -48,16 +43,8 @@ class TextEncoder(nn.Module):
         return lstm(self.te.lstm, x.transpose(1, 2)).transpose(-1, -2)
 
 
-class DurationPredictor(nn.Module):
+class DurationPredictor(components.DurationPredictor):
     """ALBERT -> bert_encoder -> DurationEncoder -> LSTM -> duration_proj at the input's length."""
-
-    def __init__(self, km):
-        super().__init__()
-        self.bert = copy.deepcopy(km.bert)
-        self.bert_encoder = copy.deepcopy(km.bert_encoder)
-        self.predictor = fold_weight_norm(copy.deepcopy(km.predictor))
-        for name in ("shared", "F0", "N", "F0_proj", "N_proj"):  # frame-side: the decoder's
-            delattr(self.predictor, name)
 
     def forward(self, input_ids, style):
         bert_dur = self.bert(input_ids, attention_mask=torch.ones_like(input_ids, dtype=torch.int32))

@@ -81,27 +81,23 @@ def apply(mod: tvm.IRModule, target: tvm.target.Target | dict,
     report = ScheduleReport(target=str(target))
     updates = {}
     with assume_bounds(upper_bounds(mod)):  # symbolic extents: choices made at the bucket
-        _schedule_all(mod, cpu, tuned, report, updates)
+        for gv, func in mod.functions.items():
+            if not isinstance(func, tirx.PrimFunc):
+                continue
+            name = gv.name_hint
+            if name in tuned:
+                report.functions[name] = "tuned"
+                continue
+            scheduled, rule = _schedule_func(func, cpu, name, report)
+            report.functions[name] = rule
+            if rule in (FALLBACK, "none"):
+                report.fallbacks.append(name)
+            if scheduled is not None:
+                updates[gv] = scheduled
     out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
     for gv, func in updates.items():
         out[gv] = func
     return out, report
-
-
-def _schedule_all(mod, cpu, tuned, report, updates) -> None:
-    for gv, func in mod.functions.items():
-        if not isinstance(func, tirx.PrimFunc):
-            continue
-        name = gv.name_hint
-        if name in tuned:
-            report.functions[name] = "tuned"
-            continue
-        scheduled, rule = _schedule_func(func, cpu, name, report)
-        report.functions[name] = rule
-        if rule in (FALLBACK, "none"):
-            report.fallbacks.append(name)
-        if scheduled is not None:
-            updates[gv] = scheduled
 
 
 def _schedule_func(func: tirx.PrimFunc, cpu: CPU, name: str,

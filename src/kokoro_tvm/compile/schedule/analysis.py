@@ -116,7 +116,6 @@ def assumed_extent(expr) -> int:
     return SYMBOLIC_EXTENT
 
 
-
 def split_with_tail(sch: s_tir.Schedule, loop, factors: list[int]):
     """``split`` a loop whose extent may not divide by ``prod(factors)`` (a symbolic length):
     the split adds the predicate ``outer * prod + inner < extent``, and a predicate inside a

@@ -84,7 +84,7 @@ def schedule_anchor(sch: s_tir.Schedule, cpu: CPU, op: OuterProduct, producers: 
             and extents[op.row] % (LONG_TILE.vectors * cpu.lanes) == 0):
         # a symbolic width left unpadded (frame-rate convs): keep the vector lanes on the static
         # channels, so the width's tail only predicates unrolled columns (with the lanes along a
-        # tailed width, n = 3 ran the whole conv in the scalar tail: 0.03 GFLOP/s)
+        # tailed width, a short n runs the whole conv in the scalar tail)
         tile = LONG_TILE
     tile = tile or pick_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col],
                              can_pack_rows=can_pack_rows)

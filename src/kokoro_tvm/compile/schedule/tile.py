@@ -225,12 +225,6 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
             parallel_vectorize(sch, blk_rv, cpu)
 
 
-def _divides(extent, span: int) -> bool:
-    import tvm.sym
-
-    return span > 1 and tvm.sym.Analyzer().can_prove(tirx.floormod(extent, span) == 0)
-
-
 def _row_position(op: OuterProduct) -> int:
     """Which index of the broadcast operand is the row iterator."""
     var = op.block.stmt.iter_vars[op.row].var

@@ -6,7 +6,9 @@ Builds the padded library (``flow.compile_component``: masked graph, runs the wh
 the bounded one (``flow.compile_bounded``: kokoro's graph at the input's length) from the same
 weights (``artifacts/weights`` when built, else random), checks each at every n against kokoro
 itself (``eval.reference``: max relative error per output), then times both interleaved
-(``timing.time_interleaved``) at n = B, B/2, B/4 and the smallest length. Issue 17's criteria:
+(``timing.time_interleaved``) at n = B, B/2, B/4 and the smallest length; ``--top N`` adds
+each library's N slowest kernels at n = B with their schedule rule (``kernels.py``'s VM
+instrument). Issue 17's criteria:
 bounded at B/4 <= 0.3x its own time at B, and within 10% of padded at B.
 """
 
@@ -29,6 +31,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--mcpu", default="x86-64-v3")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--top", type=int, default=0, help="also print each library's slowest kernels at n = B")
     a = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(a.threads)
 
@@ -85,6 +88,17 @@ def main() -> None:
         print(f"  n={n:4d}: padded {ms['padded']:9.2f} ms  bounded {ms['bounded']:9.2f} ms  "
               f"bounded/padded {ms['bounded'] / ms['padded']:.2f}  rel err padded {err['padded']:.1e} "
               f"bounded {err['bounded']:.1e}  load {rows[n]['load_avg_1m']}", flush=True)
+    if a.top:
+        from kernels import _hotspots, cpu_peak_gflops  # benchmarks/kernels.py
+
+        peak, _ = cpu_peak_gflops(a.threads, 8 if "v3" in a.mcpu else 16)
+        inputs = example_inputs(comp, B, cfg)
+        for kind, c in libs.items():
+            print(f"  {kind}: rules {dict(sorted(c.report.functions.items()))}")
+            t = tvm.runtime.tensor
+            args = ([t(x.numpy()) for x in inputs] if kind == "padded"
+                    else [t(inputs[0].numpy())] + ([t(inputs[2].numpy())] if comp == "duration" else []))
+            _hotspots(c.legalized, c.executable, [*args, *params[kind]], a.top, peak)
     top, quarter = rows[B]["ms"], rows[B // 4]["ms"]
     summary = {"bounded_at_B_over_padded": round(top["bounded"] / top["padded"], 3),
                "bounded_B4_over_bounded_B": round(quarter["bounded"] / top["bounded"], 3)}

@@ -1,11 +1,12 @@
 """Bounded against padded libraries of one component and bucket: time against n, and parity.
 
-    python benchmarks/bounded.py text_encoder 64 [--config kokoro-82m] [--out bounded.json]
+    python benchmarks/bounded.py text_encoder|duration|decoder 64 [--config kokoro-82m] [--out bounded.json]
 
 Builds the padded library (``flow.compile_component``: masked graph, runs the whole bucket) and
 the bounded one (``flow.compile_bounded``: kokoro's graph at the input's length) from the same
 weights (``artifacts/weights`` when built, else random), checks each at every n against kokoro
-itself (``eval.reference``: max relative error per output), then times both interleaved
+itself (``eval.reference``: max relative error per output; the decoder, whose harmonic source
+runs in float64, against float64 kokoro by log-mel SNR), then times both interleaved
 (``timing.time_interleaved``) at n = B, B/2, B/4 and the smallest length; ``--top N`` adds
 each library's N slowest kernels at n = B with their schedule rule (``kernels.py``'s VM
 instrument). Issue 17's criteria:
@@ -24,7 +25,7 @@ import numpy as np
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("component", choices=["text_encoder", "duration"])
+    ap.add_argument("component", choices=["text_encoder", "duration", "decoder"])
     ap.add_argument("bucket", type=int)
     ap.add_argument("--config", default="kokoro-82m")
     ap.add_argument("--threads", type=int, default=2)
@@ -41,8 +42,10 @@ def main() -> None:
     from kokoro_tvm import artifacts as A
     from kokoro_tvm.compile.flow import compile_bounded, compile_component
     from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.eval.reference import load_kokoro, reference
+    from kokoro_tvm.eval.metrics import log_mel_snr
+    from kokoro_tvm.eval.reference import as_float64, load_kokoro, reference
     from kokoro_tvm.eval.timing import time_interleaved
+    from kokoro_tvm.model import bounded
     from kokoro_tvm.model.bounded import MIN_LENGTH
     from kokoro_tvm.model.inputs import example_inputs
     from kokoro_tvm.model.kmodel import random_kmodel
@@ -65,29 +68,36 @@ def main() -> None:
 
     def call(kind: str, inputs, n: int):
         t = tvm.runtime.tensor
-        if kind == "padded":
-            args = [t(x.numpy()) for x in inputs]
-        else:
-            args = [t(inputs[0][:, :n].numpy())] + ([t(inputs[2].numpy())] if comp == "duration" else [])
-        out = vms[kind]["main"](*args, *params[kind])
+        args = inputs if kind == "padded" else bounded.example_inputs(comp, B, cfg, n)  # the same values, cut
+        out = vms[kind]["main"](*[t(x.numpy()) for x in args], *params[kind])
         return [out] if hasattr(out, "numpy") else list(out)
 
+    def valid(g: np.ndarray, n: int) -> np.ndarray:
+        """The first n positions: the text encoder's last axis, the duration outputs' axis 1."""
+        return g[..., :n] if comp == "text_encoder" else g[:, :n]
+
+    km64 = as_float64(km) if comp == "decoder" else None
+    metric = "log-mel SNR vs float64" if comp == "decoder" else "rel err"
     rows = {}
     lengths = sorted({B, B // 2, B // 4, MIN_LENGTH[comp]}, reverse=True)
     for n in lengths:
         inputs = example_inputs(comp, B, cfg, length=n)
-        ref = [r.numpy() for r in reference(comp, km, inputs, n, cfg)]
+        ref = [r.numpy() for r in reference(comp, km64 or km, inputs, n, cfg)]
         err = {}
         for kind in libs:
-            # the valid part: time is the last axis of the text encoder's output, axis 1 otherwise
-            got = [g.numpy()[..., :n] if comp == "text_encoder" else g.numpy()[:, :n] for g in call(kind, inputs, n)]
-            err[kind] = max(float(np.abs(g - r).max() / (np.abs(r).max() + 1e-30)) for g, r in zip(got, ref))
+            got = [g.numpy() for g in call(kind, inputs, n)]
+            if comp == "decoder":  # log-mel SNR against float64 kokoro (dB; higher is better)
+                audio = got[0].reshape(-1)[: ref[0].size]
+                err[kind] = round(log_mel_snr(ref[0].reshape(-1), audio), 2)
+            else:
+                err[kind] = max(float(np.abs(valid(g, n) - r).max() / (np.abs(r).max() + 1e-30))
+                                for g, r in zip(got, ref))
         s = time_interleaved({k: (lambda k=k, i=inputs, n=n: call(k, i, n)) for k in libs}, a.repeats, 1)
         ms = {k: round(statistics.median(v) * 1e3, 3) for k, v in s.items()}
         rows[n] = {"ms": ms, "rel_err": err, "load_avg_1m": round(os.getloadavg()[0], 2)}
         print(f"  n={n:4d}: padded {ms['padded']:9.2f} ms  bounded {ms['bounded']:9.2f} ms  "
-              f"bounded/padded {ms['bounded'] / ms['padded']:.2f}  rel err padded {err['padded']:.1e} "
-              f"bounded {err['bounded']:.1e}  load {rows[n]['load_avg_1m']}", flush=True)
+              f"bounded/padded {ms['bounded'] / ms['padded']:.2f}  {metric} padded {err['padded']:.3g} "
+              f"bounded {err['bounded']:.3g}  load {rows[n]['load_avg_1m']}", flush=True)
     if a.top:
         from kernels import _hotspots, cpu_peak_gflops  # benchmarks/kernels.py
 
@@ -96,8 +106,7 @@ def main() -> None:
         for kind, c in libs.items():
             print(f"  {kind}: rules {dict(sorted(c.report.functions.items()))}")
             t = tvm.runtime.tensor
-            args = ([t(x.numpy()) for x in inputs] if kind == "padded"
-                    else [t(inputs[0].numpy())] + ([t(inputs[2].numpy())] if comp == "duration" else []))
+            args = [t(x.numpy()) for x in (inputs if kind == "padded" else bounded.example_inputs(comp, B, cfg, B))]
             _hotspots(c.legalized, c.executable, [*args, *params[kind]], a.top, peak)
     top, quarter = rows[B]["ms"], rows[B // 4]["ms"]
     summary = {"bounded_at_B_over_padded": round(top["bounded"] / top["padded"], 3),

@@ -19,6 +19,7 @@ TINY_PARAMS = {
     "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
     "buckets": {"tokens": [8], "frames": [12]},
     "lstm": {"strategy": "unroll"},
+    "shapes": {"tokens": "padded", "frames": "padded"},  # test_bounded.py builds bounded ones
     "targets": {"generic": {"kind": "llvm"}},  # test_dvc_graph adds a second one
     "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},

@@ -1,22 +1,34 @@
 """Bounded-length libraries (issue 17) on the tiny config: one library per component and bucket
 runs every length up to the bucket, computing only that length, and equals kokoro at it.
 
-Token components only so far (``model.bounded``). Each build takes seconds.
+Token components only so far (``model.bounded``). Each build takes seconds; the pipeline test
+builds one tiny project (~2 min) with ``shapes.tokens: bounded`` through the stage bodies.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+import torch.nn.functional as F
 import tvm
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.compile.flow import compile_bounded
 from kokoro_tvm.config import load_model_config
 from kokoro_tvm.eval.metrics import rel_err
 from kokoro_tvm.eval.reference import reference
 from kokoro_tvm.model.inputs import example_inputs
 from kokoro_tvm.model.kmodel import random_kmodel
+from kokoro_tvm.eval.e2e import compare
+from kokoro_tvm.eval.reference import as_float64
+from kokoro_tvm.model import bounded
+from kokoro_tvm.model.checkpoint import build_kmodel
+from kokoro_tvm.runtime import chunking
 from kokoro_tvm.runtime.library import bind_params
+from kokoro_tvm.runtime.synthesizer import KokoroTVM
+from runtime_project import RUNTIME_PARAMS, build_artifacts
+from test_runtime import find_phonemes
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 BUCKET = 16
@@ -53,10 +65,107 @@ def test_one_library_equals_kokoro_at_every_length(tiny, component):
 
 def test_a_length_past_the_bound_is_refused_not_computed(tiny):
     """Memory is planned for the bound: TVM's VM refuses a longer input at allocation (the
-    runtime must check lengths first, with an error that names the bucket)."""
+    runtime checks lengths first, with an error that names the bucket: see the pipeline test)."""
     cfg, km = tiny
     lib = compile_bounded("text_encoder", BUCKET, km, cfg, V3)
     vm = lib.vm()
     params = bind_params(vm, lib.weights)
     with pytest.raises(Exception, match="storage allocation failure"):
         vm["main"](tvm.runtime.tensor(np.ones((1, BUCKET + 1), np.int64)), *params)
+
+
+# -- the decoder's rewrites, each against the upstream limitation it answers ---------------------
+
+def _export_dyn(fn, x: torch.Tensor):
+    """``fn`` exported with ``x``'s axis 2 a ``Dim``."""
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return fn(x)
+
+    n = torch.export.Dim("n", min=3, max=64)
+    return torch.export.export(M(), (x,), dynamic_shapes=({2: n},))
+
+
+def _samples(x):  # [1, C, n, 600] -> [1, C, 600 n], as SineGen's input (the length's only form here)
+    return x.reshape(1, x.shape[1], -1)
+
+
+@pytest.mark.parametrize("stock,ours,shape", [
+    (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), lambda x: bounded.upsample_nearest(x, 2), (1, 3, 8)),
+    (lambda x: F.interpolate(x, scale_factor=300, mode="linear"), lambda x: bounded.resample_linear(x, 300), (1, 3, 8)),
+    (lambda x: F.interpolate(_samples(x), scale_factor=1 / 300, mode="linear"),
+     lambda x: bounded.resample_linear(_samples(x), 1 / 300), (1, 3, 8, 600)),
+], ids=["nearest_x2", "linear_x300", "linear_div300"])
+def test_interpolate_on_a_symbolic_length_needs_the_written_out_form(stock, ours, shape):
+    """TVM 0.27's importer cannot express ``F.interpolate``'s float size arithmetic on a symbolic
+    length ("Unsupported function types", or a ``broadcast_to`` of a PrimValue); the written-out
+    forms import, and equal it (in float64, as SineGen's source runs)."""
+    from tvm.relax.frontend.torch import from_exported_program
+
+    x = torch.randn(*shape, dtype=torch.float64)
+    torch.testing.assert_close(ours(x), stock(x), rtol=0, atol=1e-12)
+    with pytest.raises((AssertionError, TypeError), match="Unsupported function types|broadcast_to requires the input"):
+        from_exported_program(_export_dyn(stock, x))
+    from_exported_program(_export_dyn(ours, x))
+
+
+def test_a_derived_length_input_does_not_survive_a_pt2_round_trip():
+    """torch 2.13: an input of length ``600 n`` exports, but its ``.pt2`` cannot be decomposed
+    after loading ("expected sympy.Symbol"); so a bounded decoder takes its noise as [1, n, 600, 9]."""
+    import io
+
+    def round_trip(ep):
+        buf = io.BytesIO()
+        torch.export.save(ep, buf)
+        buf.seek(0)
+        return torch.export.load(buf).run_decompositions()
+
+    class M(torch.nn.Module):
+        def forward(self, en, noise):
+            return en.sum(1, keepdim=True) + noise.reshape(1, -1, 600).sum(-1).unsqueeze(1)
+
+    n = torch.export.Dim("n", min=3, max=64)
+    derived = torch.export.export(M(), (torch.randn(1, 4, 8), torch.randn(1, 4800)),
+                                  dynamic_shapes={"en": {2: n}, "noise": {1: 600 * n}})
+    with pytest.raises(AssertionError, match="expected sympy.Symbol"):
+        round_trip(derived)
+    split = torch.export.export(M(), (torch.randn(1, 4, 8), torch.randn(1, 8, 600)),
+                                dynamic_shapes={"en": {2: n}, "noise": {1: n}})
+    assert set(map(str, round_trip(split).range_constraints)) == {str(next(iter(split.range_constraints)))}
+
+
+# -- the pipeline: shapes = bounded -------------------------------------------------------------
+
+BOUNDED_PARAMS = {**RUNTIME_PARAMS, "shapes": {"tokens": "bounded", "frames": "bounded"}}
+
+
+@pytest.fixture(scope="module")
+def bounded_project(tmp_path_factory):
+    """The runtime tests' project (tokens [6, 12], frames [16, 32]) with bounded libraries, each
+    validated by the validate stage at the lengths padded ones are validated at."""
+    return build_artifacts(tmp_path_factory.mktemp("bounded") / "repo", BOUNDED_PARAMS)
+
+
+def test_pipeline_builds_validates_and_runs_bounded_libraries(bounded_project):
+    tts = KokoroTVM.from_manifest(bounded_project)
+    assert {e.get("shapes") for e in tts.manifest["libraries"]} == {"bounded"}
+    for e in tts.manifest["libraries"]:  # every kernel got a rule, symbolic extents and all
+        info = A.read_json(bounded_project / e["path"].replace(".so", ".json"), "build info")
+        assert info["schedule"]["fallbacks"] == [] and info["schedule"]["errors"] == {}, (e["path"], info["schedule"])
+    m = RUNTIME_PARAMS["model"]
+    km = build_kmodel(load_model_config(m["config"]), m["checkpoint"], m["seed"])
+    ps = find_phonemes(km, 17, 31)  # one chunk, in the 32-frame bucket, which it does not fill
+    row = compare(tts, km, as_float64(km), ps)
+    assert row["chunks"] == 1 and row["frame_buckets"] == [32] and not row["at_bucket"], row
+    assert row["finite"] and row["durations_equal"] and row["ok"], row  # kokoro's audio under float64
+
+    t = len(ps) + 2
+    lib = tts.library("duration", 6 if t <= 6 else 12)
+    ids = np.zeros((1, lib.bucket), np.int64)
+    ids[0, :t] = chunking.token_ids(ps, km.vocab)
+    style = np.zeros((1, 128), np.float32)
+    dur, d = lib(ids, np.array([t]), style)
+    assert dur.shape == (1, t) and d.shape[1] == t  # computed for the valid tokens only
+    past = lib.bucket + 1
+    with pytest.raises(ValueError, match=f"bucket {lib.bucket}: length {past} is outside 3..{lib.bucket}; pick a bucket"):
+        lib(ids, np.array([past]), style)

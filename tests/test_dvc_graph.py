@@ -125,6 +125,27 @@ def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
     assert "up to date" in built_project.run("dvc", "status").stdout
 
 
+@pytest.mark.parametrize("axis", ["tokens", "frames"])
+def test_bounded_shapes_rerun_their_axis_exports_onward_only(built_project: Project, axis: str):
+    """``shapes.<axis>`` changes the exported graphs of that axis's components and nothing else:
+    DVC sees exactly their export stages changed (beside the relax stages, which the loop LSTM
+    that bounded libraries need changes); the rest follows from their outputs. The bounded
+    build itself is test_bounded.py's."""
+    before, p = built_project.params, built_project.params
+    p["lstm"]["strategy"] = "loop"
+    built_project.set_params(p)
+    try:
+        loop_only = _changed(built_project)
+        p["shapes"][axis] = "bounded"
+        built_project.set_params(p)
+        changed = _changed(built_project)
+    finally:
+        built_project.set_params(before)
+    assert loop_only == _stage_names(built_project, "relax")
+    assert changed - loop_only == _stage_names(built_project, f"export_{axis}") != set()
+    assert "up to date" in built_project.run("dvc", "status").stdout
+
+
 def test_tune_trials_touch_only_tune_stages(built_project: Project):
     """``tune.trials`` is read by the tune stages alone; with 0 they write an empty database,
     which every build applies (nothing), so the default costs no compile."""

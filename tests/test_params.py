@@ -64,6 +64,10 @@ def test_bad_params_name_the_key(path, value, key):
     ("modle", {}, r"unknown key 'modle'; did you mean 'model'\?"),
     ("targets.generic.mcpuu", "x86-64-v3", r"unknown key 'targets\.generic\.mcpuu'; did you mean 'targets\.generic\.mcpu'\?"),
     ("lstm.strategy", "lop", r"'lstm\.strategy' is 'lop'; choose one of \['unroll', 'loop'\]; did you mean 'loop'\?"),
+    ("shapes.tokens", "bounde", r"'shapes\.tokens' is 'bounde'; choose one of \['padded', 'bounded'\]; did you mean"),
+    ("shapes.frames", "masked", r"'shapes\.frames' is 'masked'; choose one of \['padded', 'bounded'\]"),
+    ("shapes.token", "bounded", r"unknown key 'shapes\.token'; did you mean 'shapes\.tokens'\?"),
+    ("shapes.tokens", "bounded", r"'shapes\.tokens' is 'bounded' but 'lstm\.strategy' is 'unroll': only the loop LSTM"),
 ])
 def test_unknown_keys_and_typos_suggest_the_valid_spelling(path, value, message):
     with pytest.raises(P.ParamsError, match=message):

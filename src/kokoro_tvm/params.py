@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import KokoroTVMError
-from .spec import COMPONENTS, LSTM_STRATEGIES, MAX_TOKENS, MODEL_CONFIGS, check_component
+from .spec import COMPONENTS, LSTM_STRATEGIES, MAX_TOKENS, MODEL_CONFIGS, SHAPES, check_component
 
 TOOLCHAIN_KEYS = ("torch", "apache-tvm", "apache-tvm-ffi", "kokoro", "transformers", "llvm_major")
 _TARGET_NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -75,6 +75,13 @@ class LstmSection(_Section):
     strategy: Literal[LSTM_STRATEGIES]  # type: ignore[valid-type]
 
 
+class ShapesSection(_Section):
+    """Per bucket axis: ``padded`` or ``bounded`` libraries (``spec.SHAPES``)."""
+
+    tokens: Literal[SHAPES] = "padded"  # type: ignore[valid-type]
+    frames: Literal[SHAPES] = "padded"  # type: ignore[valid-type]
+
+
 class TargetSpec(_Section):
     """A TVM 0.27 LLVM target as a dict (``tvm.target.Target`` rejects CLI strings)."""
 
@@ -121,6 +128,7 @@ class ParamsFile(_Section):
     model: ModelSection
     buckets: BucketsSection
     lstm: LstmSection
+    shapes: ShapesSection = ShapesSection()
     targets: dict[str, TargetSpec] = Field(min_length=1)
     toolchain: ToolchainSection = ToolchainSection()
     tune: TuneSection = TuneSection()
@@ -135,6 +143,15 @@ class ParamsFile(_Section):
                 raise ValueError(f"target name {name!r} must use letters, digits and '_' only "
                                  "(it becomes part of DVC stage names)")
         return v
+
+    @model_validator(mode="after")
+    def _bounded_needs_loop(self) -> "ParamsFile":
+        bounded = [axis for axis in ("tokens", "frames") if getattr(self.shapes, axis) == "bounded"]
+        if bounded and self.lstm.strategy != "loop":
+            raise ValueError(f"'shapes.{bounded[0]}' is 'bounded' but 'lstm.strategy' is {self.lstm.strategy!r}: "
+                             "only the loop LSTM runs a symbolic length; set 'lstm.strategy: loop' or "
+                             "'shapes' to 'padded'")
+        return self
 
 
 @dataclass(frozen=True)
@@ -153,6 +170,12 @@ class Params:
     bench_repeats: int = 10
     bench_onnxruntime: bool = True
     tune_trials: int = 0
+    shapes_tokens: str = "padded"
+    shapes_frames: str = "padded"
+
+    def shapes(self, component: str) -> str:
+        """``padded`` or ``bounded``: how ``component``'s libraries are built (``shapes.<axis>``)."""
+        return getattr(self, f"shapes_{COMPONENTS[check_component(component)]}")
 
     def buckets(self, component: str) -> tuple[int, ...]:
         return self.tokens if COMPONENTS[check_component(component)] == "tokens" else self.frames
@@ -272,7 +295,7 @@ def parse(raw: Any) -> Params:
     return Params(f.model.config, f.model.checkpoint, f.model.seed, tuple(f.buckets.tokens),
                   tuple(f.buckets.frames), f.lstm.strategy, {n: t.as_dict() for n, t in f.targets.items()},
                   f.toolchain.as_dict(), f.runtime.num_threads, f.bench.repeats, f.bench.onnxruntime,
-                  f.tune.trials)
+                  f.tune.trials, f.shapes.tokens, f.shapes.frames)
 
 
 def load(path: str | Path = "params.yaml") -> Params:

@@ -29,6 +29,10 @@ SAMPLE_RATE = 24000
 #: ALBERT's position table: 510 phonemes + 2 boundary tokens
 MAX_TOKENS = 512
 LSTM_STRATEGIES = ("unroll", "loop")
+#: ``padded``: a library computes its whole bucket, masked past the valid length. ``bounded``
+#: (issue 17): a library takes the unpadded input, of any length up to its bucket, and computes
+#: only that; it needs the loop LSTM (the one lowering with a symbolic time axis).
+SHAPES = ("padded", "bounded")
 
 
 class UnknownComponent(KokoroTVMError, ValueError):
@@ -62,6 +66,15 @@ class TensorSpec:
         if self.bounds is not None:
             d["range"] = list(self.bounds)
         return d
+
+
+def length_axes(component: str, cfg: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Per input that spans the length: (axis, samples per length unit). A bounded library takes
+    these inputs cut to ``scale * n`` along ``axis`` (and that axis split into ``[n, scale]``
+    when ``scale > 1``: ``model.bounded`` says why), no lengths input, and the others whole."""
+    if COMPONENTS[check_component(component)] == "tokens":
+        return {"input_ids": (1, 1)}
+    return {"en": (2, 1), "asr": (2, 1), "noise": (1, samples_per_frame(cfg))}
 
 
 def input_specs(component: str, bucket: int, cfg: dict[str, Any]) -> list[TensorSpec]:

@@ -11,7 +11,7 @@ import numpy as np
 from ..model.components import component_weights
 from .build import build
 from .export import export
-from .importer import Signature, import_params_as_inputs, to_relax
+from .importer import Signature, to_relax
 from .legalize import legalize
 
 
@@ -46,11 +46,8 @@ def compile_bounded(component: str, bucket: int, km, cfg: dict[str, Any], target
     length up to ``bucket``; the LSTMs take the loop strategy (the only one with a symbolic T)."""
     from ..model import bounded
 
-    import tvm
-
-    mod, params = import_params_as_inputs(bounded.export(component, bucket, km, cfg), "loop")
-    legal = legalize(tvm.ir.IRModule(mod.functions))
+    mod, sig = to_relax(bounded.export(component, bucket, km, cfg), component, bucket, cfg, "loop")
+    legal = legalize(mod)
     ex, seconds, report = build(legal, target)
     weights = component_weights(component, km)  # the bounded wrappers' parameters are the padded ones'
-    sig = Signature(component, bucket, [], params, [], {"lstm_strategy": "loop", "shapes": "bounded"})
-    return Compiled(ex, sig, report, legal, seconds, [weights[n].numpy() for n in params])
+    return Compiled(ex, sig, report, legal, seconds, [weights[n].numpy() for n in sig.params])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spec import input_specs
+from ..spec import input_specs, length_axes
 from .convert_map import convert_map
 
 
@@ -30,16 +30,39 @@ class Signature:
 
 
 def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy: str):
-    """Import to Relax with parameters as inputs. Returns the IRModule and its ``Signature``."""
+    """Import to Relax with parameters as inputs. Returns the IRModule and its ``Signature``.
+
+    The signature's inputs are the padded ones (``spec.input_specs``) either way: callers keep one
+    convention, and for a bounded export (a symbolic length, ``model.bounded``) the runtime cuts
+    them to the valid length (``spec.length_axes``); its ``info`` then says ``shapes: bounded``
+    and its output shapes name the length (e.g. ``[1, 64, "n"]``).
+    """
     import tvm
 
+    from .symbolic import upper_bounds
+
     mod, params = import_params_as_inputs(ep, lstm_strategy)
-    outputs = [{"shape": [int(d) for d in ty.shape], "dtype": str(ty.dtype)}
+    lengths = {name: "n" for name in upper_bounds(mod)}
+    outputs = [{"shape": [_dim(d, lengths) for d in ty.shape], "dtype": str(ty.dtype)}
                for ty in _output_types(mod["main"])]
     inputs = [s.as_dict() for s in input_specs(component, bucket, cfg)]
-    sig = Signature(component, bucket, inputs, params, outputs,
-                    {"lstm_strategy": lstm_strategy, "ir_lines": len(mod.script().splitlines())})
-    return tvm.ir.IRModule(mod.functions), sig
+    info = {"lstm_strategy": lstm_strategy, "ir_lines": len(mod.script().splitlines())}
+    if lengths:  # padded signatures stay as they were (their libraries are not rebuilt)
+        info["shapes"] = "bounded"
+        info["length_axes"] = {k: list(v) for k, v in length_axes(component, cfg).items()}
+    return tvm.ir.IRModule(mod.functions), Signature(component, bucket, inputs, params, outputs, info)
+
+
+def _dim(d, names: dict[str, str]) -> int | str:
+    """A static extent as an int; a symbolic one as text in the length's name (``2 * n``)."""
+    import tvm
+
+    if isinstance(d, tvm.tirx.IntImm):
+        return int(d)
+    text = str(d)
+    for var, name in names.items():
+        text = text.replace(var, name)
+    return text
 
 
 def import_params_as_inputs(ep, lstm_strategy: str):

@@ -156,12 +156,19 @@ class Decoder(nn.Module):
 SOURCE_DTYPE = torch.float64
 
 
-def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+def interpolate_linear(x: torch.Tensor, factor: float) -> torch.Tensor:
+    """SineGen's resampling of [B, C, L] by ``factor`` (kokoro's call, align_corners=False)."""
+    return F.interpolate(x, scale_factor=factor, mode="linear")
+
+
+def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tensor,
+                resample: Callable[[torch.Tensor, float], torch.Tensor] = interpolate_linear) -> torch.Tensor:
     """``SourceModuleHnNSF`` + ``SineGen`` with the draws passed in. f0: [B, L, 1].
 
     Padding needs no special case: f0 is 0 there, so the phase increments are 0 and the
     cumulative phase holds its last valid value, which is exactly how kokoro's linear
-    upsampling clamps at the end of the unpadded signal.
+    upsampling clamps at the end of the unpadded signal. ``resample``: another form of
+    ``interpolate_linear`` (a bounded export's, ``model.bounded``).
     """
     gen = src.l_sin_gen
     harmonics = torch.arange(1, gen.dim + 1, dtype=f0.dtype, device=f0.device)
@@ -169,10 +176,9 @@ def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tens
     rad = (fn / gen.sampling_rate) % 1
     first = (harmonics > 1).to(f0.dtype)  # kokoro zeroes the fundamental's initial phase
     rad = torch.cat([rad[:, :1, :] + (rand_ini * first).unsqueeze(1), rad[:, 1:, :]], dim=1)
-    rad = F.interpolate(rad.transpose(1, 2), scale_factor=1 / gen.upsample_scale, mode="linear").transpose(1, 2)
+    rad = resample(rad.transpose(1, 2), 1 / gen.upsample_scale).transpose(1, 2)
     phase = torch.cumsum(rad, dim=1) * 2 * torch.pi
-    phase = F.interpolate(phase.transpose(1, 2) * gen.upsample_scale, scale_factor=gen.upsample_scale,
-                          mode="linear").transpose(1, 2)
+    phase = resample(phase.transpose(1, 2) * gen.upsample_scale, gen.upsample_scale).transpose(1, 2)
     sines = torch.sin(phase) * gen.sine_amp
     uv = (f0 > gen.voiced_threshold).to(f0.dtype)
     noise_amp = uv * gen.noise_std + (1 - uv) * gen.sine_amp / 3

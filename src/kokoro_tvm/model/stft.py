@@ -124,6 +124,17 @@ class RealSTFT(nn.Module):
         pos = torch.arange(spec.shape[-1], device=x.device) * self.hop
         valid = (pos.unsqueeze(0) <= length.unsqueeze(1)).unsqueeze(1)
         spec = torch.where(valid, spec, torch.zeros_like(spec))  # +0 (a product by 0 can give -0)
+        return self._polar(spec)
+
+    def transform_whole(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """``transform`` of a signal valid to its end (a bounded library's, of symbolic length):
+        the plain reflection and no frame mask. Needs more than ``n_fft // 2`` samples, as torch."""
+        p = self.pad
+        xp = torch.cat([x[:, 1 : p + 1].flip(-1), x, x[:, -p - 1 : -1].flip(-1)], dim=-1)
+        return self._polar(F.conv1d(xp.unsqueeze(1), self.forward_basis, stride=self.hop))
+
+    def _polar(self, spec: Tensor) -> tuple[Tensor, Tensor]:
+        """(abs, angle) of the forward DFT's output [B, real bins | inner imag, F], as torch gives them."""
         real, inner_imag = spec[:, : self.bins], spec[:, self.bins :]
         inner_real = real[:, 1:-1]
         magnitude = torch.cat([real[:, :1].abs(), torch.sqrt(inner_real * inner_real + inner_imag * inner_imag),
@@ -136,6 +147,20 @@ class RealSTFT(nn.Module):
         phase = torch.cat([edge[:, :1], torch.atan2(inner_imag, inner_real), edge[:, 1:]], dim=1)
         return magnitude, phase
 
+    def inverse_whole(self, magnitude: Tensor, phase: Tensor, samples: int) -> Tensor:
+        """``inverse`` when every frame is valid (a bounded library's): -> [B, 1, samples], where
+        ``samples = hop * (frames - 1)`` is passed in so that it stays the plain ``600 n``."""
+        z = self._rectangular(magnitude, phase)
+        audio = F.conv_transpose1d(z, self.inverse_basis, stride=self.hop)
+        envelope = F.conv_transpose1d(torch.ones_like(magnitude[:, :1]), self.window_sq, stride=self.hop)
+        p = self.pad
+        return audio[..., p : p + samples] / envelope[..., p : p + samples]
+
+    def _rectangular(self, magnitude: Tensor, phase: Tensor) -> Tensor:
+        """[B, real bins | inner imag, F]: irfft ignores the imaginary part of DC and Nyquist."""
+        inner = slice(1, self.bins - 1)
+        return torch.cat([magnitude * torch.cos(phase), magnitude[:, inner] * torch.sin(phase[:, inner])], dim=1)
+
     def inverse(self, magnitude: Tensor, phase: Tensor, frames_valid: Tensor) -> Tensor:
         """``torch.istft(magnitude * exp(1j * phase), center=True)`` on the first ``frames_valid``
         frames -> [B, 1, hop * (frames - 1)] (``unsqueeze(-2)`` as kokoro's ``TorchSTFT.inverse``).
@@ -144,8 +169,7 @@ class RealSTFT(nn.Module):
         """
         frames = magnitude.shape[-1]
         valid = self._frame_mask(frames, frames_valid)
-        inner = slice(1, self.bins - 1)  # irfft ignores the imaginary part of DC and Nyquist
-        z = torch.cat([magnitude * torch.cos(phase), magnitude[:, inner] * torch.sin(phase[:, inner])], dim=1)
+        z = self._rectangular(magnitude, phase)
         z = torch.where(valid, z, torch.zeros_like(z))  # padding frames: exp(junk) in the generator
         audio = F.conv_transpose1d(z, self.inverse_basis, stride=self.hop)
         envelope = F.conv_transpose1d(valid.to(magnitude.dtype), self.window_sq, stride=self.hop)

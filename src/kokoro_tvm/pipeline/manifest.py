@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import artifacts as A
 from ..params import Params
+from ..runtime.library import bounded_fields
 from ..spec import COMPONENTS
 
 
@@ -27,7 +28,7 @@ def _library(component: str, bucket: int, target: str, weights_sha: dict[str, st
     return {"component": component, "bucket": bucket, "target": target,
             "path": lib.relative_to(A.ROOT).as_posix(), "sha256": sha, "bytes": lib.stat().st_size,
             "inputs": sig["inputs"], "outputs": sig["outputs"], "params": sig["params"],
-            "lstm_strategy": sig["info"]["lstm_strategy"],
+            "lstm_strategy": sig["info"]["lstm_strategy"], **bounded_fields(sig),
             "validation": {k: v for k, v in check.items() if k.startswith("worst_") or k.endswith("_sha256")}
             | {"lengths": sorted(int(n) for n in check["lengths"])}}
 

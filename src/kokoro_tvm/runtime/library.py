@@ -129,13 +129,21 @@ class CompiledComponent:
     def bucket(self) -> int:
         return int(self.entry["bucket"])
 
+    @property
+    def bounded(self) -> bool:
+        """A bounded library (issue 17) computes only the valid length; a padded one its bucket."""
+        return self.entry.get("shapes", "padded") == "bounded"
+
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Bucket-sized inputs and their valid length (``entry["inputs"]``, for both kinds of
+        library). A bounded library gets them cut to that length and returns that length: its
+        outputs' length axes are shorter than a padded library's, past-the-length values absent."""
         import tvm
 
         specs = self.entry["inputs"]
         if len(inputs) != len(specs):
             raise ValueError(f"{self.entry['component']} takes {len(specs)} inputs, got {len(inputs)}")
-        args = []
+        arrays = {}
         for spec, x in zip(specs, inputs):
             x = np.ascontiguousarray(x, dtype=spec["dtype"])
             if list(x.shape) != spec["shape"]:
@@ -143,9 +151,26 @@ class CompiledComponent:
                                  f"{spec['shape']}, got {list(x.shape)}")
             if spec["name"].endswith("lengths"):
                 self._check_lengths(x, spec.get("range"))
-            args.append(tvm.runtime.tensor(x, self.dev))
-        out = self.vm["main"](*args, *self.params)
+            arrays[spec["name"]] = x
+        if self.bounded:
+            arrays = self._unpadded(arrays)
+        out = self.vm["main"](*[tvm.runtime.tensor(x, self.dev) for x in arrays.values()], *self.params)
         return [out[i].numpy() for i in range(len(out))]
+
+    def _unpadded(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """What a bounded library takes: every input cut to the valid length, no lengths input."""
+        (n,) = (int(x.reshape(-1)[0]) for name, x in arrays.items() if name.endswith("lengths"))
+        cut = {}
+        for name, x in arrays.items():
+            if name.endswith("lengths"):
+                continue
+            axis, scale = self.entry["length_axes"].get(name, (None, 1))
+            if axis is not None:  # scale samples per unit: [.., scale n, ..] viewed as [.., n, scale, ..]
+                x = np.ascontiguousarray(x[(slice(None),) * axis + (slice(0, scale * n),)])
+                if scale > 1:
+                    x = x.reshape(*x.shape[:axis], n, scale, *x.shape[axis + 1:])
+            cut[name] = x
+        return cut
 
     def _check_lengths(self, lengths: np.ndarray, bounds: list[int] | None) -> None:
         """The kernels clamp silently (0 gives zeros, > bucket acts as the bucket); refuse instead."""
@@ -155,6 +180,15 @@ class CompiledComponent:
         if bad.size:
             raise ValueError(f"{self.entry['component']} bucket {bucket}: length {int(bad[0])} is outside "
                              f"{lo}..{hi}; pick a bucket that fits (or split the input)")
+
+
+def bounded_fields(signature: dict[str, Any]) -> dict[str, Any]:
+    """The manifest fields that tell a bounded library's entry from a padded one's (none for
+    padded, whose entries predate them)."""
+    info = signature.get("info", {})
+    if info.get("shapes") != "bounded":
+        return {}
+    return {"shapes": "bounded", "length_axes": info["length_axes"]}
 
 
 def find_entry(manifest: dict[str, Any], component: str, bucket: int, target: str) -> dict[str, Any]:
@@ -218,7 +252,7 @@ def load_built(root: Path, component: str, bucket: int, target: str,
     sig = info["signature"]
     entry = {"component": component, "bucket": bucket, "target": target, "path": lib.relative_to(root).as_posix(),
              "sha256": info["sha256"], "sha256_source": f"{A.build_info_file(component, bucket, target, root)}",
-             "inputs": sig["inputs"], "outputs": sig["outputs"], "params": sig["params"]}
+             "inputs": sig["inputs"], "outputs": sig["outputs"], "params": sig["params"], **bounded_fields(sig)}
     if validated:
         entry["validation"] = A.read_json(A.validation_file(component, bucket, target, root), "validation")
     return CompiledComponent(root, entry, {"path": weights.relative_to(root).as_posix(),

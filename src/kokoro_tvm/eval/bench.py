@@ -114,6 +114,8 @@ def measure(component: str, bucket: int, target: str, prm: Params, root: Path = 
     load = os.getloadavg()[0]  # > threads: other processes share the cores, timings are inflated
     ms = {name: round(statistics.median(s) * 1e3, 3) for name, s in samples.items()}
     ratios = {"speedup_vs_eager": round(ms["eager"] / ms["tvm"], 4)}
+    if lib.bounded:
+        ratios |= quarter_scaling(lib, runners["tvm"], component, bucket, cfg, pack, km, prm.bench_repeats)
     if "ort" in ms:
         ratios |= {"speedup_vs_ort": round(ms["ort"] / ms["tvm"], 4), "ort_vs_eager": round(ms["ort"] / ms["eager"], 4)}
     return {
@@ -125,6 +127,21 @@ def measure(component: str, bucket: int, target: str, prm: Params, root: Path = 
         "threads": threads, "repeats": prm.bench_repeats, "warmup": warmup, "load_avg_1m": round(load, 2),
         "cpu": cpu_name(),
     }
+
+
+def quarter_scaling(lib, full: Callable[[], Any], component: str, bucket: int, cfg: dict[str, Any],
+                    pack: np.ndarray, km, repeats: int) -> dict[str, float]:
+    """A bounded library at n = B/4 against itself at n = B, interleaved (issue 17 asks for
+    <= 0.3): what it saves on inputs that do not fill their bucket, which a padded one cannot."""
+    from ..spec import MIN_LENGTH
+    from .reference import as_float64
+    from .validate import inputs_for
+
+    n = max(MIN_LENGTH[component], bucket // 4)
+    quarter = inputs_for(component, bucket, n, cfg, pack, as_float64(km) if component == "decoder" else km)
+    samples = time_interleaved({"full": full, "quarter": _tvm_runner(lib, quarter)}, repeats, 1)
+    ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
+    return {"tvm_quarter_ms": round(ms["quarter"], 3), "quarter_over_full": round(ms["quarter"] / ms["full"], 4)}
 
 
 def checked_rounds(runners: dict[str, Callable[[], Any]], repeats: int, check: Callable[[dict[str, Any]], None],

@@ -134,6 +134,33 @@ def test_a_derived_length_input_does_not_survive_a_pt2_round_trip():
     assert set(map(str, round_trip(split).range_constraints)) == {str(next(iter(split.range_constraints)))}
 
 
+def test_instance_norm_legalizes_with_a_centred_variance():
+    """TVM 0.27's TOPI ``instance_norm`` takes ``E[x^2] - E[x]^2`` in float32, which cancels on a
+    long axis with an offset; ``legalize_ops`` (our legalize map) centres first, as torch does."""
+    from tvm import relax
+
+    from kokoro_tvm.compile.legalize_ops import LEGALIZE_MAP
+
+    rng = np.random.default_rng(0)
+    x = (40 + rng.standard_normal((1, 2, 120_000))).astype(np.float32)  # a long generator stage
+    gamma, beta = np.ones(2, np.float32), np.zeros(2, np.float32)
+    want = torch.nn.functional.instance_norm(torch.from_numpy(x).double(), eps=1e-5).numpy()
+    bb = relax.BlockBuilder()
+    args = [relax.Var(n, relax.TensorType(a.shape, "float32")) for n, a in (("x", x), ("g", gamma), ("b", beta))]
+    with bb.function("main", args):
+        bb.emit_func_output(bb.emit(relax.op.nn.instance_norm(*args, channel_axis=1, axes=[2])))
+
+    def error(custom):
+        mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(bb.get())
+        vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
+        got = vm["main"](*[tvm.runtime.tensor(a) for a in (x, gamma, beta)]).numpy()
+        return float(np.abs(got - want).max())
+
+    stock, ours = error(None), error(LEGALIZE_MAP)
+    print(f"max abs error vs float64: stock {stock:.2e}, centred {ours:.2e}")
+    assert stock > 1e-2 and ours < stock / 30
+
+
 # -- the pipeline: shapes = bounded -------------------------------------------------------------
 
 BOUNDED_PARAMS = {**RUNTIME_PARAMS, "shapes": {"tokens": "bounded", "frames": "bounded"}}

@@ -190,7 +190,7 @@ def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voic
         rows[f"phonemes_{n}"] = {
             "phonemes": row["phonemes"], "tokens": row["tokens"], "frames": row["frames"], "chunks": row["chunks"],
             "frame_buckets": row["frame_buckets"],
-            "padding_waste": round(1 - row["frames"] / sum(row["frame_buckets"]), 4), "audio_s": round(audio_s, 4),
+            "padding_waste": padding_waste(tts, row), "audio_s": round(audio_s, 4),
             **{f"{k}_s": round(v, 5) for k, v in secs.items()},
             **{f"rtf_{k}": round(v / audio_s, 5) for k, v in secs.items()},
             **_speedups(secs), "log_mel_snr_db": row["log_mel_snr_db"],
@@ -202,6 +202,14 @@ def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voic
     rows["total"] = {"audio_s": round(audio_total, 4), **{f"rtf_{k}": round(v / audio_total, 5) for k, v in totals.items()},
                      **_speedups(totals)}
     return rows
+
+
+def padding_waste(tts: KokoroTVM, row: dict[str, Any]) -> float:
+    """The fraction of the decoder's computed frames that are padding: 1 - frames / buckets for a
+    padded decoder, 0 for a bounded one (it computes the frames it is given)."""
+    if all(tts.library("decoder", b).bounded for b in row["frame_buckets"]):
+        return 0.0
+    return round(1 - row["frames"] / sum(row["frame_buckets"]), 4)
 
 
 def _speedups(secs: dict[str, float]) -> dict[str, float]:

@@ -229,6 +229,10 @@ def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):
         assert set(after) == held - stale
         assert all(after[s] == yaml.safe_load(before)["stages"][s] for s in after)
         assert built_project.run("python", "-m", "kokoro_tvm.pipeline.lockfile").stdout == ""  # idempotent
+        # the removed bucket's outputs left the workspace, the kept ones' did not
+        artifacts = built_project.root / "artifacts"
+        assert not [f for f in artifacts.rglob("*-10*")]
+        assert [f for f in artifacts.rglob("*-8.*")]
         # only the stages that read buckets.tokens (or the manifest's inputs) are out of date;
         # the manifest reads it, so an empty answer (DVC seeing nothing) fails too
         changed = _changed(built_project)
@@ -237,6 +241,7 @@ def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):
         p["buckets"]["tokens"] = [8, 10]
         built_project.set_params(p)
         lock.write_bytes(before)
+        built_project.run("dvc", "checkout")  # the removed outputs, back from the cache
     assert "up to date" in built_project.run("dvc", "status").stdout
 
 

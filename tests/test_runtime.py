@@ -337,6 +337,17 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
                                                       rel=1e-3)
 
 
+@pytest.mark.parametrize("buckets,lengths", [
+    ([512], [30, 62, 126, 254, 510]),  # one bounded bucket is timed at short inputs too
+    ([64, 128, 256, 512], [30, 62, 126, 254, 510]),
+    ([6, 12], [3, 4, 10, 30]),  # no half of 12 reaches 32 tokens: half the smallest; 2.5x the largest
+])
+def test_e2e_lengths_cover_every_bucket_and_short_inputs(buckets, lengths):
+    from kokoro_tvm.eval import e2e
+
+    assert e2e.default_lengths(buckets) == lengths
+
+
 def test_e2e_bench_refuses_to_time_audio_that_differs(tts, km, km64, monkeypatch):
     from kokoro_tvm.eval import e2e, validate
 

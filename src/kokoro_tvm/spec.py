@@ -77,6 +77,24 @@ def length_axes(component: str, cfg: dict[str, Any]) -> dict[str, tuple[int, int
     return {"en": (2, 1), "asr": (2, 1), "noise": (1, samples_per_frame(cfg))}
 
 
+def unpadded(arrays: dict[str, Any], axes: dict[str, Any], n: int) -> dict[str, Any]:
+    """Bucket-sized inputs by name (numpy or torch) as a bounded library takes them at length n:
+    each input in ``axes`` (``length_axes``, or a manifest's copy) cut to ``scale * n`` along its
+    axis, split into ``[n, scale]`` when ``scale > 1``; the lengths input dropped. Views: the
+    caller makes them contiguous its own way."""
+    cut = {}
+    for name, x in arrays.items():
+        if name.endswith("lengths"):
+            continue
+        if name in axes:
+            axis, scale = axes[name]
+            x = x[(slice(None),) * axis + (slice(0, scale * n),)]
+            if scale > 1:
+                x = x.reshape(*x.shape[:axis], n, scale, *x.shape[axis + 1:])
+        cut[name] = x
+    return cut
+
+
 def input_specs(component: str, bucket: int, cfg: dict[str, Any]) -> list[TensorSpec]:
     """The static signature of a component at a bucket; the manifest and runtime use it."""
     lengths = (MIN_LENGTH[check_component(component)], bucket)

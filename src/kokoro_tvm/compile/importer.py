@@ -6,6 +6,7 @@ target, and the ``Signature`` records which weight each argument is.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,27 +43,24 @@ def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy
     from .symbolic import upper_bounds
 
     mod, params = import_params_as_inputs(ep, lstm_strategy)
-    lengths = {name: "n" for name in upper_bounds(mod)}
-    outputs = [{"shape": [_dim(d, lengths) for d in ty.shape], "dtype": str(ty.dtype)}
+    outputs = [{"shape": [_dim(d) for d in ty.shape], "dtype": str(ty.dtype)}
                for ty in _output_types(mod["main"])]
     inputs = [s.as_dict() for s in input_specs(component, bucket, cfg)]
     info = {"lstm_strategy": lstm_strategy, "ir_lines": len(mod.script().splitlines())}
-    if lengths:  # padded signatures stay as they were (their libraries are not rebuilt)
+    if upper_bounds(mod):  # padded signatures stay as they were (their libraries are not rebuilt)
         info["shapes"] = "bounded"
         info["length_axes"] = {k: list(v) for k, v in length_axes(component, cfg).items()}
     return tvm.ir.IRModule(mod.functions), Signature(component, bucket, inputs, params, outputs, info)
 
 
-def _dim(d, names: dict[str, str]) -> int | str:
-    """A static extent as an int; a symbolic one as text in the length's name (``2 * n``)."""
+def _dim(d) -> int | str:
+    """A static extent as an int; a symbolic one as text (``n * 600``): the variable keeps the
+    name of its ``torch.export.Dim`` (``model.bounded``) through the import."""
     import tvm
 
     if isinstance(d, tvm.tirx.IntImm):
         return int(d)
-    text = str(d)
-    for var, name in names.items():
-        text = text.replace(var, name)
-    return text
+    return re.sub(r"T\.int64\((\d+)\)", r"\1", str(d))
 
 
 def import_params_as_inputs(ep, lstm_strategy: str):

@@ -32,12 +32,17 @@ class E2EError(KokoroTVMError, RuntimeError):
 
 
 def default_lengths(token_buckets: list[int]) -> list[int]:
-    """Phoneme counts that fill every token bucket (+2 boundary tokens), half the smallest, and,
-    when the largest bucket is below kokoro's 510 phonemes, one input 2.5x the largest, which the
-    runtime must split beyond kokoro's utterances."""
-    lengths = {max(1, min(b - 2, 510)) for b in token_buckets} | {max(1, min(token_buckets) // 2)}
-    if max(token_buckets) - 2 < 510:
-        lengths.add(int(2.5 * max(token_buckets)))
+    """Phoneme counts that fill every token bucket (+2 boundary tokens); the largest bucket's
+    halves down to 32 tokens (30, 62, 126, 254 phonemes under 512), since bounded libraries make one
+    large bucket serve short inputs too, else half the smallest bucket; and, when the largest
+    bucket is below kokoro's 510 phonemes, one input 2.5x the largest, which the runtime must
+    split beyond kokoro's utterances."""
+    top = max(token_buckets)
+    lengths = {max(1, min(b - 2, 510)) for b in token_buckets}
+    halves = {top // 2**k - 2 for k in range(1, top.bit_length()) if top // 2**k >= 32}
+    lengths |= halves or {max(1, min(token_buckets) // 2)}
+    if top - 2 < 510:
+        lengths.add(int(2.5 * top))
     return sorted(lengths)
 
 

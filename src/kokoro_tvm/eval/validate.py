@@ -44,13 +44,14 @@ class ValidationError(KokoroTVMError, RuntimeError):
 
 
 def lengths_for(component: str, bucket: int) -> list[int]:
-    """The shortest valid length, just above half the bucket (just above the next smaller bucket
-    when buckets double), and full: the edges of the range a bucket serves.
+    """The shortest valid length, just above an eighth and a half of the bucket (just above the
+    next smaller buckets of a doubling ladder), and full: the edges of the range a bucket serves,
+    and a short utterance, which a lone bounded bucket serves too.
 
     They depend on the bucket alone, so adding a bucket never reruns another bucket's validation.
     """
     lo = MIN_LENGTH[check_component(component)]
-    return sorted({max(lo, n) for n in (lo, bucket // 2 + 1, bucket)})
+    return sorted({max(lo, n) for n in (lo, bucket // 8 + 1, bucket // 2 + 1, bucket)})
 
 
 def token_ids(vocab: dict[str, int], tokens: int, start: int = 0) -> tuple[torch.Tensor, int]:

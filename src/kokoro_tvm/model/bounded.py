@@ -28,7 +28,7 @@ from torch import nn
 
 import torch.nn.functional as F
 
-from ..spec import HARMONICS, samples_per_frame
+from ..spec import input_specs, length_axes, unpadded
 from . import components
 from .lstm_op import lstm_with_lengths
 
@@ -188,21 +188,14 @@ WRAPPERS = {"text_encoder": TextEncoder, "duration": DurationPredictor, "decoder
 
 def example_inputs(component: str, bucket: int, cfg, length: int) -> tuple[torch.Tensor, ...]:
     """What a bounded library of ``component`` takes at ``length``: ``model.inputs``' padded
-    example cut to ``length`` (``spec.length_axes``), without the lengths input."""
+    example cut as the runtime cuts it (``spec.unpadded``)."""
     from .inputs import example_inputs as padded
 
-    inputs = padded(component, bucket, cfg, length=length)
-    if component == "text_encoder":
-        cut = (inputs[0][:, :length],)
-    elif component == "duration":
-        cut = inputs[0][:, :length], inputs[2]
-    else:
-        en, asr, _, ref_s, rand_ini, noise = inputs
-        spf = samples_per_frame(cfg)
-        cut = (en[..., :length], asr[..., :length], ref_s, rand_ini,
-               noise[:, : spf * length].reshape(1, length, spf, HARMONICS))
+    names = [s.name for s in input_specs(component, bucket, cfg)]
+    named = dict(zip(names, padded(component, bucket, cfg, length=length)))
+    cut = unpadded(named, length_axes(component, cfg), length)
     # contiguous, as the runtime passes them: torch.export guards on a view's strides (the bucket)
-    return tuple(x.contiguous() for x in cut)
+    return tuple(x.contiguous() for x in cut.values())
 
 
 def export(component: str, bucket: int, km, cfg) -> torch.export.ExportedProgram:

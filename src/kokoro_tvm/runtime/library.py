@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import artifacts as A
+from ..spec import unpadded
 from ..toolchain import ToolchainError, runtime_versions
 
 # LLVM reports tuning flags (fast-*, slow-*) next to ISA extensions; only the latter decide
@@ -160,17 +161,8 @@ class CompiledComponent:
     def _unpadded(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """What a bounded library takes: every input cut to the valid length, no lengths input."""
         (n,) = (int(x.reshape(-1)[0]) for name, x in arrays.items() if name.endswith("lengths"))
-        cut = {}
-        for name, x in arrays.items():
-            if name.endswith("lengths"):
-                continue
-            axis, scale = self.entry["length_axes"].get(name, (None, 1))
-            if axis is not None:  # scale samples per unit: [.., scale n, ..] viewed as [.., n, scale, ..]
-                x = np.ascontiguousarray(x[(slice(None),) * axis + (slice(0, scale * n),)])
-                if scale > 1:
-                    x = x.reshape(*x.shape[:axis], n, scale, *x.shape[axis + 1:])
-            cut[name] = x
-        return cut
+        cut = unpadded(arrays, self.entry["length_axes"], n)
+        return {name: np.ascontiguousarray(x) for name, x in cut.items()}
 
     def _check_lengths(self, lengths: np.ndarray, bounds: list[int] | None) -> None:
         """The kernels clamp silently (0 gives zeros, > bucket acts as the bucket); refuse instead."""

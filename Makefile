@@ -2,7 +2,7 @@
 VENV ?= .venv
 PYTHON ?= python3.11
 PY := $(VENV)/bin/python
-EXTRAS := build,weights,text,test,bench,tune
+EXTRAS := build,weights,text,test,bench,tune,cross
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: setup repro test test-slow lock
@@ -10,12 +10,14 @@ setup: $(VENV)/.installed
 
 # torch first and exactly: an unpinned torch pulls several GB of CUDA wheels. Then every
 # transitive pin of requirements.lock, so a fresh machine gets the environment the artifacts
-# were built with, and the package itself without resolving anything again.
+# were built with, and the package itself without resolving anything again. Last, what the
+# aarch64 target needs to build and run here (apt when root, else pip; ~1 min on a new machine).
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -r requirements.lock
 	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m kokoro_tvm.devices.setup  # qemu-user, an aarch64 linker and sysroot (cross targets)
 	touch $@
 
 repro: setup  # dvc.lock pruned of removed stages' entries (DVC keeps them) before and after

@@ -29,7 +29,8 @@ _BUILT: dict[str, Path] = {}
 
 def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS) -> Path:
     """Build every library of ``params`` under ``root/artifacts``; returns that directory."""
-    from kokoro_tvm.pipeline import build, export, legalize, manifest, relax, toolchain, validate, weights
+    from kokoro_tvm.pipeline import (build, devices, export, legalize, manifest, reference, relax, toolchain, validate,
+                                     weights)
     from kokoro_tvm.pipeline.common import setup
     from kokoro_tvm.spec import COMPONENTS
 
@@ -39,11 +40,14 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS) -> Path:
         prm = setup("params.yaml")
         toolchain.run(prm)
         weights.run(prm)
+        for target in prm.targets:
+            devices.run(prm, target)
         for component in COMPONENTS:
             for bucket in prm.buckets(component):
                 export.run(prm, component, bucket)
                 relax.run(prm, component, bucket)
                 legalize.run(prm, component, bucket)
+                reference.run(prm, component, bucket)
                 for target in prm.targets:
                     build.run(prm, component, bucket, target)
                     validate.run(prm, component, bucket, target)

@@ -14,6 +14,7 @@ import yaml
 
 from kokoro_tvm import artifacts as A
 from kokoro_tvm.config import load_model_config
+from kokoro_tvm.devices.isa import host_arch
 from kokoro_tvm.eval import bench
 from kokoro_tvm.eval.metrics import rel_err
 from kokoro_tvm.model import components, lstm_op
@@ -47,7 +48,7 @@ def project(tmp_path_factory, tiny) -> Path:
     A.export_library(built.executable, lib)
     A.save_weights(A.weights_file(component, art), dict(zip(built.signature.params, built.weights)))
     A.write_json(A.build_info_file(component, bucket, target, art),
-                 {"signature": built.signature.as_dict(), "sha256": A.sha256(lib)})
+                 {"signature": built.signature.as_dict(), "sha256": A.sha256(lib), "needs": {"arch": host_arch(), "isa": []}})
     from kokoro_tvm.runtime.voices import random_style
 
     A.save_array(A.voice_file(art), random_style(0, 256))
@@ -212,6 +213,7 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
     instead of dying on an illegal instruction."""
     import shutil
 
+    from kokoro_tvm.devices.isa import requirements
     from kokoro_tvm.runtime.library import load_built
 
     art = project / "artifacts"
@@ -221,11 +223,11 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
     lib.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(A.library_file(component, bucket, target, art), lib)
     info = A.read_json(A.build_info_file(component, bucket, target, art), "build info")
-    A.write_json(A.build_info_file(component, bucket, "alien", art), {**info, "target_spec": alien})
-    with pytest.raises(A.ArtifactError, match=r"target 'alien' .* needs CPU features this machine lacks.*"
-                                              r"remove 'alien' from params.yaml 'targets'"):
+    A.write_json(A.build_info_file(component, bucket, "alien", art), {**info, "needs": requirements(alien)})
+    with pytest.raises(A.ArtifactError, match=r"target 'alien' needs CPU features this machine lacks \(arch aarch64\)"
+                                              r".*params.yaml 'devices'"):
         load_built(art, component, bucket, "alien")
-    A.write_json(A.build_info_file(component, bucket, "alien", art), {**info, "target_spec": {"kind": "llvm"}})
+    A.write_json(A.build_info_file(component, bucket, "alien", art), {**info, "needs": requirements({"kind": "llvm"})})
     assert load_built(art, component, bucket, "alien").entry["target"] == "alien"
 
 

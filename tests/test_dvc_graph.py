@@ -8,6 +8,7 @@ repeat that one (LSTM strategy, checkpoint, target) are checked through ``dvc st
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -22,8 +23,9 @@ def _stage_names(proj: Project, *fragments: str) -> set[str]:
 
 def test_second_repro_runs_no_stage(built_project: Project):
     assert built_project.repro() == set()
-    status = built_project.run("dvc", "status").stdout
-    assert "up to date" in status
+    assert built_project.up_to_date()
+    status = json.loads(built_project.run("dvc", "status", "--json").stdout)
+    assert status == {s: ["always changed"] for s in built_project.stages() if s.startswith("devices@")}
 
 
 def test_manifest_lists_every_library(built_project: Project):
@@ -41,7 +43,7 @@ def test_manifest_lists_every_library(built_project: Project):
 
 
 def _changed(proj: Project) -> set[str]:
-    return set(json.loads(proj.run("dvc", "status", "--json").stdout))
+    return proj.changed()
 
 
 def _edit_code(proj: Project, rel: str) -> tuple[set[str], set[str]]:
@@ -55,7 +57,7 @@ def _edit_code(proj: Project, rel: str) -> tuple[set[str], set[str]]:
     finally:
         path.write_text(old)
         proj.repro("--glob", "code_*")  # the run-cache restores the old fingerprints
-        assert "up to date" in proj.run("dvc", "status").stdout
+        assert proj.up_to_date()
 
 
 def test_editing_a_stage_body_reruns_only_that_stage(built_project: Project):
@@ -91,7 +93,7 @@ def test_temp_files_of_a_killed_write_are_ignored(built_project: Project):
     stray[0].write_bytes(b"half")
     stray[1].mkdir()
     try:
-        assert "up to date" in built_project.run("dvc", "status").stdout
+        assert built_project.up_to_date()
     finally:
         stray[0].unlink()
         stray[1].rmdir()
@@ -122,7 +124,7 @@ def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):
     finally:
         p["lstm"]["strategy"] = TINY_PARAMS["lstm"]["strategy"]
         built_project.set_params(p)
-    assert "up to date" in built_project.run("dvc", "status").stdout
+    assert built_project.up_to_date()
 
 
 @pytest.mark.parametrize("axis", ["tokens", "frames"])
@@ -143,7 +145,7 @@ def test_bounded_shapes_rerun_their_axis_exports_onward_only(built_project: Proj
         built_project.set_params(before)
     assert loop_only == _stage_names(built_project, "relax")
     assert changed - loop_only == _stage_names(built_project, f"export_{axis}") != set()
-    assert "up to date" in built_project.run("dvc", "status").stdout
+    assert built_project.up_to_date()
 
 
 def test_tune_trials_touch_only_tune_stages(built_project: Project):
@@ -159,11 +161,11 @@ def test_tune_trials_touch_only_tune_stages(built_project: Project):
         assert (db / "database_tuning_record.json").read_text() == ""
     p["tune"]["trials"] = 16
     built_project.set_params(p)
-    changed = set(json.loads(built_project.run("dvc", "status", "--json").stdout))
+    changed = built_project.changed()
     assert changed == _stage_names(built_project, "tune"), sorted(changed)
     p["tune"]["trials"] = 0
     built_project.set_params(p)
-    assert "up to date" in built_project.run("dvc", "status").stdout
+    assert built_project.up_to_date()
 
 
 def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_path):
@@ -193,7 +195,7 @@ def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_
         p["model"]["checkpoint"] = TINY_PARAMS["model"]["checkpoint"]
         built_project.set_params(p)
     assert built_project.repro("weights") == set()  # the run-cache restores the old weights
-    assert "up to date" in built_project.run("dvc", "status").stdout
+    assert built_project.up_to_date()
 
 
 def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
@@ -242,7 +244,7 @@ def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):
         built_project.set_params(p)
         lock.write_bytes(before)
         built_project.run("dvc", "checkout")  # the removed outputs, back from the cache
-    assert "up to date" in built_project.run("dvc", "status").stdout
+    assert built_project.up_to_date()
 
 
 def test_lock_pruning_refuses_a_pipeline_dvc_cannot_read(tmp_path):
@@ -256,21 +258,44 @@ def test_lock_pruning_refuses_a_pipeline_dvc_cannot_read(tmp_path):
     assert "  a:" in (tmp_path / "dvc.lock").read_text()
 
 
-def test_adding_a_target_builds_only_that_target(built_project: Project):
-    """Stages read only their own ``targets.<name>``: a new target adds its own tune, build,
-    validate and bench stages and leaves every other stage but the manifest as it is (seen through ``dvc status``;
-    test_adding_a_bucket does the real incremental rebuild)."""
-    p = built_project.params
+#: a CPU without AVX (SSE4.2 at most): x86-64-v3 libraries cannot run on it
+SSE_ONLY = "fpu cmov cx8 mmx fxsr sse sse2 pni ssse3 cx16 sse4_1 sse4_2 popcnt lahf_lm"
+
+
+def test_targets_and_the_cpu_rerun_exactly_their_stages(built_project: Project, tmp_path):
+    """Issue 26 through ``dvc`` itself. A new target runs its own stages only. On a CPU that
+    lacks its ISA it is built but not validated: the repro still succeeds, says so in one line,
+    and the manifest leaves it out. The same cache on a CPU that has the ISA reruns exactly that
+    target's validations (and what reads them); the other target's stay cached. Removing the
+    target leaves the other stages as they were."""
+    proj, p = built_project, built_project.params
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {SSE_ONLY}\n")
+    old_cpu = {"KOKORO_TVM_CPUINFO": str(cpuinfo)}
     p["targets"]["v3"] = {"kind": "llvm", "mcpu": "x86-64-v3"}
-    built_project.set_params(p)
+    proj.set_params(p)
     try:
-        new = {s for s in built_project.stages() if s.endswith(("-v3", "@v3"))}
-        assert len(new) == 4 * 5 + 2  # (tune, build, validate, bench) x 5 libraries + bench summary + e2e bench
-        assert _changed(built_project) == new | {"manifest"}  # the manifest lists every target's libraries
+        own = {s for s in proj.stages() if s.endswith(("-v3", "@v3")) and not s.startswith("devices@")}
+        assert len(own) == 4 * 3 + 1  # (tune, build, validate, bench) x 3 libraries + bench summary
+        out = proj.run("dvc", "repro", env=old_cpu).stdout
+        ran = {s for s in re.findall(r"Running stage '([^']+)'", out) if not s.startswith("devices@")}
+        assert ran == own | {"manifest", "bench_e2e"}, sorted(ran)
+        (line,) = [l for l in out.splitlines() if l.startswith("v3: built but NOT validated")]
+        assert "lacks avx" in line and "Fix:" in line
+        m = json.loads((proj.root / "artifacts/manifest.json").read_text())
+        assert {l["target"] for l in m["libraries"]} == {"generic"} and "v3" in m["unvalidated"]
+        # the cache on this CPU, which runs v3: only v3's validations and what reads them rerun
+        ran = proj.repro()
+        validations = {s for s in own if s.startswith(("validate_", "bench_"))}
+        assert ran == validations | {"manifest", "bench_e2e"}, sorted(ran)
+        m = json.loads((proj.root / "artifacts/manifest.json").read_text())
+        assert {l["target"] for l in m["libraries"]} == {"generic", "v3"} and not m["unvalidated"]
     finally:
         del p["targets"]["v3"]
-        built_project.set_params(p)
-    assert "up to date" in built_project.run("dvc", "status").stdout
+        proj.set_params(p)
+    proj.run("python", "-m", "kokoro_tvm.pipeline.lockfile")
+    assert proj.changed() == {"manifest"}  # it listed v3's libraries; nothing else read v3
+    assert proj.repro() <= {"manifest", "bench_e2e"} and proj.up_to_date()  # or restored from the run-cache
 
 
 def test_ci_reuse_through_remote_and_run_cache(built_project: Project, tmp_path):

@@ -301,8 +301,9 @@ def test_chunks_join_without_gap_or_click(long_row):
 # -- end-to-end real-time factor (bench_e2e stage) ----------------------------------------------
 
 def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tmp_path):
-    """``bench_e2e@<target>`` on the runtime project: every default length is checked for parity
-    before it is timed, the ratios are the medians' own, and the metrics file says where it ran."""
+    """``bench_e2e`` on the runtime project: every default length is checked for parity before it
+    is timed, the ratios are the medians' own, and the metrics file says where it ran and which
+    target the runtime picked, and why."""
     import dataclasses
 
     import contextlib
@@ -317,10 +318,11 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
     lengths = e2e.default_lengths(list(prm.tokens))
     assert lengths == [3, 4, 10, 30]  # buckets 6 and 12 filled, half of 6, and 2.5x 12
     with contextlib.chdir(artifacts.parent):
-        bench_e2e.run(prm, "generic")
-    path = artifacts / A.bench_e2e_file("generic").relative_to(A.ROOT)
+        bench_e2e.run(prm)
+    path = artifacts / A.bench_e2e_file().relative_to(A.ROOT)
     doc = json.loads(path.read_text())
     assert doc["target"] == "generic" and doc["repeats"] == 2 and doc["cpu"]
+    assert doc["picked"][-1] == "picked generic: the richest ISA this CPU runs"
     rows = [doc[f"phonemes_{n}"] for n in lengths]
     assert max(r["chunks"] for r in rows) > 1  # the long input is chunked
     for r in rows:

@@ -89,6 +89,17 @@ def build_time_file(component: str, bucket: int, target: str, root: Path = ROOT)
     return root / "build_time" / target / f"{component}-{bucket}.json"
 
 
+def device_file(target: str, root: Path = ROOT) -> Path:
+    """Where ``target``'s libraries run for validate and bench (``devices.resolve``)."""
+    return root / "devices" / f"{target}.json"
+
+
+def reference_file(component: str, bucket: int, root: Path = ROOT) -> Path:
+    """Inputs of every validation length and kokoro's float64 and float32 outputs on them:
+    computed once, shared by every target's validation (``eval.validate.reference_cases``)."""
+    return root / "reference" / f"{component}-{bucket}.npz"
+
+
 def validation_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
     return root / "validate" / target / f"{component}-{bucket}.json"
 
@@ -112,9 +123,10 @@ def bench_summary_file(component: str, target: str, root: Path = ROOT) -> Path:
     return root / "bench_summary" / target / f"{component}.json"
 
 
-def bench_e2e_file(target: str, root: Path = ROOT) -> Path:
-    """End-to-end real-time factors of ``bench_e2e@<target>`` (one entry per input length)."""
-    return root / "bench_e2e" / f"{target}.json"
+def bench_e2e_file(root: Path = ROOT) -> Path:
+    """End-to-end real-time factors of ``bench_e2e``: the runtime's own pick of target on this
+    CPU (one entry per input length)."""
+    return root / "bench_e2e.json"
 
 
 def sha256(path: Path) -> str:
@@ -180,8 +192,12 @@ def load_weights(path: Path, names: list[str]) -> list[np.ndarray]:
         return [z[n] for n in names]
 
 
-def export_library(ex, path: Path) -> None:
+def export_library(ex, path: Path, fcompile=None) -> None:
+    """``fcompile``: the cross linker of a target for another architecture (``devices.cross``)."""
     with atomic_path(path, suffix=".so") as tmp:
-        ex.export_library(os.fspath(tmp))
+        if fcompile is None:
+            ex.export_library(os.fspath(tmp))
+        else:
+            ex.export_library(os.fspath(tmp), fcompile=fcompile)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -99,6 +99,25 @@ class TargetSpec(_Section):
         return self.model_dump(exclude_none=True)
 
 
+class TrackerDevice(_Section):
+    """A device registered with a TVM RPC tracker under ``key`` (a board running
+    ``python -m tvm.exec.rpc_server --tracker HOST:PORT --key NAME``)."""
+
+    tracker: str = Field(pattern=r"^[A-Za-z0-9_.-]+:[0-9]{1,5}$")
+    key: str = Field(min_length=1)
+    timeout_s: int = Field(60, ge=1)  # how long to wait for a free device before failing
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.tracker.rsplit(":", 1)
+        return host, int(port)
+
+
+#: ``devices.<target>``: where validate and bench run a target's libraries. ``auto``: this CPU when
+#: it runs the target, else qemu-user for aarch64; ``qemu``: always emulated; ``none``: build only.
+DEVICE_CHOICES = ("auto", "qemu", "none")
+
+
 class ToolchainSection(_Section):
     torch: str | None = None
     apache_tvm: str | None = Field(None, alias="apache-tvm")
@@ -130,6 +149,7 @@ class ParamsFile(_Section):
     lstm: LstmSection
     shapes: ShapesSection = ShapesSection()
     targets: dict[str, TargetSpec] = Field(min_length=1)
+    devices: dict[str, Literal[DEVICE_CHOICES] | TrackerDevice] = {}  # type: ignore[valid-type]
     toolchain: ToolchainSection = ToolchainSection()
     tune: TuneSection = TuneSection()
     runtime: RuntimeSection = RuntimeSection()
@@ -143,6 +163,19 @@ class ParamsFile(_Section):
                 raise ValueError(f"target name {name!r} must use letters, digits and '_' only "
                                  "(it becomes part of DVC stage names)")
         return v
+
+    @field_validator("devices", mode="before")
+    @classmethod
+    def _no_devices(cls, v: Any) -> Any:
+        return {} if v is None else v  # a `devices:` key whose entries are all commented out
+
+    @model_validator(mode="after")
+    def _devices_name_targets(self) -> "ParamsFile":
+        unknown = sorted(set(self.devices) - set(self.targets))
+        if unknown:
+            raise ValueError(f"'devices.{unknown[0]}' names no target; 'targets' has {sorted(self.targets)}"
+                             + _suggest(unknown[0], list(self.targets)))
+        return self
 
     @model_validator(mode="after")
     def _bounded_needs_loop(self) -> "ParamsFile":
@@ -172,6 +205,12 @@ class Params:
     tune_trials: int = 0
     shapes_tokens: str = "padded"
     shapes_frames: str = "padded"
+    devices: dict[str, Any] = field(default_factory=dict)
+
+    def device(self, target: str) -> "str | TrackerDevice":
+        """``devices.<target>``: ``auto`` unless params say otherwise."""
+        self.check_target(target)
+        return self.devices.get(target, "auto")
 
     def shapes(self, component: str) -> str:
         """``padded`` or ``bounded``: how ``component``'s libraries are built (``shapes.<axis>``)."""
@@ -295,7 +334,7 @@ def parse(raw: Any) -> Params:
     return Params(f.model.config, f.model.checkpoint, f.model.seed, tuple(f.buckets.tokens),
                   tuple(f.buckets.frames), f.lstm.strategy, {n: t.as_dict() for n, t in f.targets.items()},
                   f.toolchain.as_dict(), f.runtime.num_threads, f.bench.repeats, f.bench.onnxruntime,
-                  f.tune.trials, f.shapes.tokens, f.shapes.frames)
+                  f.tune.trials, f.shapes.tokens, f.shapes.frames, dict(f.devices))
 
 
 def load(path: str | Path = "params.yaml") -> Params:

@@ -34,13 +34,23 @@ def _dist(name: str) -> str:
 def runtime_versions() -> dict[str, Any]:
     """What loading a library needs: the TVM runtime, its FFI and LLVM (the same apache-tvm
     wheel always ships the same LLVM)."""
-    import tvm
-
     return {
         "apache-tvm": _dist("apache-tvm"),
         "apache-tvm-ffi": _dist("apache-tvm-ffi"),
-        "llvm_major": int(tvm.target.codegen.llvm_version_major()),
+        "llvm_major": llvm_major(),
     }
+
+
+def llvm_major() -> int | None:
+    """LLVM's major version, or None where TVM loaded its runtime library alone
+    (``TVM_USE_RUNTIME_LIB=1``, the aarch64 runtime install: LLVM lives in the compiler library).
+    The apache-tvm version then stands for it: one wheel always ships one LLVM."""
+    import tvm
+
+    try:
+        return int(tvm.target.codegen.llvm_version_major())
+    except Exception:  # noqa: BLE001  (no such global function in a runtime-only TVM)
+        return None
 
 
 def versions() -> dict[str, Any]:

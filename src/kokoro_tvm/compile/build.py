@@ -34,6 +34,33 @@ def mark_noalias():
     return _pass
 
 
+#: ``main_transform_params`` with one argument per weight instead of one tuple of them.
+FLAT_TRANSFORM = "main_transform_params_flat"
+
+
+def with_flat_transform_params(mod):
+    """Add ``FLAT_TRANSFORM``: ``main_transform_params`` called on its arguments packed in a tuple.
+
+    Works around TVM 0.27's RPC, which passes no ``ffi.Array`` argument ("Cannot pass argument
+    0, type ffi.Array"), while ``LiftTransformParams`` makes the weight transform take one tuple:
+    a library on an RPC device (a board, qemu) binds its weights through this entry instead
+    (``runtime.library.bind_params``). No-op for a module without the transform.
+    """
+    from tvm import relax
+
+    names = {gv.name_hint for gv in mod.get_global_vars()}
+    if "main_transform_params" not in names or FLAT_TRANSFORM in names:
+        return mod
+    gv = mod.get_global_var("main_transform_params")
+    (packed,) = mod[gv].params
+    flat = [relax.Var(f"w{i}", ty) for i, ty in enumerate(packed.ty.fields)]
+    bb = relax.BlockBuilder(mod)
+    with bb.function(FLAT_TRANSFORM, flat, attrs={"num_input": 0}):
+        out = bb.emit(relax.Call(gv, [relax.Tuple(flat)]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
 def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None):
     """Schedule every kernel for the CPU target, then ``tvm.compile``.
 
@@ -49,7 +76,7 @@ def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None):
 
     target = make_target(target_spec)
     t0 = time.perf_counter()
-    mod = symbolic.reshapes_as_views(mod)
+    mod = with_flat_transform_params(symbolic.reshapes_as_views(mod))
     mod, tuned = tune.apply(mod, target, tune_db)
     mod, report = schedule.apply(mod, target, tuned)
     pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), mark_noalias()])

@@ -129,6 +129,30 @@ def measure(component: str, bucket: int, target: str, prm: Params, root: Path = 
     }
 
 
+def measure_on_board(component: str, bucket: int, target: str, prm: Params, device: dict[str, Any],
+                     root: Path = A.ROOT) -> dict[str, Any]:
+    """Median ms of the library on a board reached through an RPC tracker, at full ``bucket``
+    length, timed there (``time_evaluator``: no transfer over the connection). kokoro and ONNX
+    Runtime do not run on the board, so there is no ratio; ``benchmarks`` on the board give them."""
+    from ..devices.session import open_session
+    from ..runtime.library import load_built
+    from .reference import as_float64, load_kokoro
+    from .validate import inputs_for
+
+    cfg, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
+    inputs = inputs_for(component, bucket, bucket, cfg, A.load_array(A.voice_file(root)),
+                        as_float64(km) if component == "decoder" else km)
+    with open_session(device) as session:
+        lib = load_built(root, component, bucket, target, validated=True, session=session)
+        lib.vm.set_input("main", *lib.device_args(*[x.numpy() for x in inputs]))  # RPC: no tuples
+        timer = lib.vm.time_evaluator("invoke_stateful", lib.dev, number=1, repeat=prm.bench_repeats,
+                                      min_repeat_ms=0)
+        ms = timer("main").median * 1e3
+    return {"component": component, "bucket": bucket, "target": target, "timed": True, "device": device["device"],
+            "key": device["key"], "tvm_ms": round(ms, 3), "repeats": prm.bench_repeats,
+            "library_sha256": lib.entry["sha256"], "weights_sha256": lib.weights_sha256}
+
+
 def quarter_scaling(lib, full: Callable[[], Any], component: str, bucket: int, cfg: dict[str, Any],
                     pack: np.ndarray, km, repeats: int) -> dict[str, float]:
     """A bounded library at n = B/4 against itself at n = B, interleaved (issue 17 asks for
@@ -180,6 +204,7 @@ def refuse_disagreement(component: str, checks: dict[str, float]) -> None:
 def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Path]:
     """The stage's two DVC outputs, each written atomically: metrics and its plot row."""
     comp, bucket, target = result["component"], result["bucket"], result["target"]
+    result = {"timed": True, "device": "host", "emulated": False} | result
     metrics, plot = A.bench_file(comp, bucket, target, root), A.bench_plot_file(comp, bucket, target, root)
     A.write_json(metrics, result)
     A.write_json(plot, [_plot_row(result)])

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..errors import KokoroTVMError
-from ..spec import HARMONICS, MIN_LENGTH, check_component, input_specs, samples_per_frame
+from ..spec import HARMONICS, MIN_LENGTH, check_component, input_specs, length_axes, samples_per_frame
 from . import samples
 from .metrics import log_mel_snr, mel_cepstral_distortion, rel_err, voiced_fraction
 from .reference import f0_curve, reference
@@ -43,15 +43,23 @@ class ValidationError(KokoroTVMError, RuntimeError):
     """A library missed a threshold; the message carries the whole table."""
 
 
-def lengths_for(component: str, bucket: int) -> list[int]:
+def lengths_for(component: str, bucket: int, emulated: bool = False) -> list[int]:
     """The shortest valid length, just above an eighth and a half of the bucket (just above the
     next smaller buckets of a doubling ladder), and full: the edges of the range a bucket serves,
     and a short utterance, which a lone bounded bucket serves too.
 
     They depend on the bucket alone, so adding a bucket never reruns another bucket's validation.
+    ``emulated`` (a device under qemu-user, ``EMULATED_LENGTHS``): the first two only.
     """
     lo = MIN_LENGTH[check_component(component)]
-    return sorted({max(lo, n) for n in (lo, bucket // 8 + 1, bucket // 2 + 1, bucket)})
+    lengths = sorted({max(lo, n) for n in (lo, bucket // 8 + 1, bucket // 2 + 1, bucket)})
+    return lengths[:EMULATED_LENGTHS] if emulated else lengths
+
+
+#: Lengths validated on an emulated device: the shortest and ~B/8. qemu-user runs the kernels
+#: tens of times slower than the CPU does (README "Targets"), and its numerics are the emulated
+#: CPU's own, so two lengths check the library without costing the repro the full-bucket calls.
+EMULATED_LENGTHS = 2
 
 
 def token_ids(vocab: dict[str, int], tokens: int, start: int = 0) -> tuple[torch.Tensor, int]:
@@ -182,22 +190,79 @@ def durations_verdict(raw64: np.ndarray, got: np.ndarray) -> dict[str, Any]:
             "near_boundary": [int(i) for i in np.flatnonzero(near)]}
 
 
-def check(lib, component: str, bucket: int, km, km64, cfg: dict[str, Any], pack: np.ndarray,
-          lengths: list[int] | None = None) -> dict[int, dict[str, Any]]:
-    """Run ``lib`` (a callable on numpy inputs, e.g. ``CompiledComponent``) at each valid length;
-    one metrics row per length. ``km``/``km64``: kokoro in float32 and float64."""
-    rows = {}
+Case = dict[str, list[np.ndarray]]  # inputs (bucket-sized), r64, r32, f0 (decoder): one length
+
+
+def reference_cases(component: str, bucket: int, km, km64, cfg: dict[str, Any], pack: np.ndarray,
+                    lengths: list[int] | None = None) -> dict[int, Case]:
+    """The inputs of each valid length and kokoro's outputs on them, in float64 and float32:
+    what every target's library is held to (the ``reference`` stage computes them once)."""
+    cases = {}
     for length in lengths or lengths_for(component, bucket):
         inputs = inputs_for(component, bucket, length, cfg, pack, km64)
-        got = lib(*[x.numpy() for x in inputs])
-        r64 = [r.numpy() for r in reference(component, km64, inputs, length, cfg)]
-        r32 = [r.numpy() for r in reference(component, km, inputs, length, cfg)]
+        case = {"inputs": [x.numpy() for x in inputs],
+                "r64": [r.numpy() for r in reference(component, km64, inputs, length, cfg)],
+                "r32": [r.numpy() for r in reference(component, km, inputs, length, cfg)]}
         if component == "decoder":
-            f0 = f0_curve(km64, inputs[0], inputs[3], length).numpy()
-            rows[length] = compare_decoder(r64[0], r32[0], got[0], f0)
+            case["f0"] = [f0_curve(km64, inputs[0], inputs[3], length).numpy()]
+        cases[length] = case
+    return cases
+
+
+def check_cases(lib, component: str, cases: dict[int, Case]) -> dict[int, dict[str, Any]]:
+    """Run ``lib`` (a callable on numpy inputs, e.g. ``CompiledComponent``) on each case; one
+    metrics row per length."""
+    rows = {}
+    for length, case in cases.items():
+        got = lib(*case["inputs"])
+        if component == "decoder":
+            rows[length] = compare_decoder(case["r64"][0], case["r32"][0], got[0], case["f0"][0])
         else:
-            rows[length] = compare_tokens(component, r64, r32, got)
+            rows[length] = compare_tokens(component, case["r64"], case["r32"], got)
     return rows
+
+
+def check(lib, component: str, bucket: int, km, km64, cfg: dict[str, Any], pack: np.ndarray,
+          lengths: list[int] | None = None) -> dict[int, dict[str, Any]]:
+    """``check_cases`` on freshly computed ``reference_cases``. ``km``/``km64``: kokoro in float32
+    and float64."""
+    return check_cases(lib, component, reference_cases(component, bucket, km, km64, cfg, pack, lengths))
+
+
+def cases_to_arrays(component: str, cases: dict[int, Case], cfg: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Flat arrays for one ``.npz``: inputs cut to their valid length (a decoder bucket's zero
+    padding would be most of the file), outputs as they are."""
+    axes = length_axes(component, cfg)
+    names = [s.name for s in input_specs(component, MIN_LENGTH[component], cfg)]
+    out = {}
+    for n, case in cases.items():
+        for name, x in zip(names, case["inputs"]):
+            if name in axes:
+                axis, scale = axes[name]
+                x = x[(slice(None),) * axis + (slice(0, scale * n),)]
+            out[f"{n}__in__{name}"] = x
+        for key in ("r64", "r32", "f0"):
+            for i, x in enumerate(case.get(key, [])):
+                out[f"{n}__{key}__{i}"] = x
+    return out
+
+
+def cases_from_arrays(component: str, bucket: int, arrays: dict[str, np.ndarray],
+                      cfg: dict[str, Any]) -> dict[int, Case]:
+    """``cases_to_arrays`` undone: inputs zero-padded back to the bucket's signature."""
+    specs = input_specs(component, bucket, cfg)
+    cases: dict[int, Case] = {}
+    for n in sorted({int(k.split("__", 1)[0]) for k in arrays}):
+        case: Case = {"inputs": []}
+        for spec in specs:
+            x = arrays[f"{n}__in__{spec.name}"]
+            case["inputs"].append(np.pad(x, [(0, want - have) for have, want in zip(x.shape, spec.shape)]))
+        for key in ("r64", "r32", "f0"):
+            parts = sorted((int(k.rsplit("__", 1)[1]), k) for k in arrays if k.startswith(f"{n}__{key}__"))
+            if parts:
+                case[key] = [arrays[k] for _, k in parts]
+        cases[n] = case
+    return cases
 
 
 def summary(component: str, bucket: int, target: str, rows: dict[int, dict[str, Any]]) -> dict[str, Any]:

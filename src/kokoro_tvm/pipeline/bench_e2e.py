@@ -1,4 +1,7 @@
-"""Stage ``bench_e2e@<target>``: the whole runtime against eager kokoro, from the manifest.
+"""Stage ``bench_e2e``: the whole runtime against eager kokoro, from the manifest, with the
+target the runtime itself picks on this CPU (``library.explain_pick``): what a user here gets.
+One stage, not one per target: eager kokoro and ONNX Runtime, half its time, do not depend on
+the target, and the per-library ``bench`` stages already time every target this CPU runs.
 
 ``e2e.measure_rtf`` on the validated libraries at ``e2e.default_lengths`` of the token buckets,
 with the validation voice and the thread count and rounds of params (``runtime.num_threads``,
@@ -13,12 +16,14 @@ from ..eval import e2e, onnx_kmodel
 from ..eval.reference import as_float64, load_kokoro
 from ..eval.timing import apply_threads, cpu_name
 from ..params import Params
+from ..runtime.library import explain_pick, read_manifest
 from ..runtime.synthesizer import KokoroTVM
 
 
-def run(prm: Params, target: str) -> None:
-    prm.check_target(target)
+def run(prm: Params) -> None:
     threads = apply_threads(prm.num_threads)  # before the first TVM call
+    target, why = explain_pick(read_manifest(A.ROOT))
+    print(f"bench_e2e: {why[-1]}", flush=True)
     tts = KokoroTVM.from_manifest(A.ROOT, target=target, num_threads=threads)
     _, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
     onnx = None
@@ -27,5 +32,5 @@ def run(prm: Params, target: str) -> None:
                                     int8=prm.model_config == "kokoro-82m")
     rows = e2e.measure_rtf(tts, km, as_float64(km), e2e.default_lengths(list(prm.tokens)), prm.bench_repeats,
                            voice=A.load_array(A.voice_file()), onnx=onnx)
-    A.write_json(A.bench_e2e_file(target), {"target": target, "threads": threads, "repeats": prm.bench_repeats,
-                                            "cpu": cpu_name(), **rows})
+    A.write_json(A.bench_e2e_file(), {"target": target, "picked": why, "threads": threads,
+                                      "repeats": prm.bench_repeats, "cpu": cpu_name(), **rows})

@@ -1,9 +1,12 @@
-"""Stage ``build@<component>-<bucket>-<target>``: schedule, compile and export one library."""
+"""Stage ``build@<component>-<bucket>-<target>``: schedule, compile and export one library (linked
+by the target's cross linker when its architecture is not the host's), with the CPU needs the
+runtime checks before loading it."""
 
 from __future__ import annotations
 
 from .. import artifacts as A
 from ..compile.build import build
+from ..devices import cross, isa
 from ..params import Params
 
 
@@ -13,10 +16,12 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     ex, seconds, report = build(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
                                 A.tune_dir(component, bucket, target))
     lib = A.library_file(component, bucket, target)
-    A.export_library(ex, lib)
+    linker = cross.linker_for(prm.targets[target])
+    A.export_library(ex, lib, linker)
     sig = A.read_json(A.signature_file(component, bucket), "signature")
     A.write_json(A.build_info_file(component, bucket, target),
-                 {"target": target, "target_spec": prm.targets[target], "signature": sig,
+                 {"target": target, "target_spec": prm.targets[target], "needs": isa.requirements(prm.targets[target]),
+                  "linker": linker.description if linker else "host", "signature": sig,
                   "sha256": A.sha256(lib), "bytes": lib.stat().st_size, "schedule": report.as_dict()})
     # timings change from run to run: kept out of the build info, which the stages after depend on
     A.write_json(A.build_time_file(component, bucket, target), {"build_s": round(seconds, 2)})

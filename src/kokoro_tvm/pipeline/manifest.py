@@ -2,7 +2,8 @@
 
 A library is listed only when the bytes on disk are the ones its build recorded and its
 validation ran, with the weights its validation ran; anything else is an error, so a library
-swapped after validation never reaches the runtime.
+swapped after validation never reaches the runtime. A target no device could validate
+(``devices.resolve``) is left out whole, with one line saying so: the runtime never loads it.
 """
 
 from __future__ import annotations
@@ -25,26 +26,49 @@ def _library(component: str, bucket: int, target: str, weights_sha: dict[str, st
         raise A.ArtifactError(f"{lib} or {A.weights_file(component)} is not what was built and validated "
                               "(tampered, or a stage was skipped); run `dvc repro` to rebuild and revalidate it")
     sig = info["signature"]
+    validation = {k: v for k, v in check.items() if k.startswith("worst_") or k.endswith("_sha256")}
+    validation |= {"lengths": sorted(int(n) for n in check["lengths"]), "device": check["device"],
+                   "emulated": check["emulated"]}
     return {"component": component, "bucket": bucket, "target": target,
             "path": lib.relative_to(A.ROOT).as_posix(), "sha256": sha, "bytes": lib.stat().st_size,
             "inputs": sig["inputs"], "outputs": sig["outputs"], "params": sig["params"],
             "lstm_strategy": sig["info"]["lstm_strategy"], **bounded_fields(sig),
-            "validation": {k: v for k, v in check.items() if k.startswith("worst_") or k.endswith("_sha256")}
-            | {"lengths": sorted(int(n) for n in check["lengths"])}}
+            "validation": validation}
+
+
+def validated_targets(prm: Params) -> tuple[list[str], dict[str, str]]:
+    """Targets whose every library was validated, and why each other one was not."""
+    ok, skipped = [], {}
+    for target in sorted(prm.targets):
+        docs = [A.read_json(A.validation_file(c, b, target), "validation metrics")
+                for c in COMPONENTS for b in prm.buckets(c)]
+        not_run = [d for d in docs if not d.get("validated", True)]
+        if not_run:
+            skipped[target] = f"{not_run[0]['reason']}; fix: {not_run[0]['fix']}"
+        else:
+            ok.append(target)
+    return ok, skipped
 
 
 def run(prm: Params) -> dict[str, Any]:
     weights = {c: {"path": A.weights_file(c).relative_to(A.ROOT).as_posix(), "sha256": A.sha256(A.weights_file(c)),
                    "bytes": A.weights_file(c).stat().st_size} for c in COMPONENTS}
     shas = {c: w["sha256"] for c, w in weights.items()}
+    targets, skipped = validated_targets(prm)
+    for target, why in skipped.items():
+        print(f"manifest: {target} left out, not validated: {why}", flush=True)
     libs = [_library(component, bucket, target, shas)
-            for target in sorted(prm.targets) for component in COMPONENTS for bucket in prm.buckets(component)]
+            for target in targets for component in COMPONENTS for bucket in prm.buckets(component)]
+    needs = {t: A.read_json(A.build_info_file(c, b, t), "build info")["needs"]
+             for t in targets for c in COMPONENTS for b in prm.buckets(c)}
     doc = {
-        "format": 2,
+        "format": 3,
         "model": {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed},
         "toolchain": A.read_json(A.toolchain_file(), "toolchain versions"),
         "buckets": {"tokens": list(prm.tokens), "frames": list(prm.frames)},
-        "targets": prm.targets,
+        "targets": {t: prm.targets[t] for t in targets},
+        "target_needs": needs,
+        "unvalidated": skipped,
         "weights": weights,
         "libraries": libs,
     }

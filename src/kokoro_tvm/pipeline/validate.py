@@ -1,13 +1,21 @@
 """Stage ``validate@<component>-<bucket>-<target>``: the library at several lengths inside its
-bucket against kokoro in float64 (and float32 kokoro's own distance to it) on the unpadded input.
-Writes the DVC metrics, bound to the bytes of the library and weights it ran (their sha256), or
-fails (writing nothing) when the library misses the criterion of ``eval.validate``."""
+bucket against kokoro in float64 (and float32 kokoro's own distance to it) on the unpadded input,
+on the device that runs the target (``devices.resolve``): this CPU, a board through an RPC
+tracker, or qemu-user (at ``EMULATED_LENGTHS`` lengths). Writes the DVC metrics, bound to the
+bytes of the library and weights it ran (their sha256), or fails (writing nothing) when the
+library misses the criterion of ``eval.validate``. With no device, it records that the library
+was not validated, and the manifest leaves the target out."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
+
 from .. import artifacts as A
+from ..devices.resolve import NONE
+from ..devices.session import open_session
 from ..eval import validate as V
-from ..eval.reference import as_float64, load_kokoro
 from ..params import Params
 from ..runtime.library import load_built
 
@@ -15,10 +23,21 @@ from ..runtime.library import load_built
 def run(prm: Params, component: str, bucket: int, target: str) -> None:
     prm.check_bucket(component, bucket)
     prm.check_target(target)
-    lib = load_built(A.ROOT, component, bucket, target)  # before the slow part: fail fast
-    cfg, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
-    rows = V.check(lib, component, bucket, km, as_float64(km), cfg, A.load_array(A.voice_file()))
+    device = A.read_json(A.device_file(target), "device record")
+    out = A.validation_file(component, bucket, target)
+    if device["device"] == NONE:
+        A.write_json(out, {"component": component, "bucket": bucket, "target": target, "validated": False,
+                           "device": NONE, "reason": device["reason"], "fix": device["fix"]})
+        return
+    cfg = json.loads(A.model_config_file().read_text(encoding="utf-8"))
+    with np.load(A.reference_file(component, bucket)) as z:
+        cases = V.cases_from_arrays(component, bucket, dict(z), cfg)
+    lengths = V.lengths_for(component, bucket, emulated=device["emulated"])
+    with open_session(device) as session:
+        lib = load_built(A.ROOT, component, bucket, target, session=session)
+        rows = V.check_cases(lib, component, {n: cases[n] for n in lengths})
     doc = V.summary(component, bucket, target, rows)
-    doc |= {"library_sha256": lib.entry["sha256"], "weights_sha256": lib.weights_sha256}
+    doc |= {"validated": True, "device": device["device"], "emulated": device["emulated"],
+            "library_sha256": lib.entry["sha256"], "weights_sha256": lib.weights_sha256}
     V.raise_if_failed(doc)
-    A.write_json(A.validation_file(component, bucket, target), doc)
+    A.write_json(out, doc)

@@ -166,6 +166,11 @@ def info(args: argparse.Namespace) -> None:
     print("toolchain: " + ", ".join(f"{k} {v}" for k, v in d["toolchain"].items()))
     print(f"buckets: tokens {d['buckets']['tokens']}, frames {d['buckets']['frames']}")
     print("weights: " + ", ".join(f"{c} {_size(b)}" for c, b in d["weights"].items()))
+    print(f"target on this CPU: {d['picked_target'] or 'none'}")
+    for line in d["pick_reasons"]:
+        print(f"  {line}")
+    for target, why in d["unvalidated"].items():
+        print(f"  {target}: built but not validated, so not loadable ({why})")
     for target, libs in d["libraries"].items():
         print(f"target {target}: {d['targets'][target]}")
         for lib in libs:

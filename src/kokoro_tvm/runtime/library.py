@@ -8,21 +8,15 @@ so a call passes only the component's own inputs.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from .. import artifacts as A
+from ..devices import isa
 from ..spec import unpadded
 from ..toolchain import ToolchainError, runtime_versions
-
-# LLVM reports tuning flags (fast-*, slow-*) next to ISA extensions; only the latter decide
-# whether a library can run on this CPU.
-_ISA = re.compile(r"^(avx|sse|ssse|fma|f16c|bmi|popcnt|lzcnt|movbe|cx16|aes|pclmul|vpclmul|vaes|gfni|sha|adx|"
-                  r"xsave|amx|evex512|neon|sve|fp-armv8|dotprod|i8mm|bf16|fullfp16)")
-
 
 def read_manifest(root: Path) -> dict[str, Any]:
     """``root/manifest.json`` (``root`` is the artifacts directory), with a fix in every error."""
@@ -44,6 +38,8 @@ def check_toolchain(manifest: dict[str, Any], found: dict[str, Any] | None = Non
     built = manifest.get("toolchain", {})
     found = runtime_versions() if found is None else found
     for key, have in found.items():
+        if have is None:  # not knowable here (``toolchain.llvm_major``)
+            continue
         want = str(built.get(key, "unknown"))
         if want != str(have):
             raise ToolchainError(f"the libraries were built with {key} {want} but {have} is installed; "
@@ -51,49 +47,58 @@ def check_toolchain(manifest: dict[str, Any], found: dict[str, Any] | None = Non
                                  "with `dvc repro`")
 
 
-def _isa(spec: dict[str, Any]) -> set[str]:
-    import tvm
-    from tvm.target import codegen
-
-    return {f for f in codegen.llvm_get_cpu_features(tvm.target.Target(dict(spec))) if _ISA.match(f)}
-
-
-def host_supports(spec: dict[str, Any]) -> bool:
-    """True when every ISA extension the target assumes is present on this CPU."""
-    from tvm.target import codegen
-
-    host = {"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu()}
-    return _isa(spec) <= _isa(host)
+def target_needs(manifest: dict[str, Any], target: str) -> dict[str, Any]:
+    """What the libraries of ``target`` need of a CPU (``isa.requirements``, recorded at build)."""
+    needs = manifest.get("target_needs", {}).get(target)
+    if needs is None:
+        raise A.ArtifactError(f"the manifest records no CPU needs for target {target!r} (built before they were "
+                              "recorded); rebuild with `dvc repro`")
+    return needs
 
 
 def pick_target(manifest: dict[str, Any], target: str | None = None) -> str:
-    """The requested target if it was built (and runs here); else the richest built one this CPU runs."""
-    specs = manifest.get("targets", {})
+    """The requested target if it was built and runs on this CPU; else the richest one that does."""
+    return explain_pick(manifest, target)[0]
+
+
+def explain_pick(manifest: dict[str, Any], target: str | None = None) -> tuple[str, list[str]]:
+    """``pick_target``'s answer and why: one line per validated target (runs here or lacks what).
+
+    Only targets the manifest lists are candidates, and it lists only validated ones. A target
+    whose ISA this CPU lacks is refused here, with the missing extensions named, instead of
+    running into SIGILL inside a kernel."""
     built = sorted({e["target"] for e in manifest["libraries"]})
+    lacks = {t: isa.missing(target_needs(manifest, t)) for t in built}
+    why = [f"{t}: " + (f"runs here ({len(target_needs(manifest, t)['isa'])} ISA extensions)" if not lacks[t]
+                       else f"not on this CPU (lacks {', '.join(lacks[t])})") for t in built]
     if target is not None:
         if target not in built:
-            raise A.ArtifactError(f"target {target!r} was not built (built targets: {built}); add it to "
-                                  "params.yaml 'targets' and run `dvc repro`")
-        if target in specs and not host_supports(specs[target]):
-            raise A.ArtifactError(f"target {target!r} ({specs[target]}) uses CPU features this machine lacks; "
-                                  f"pick another built target: {built}")
-        return target
-    usable = [t for t in built if t not in specs or host_supports(specs[t])]
+            raise A.ArtifactError(f"target {target!r} is not among the validated libraries (validated targets: "
+                                  f"{built}); add it to params.yaml 'targets' and run `dvc repro` on a machine "
+                                  "that can validate it")
+        if lacks[target]:
+            raise A.ArtifactError(f"target {target!r} needs CPU features this machine lacks "
+                                  f"({', '.join(lacks[target])}); pick one that runs here: "
+                                  f"{[t for t in built if not lacks[t]]}")
+        return target, why + [f"picked {target}: asked for"]
+    usable = [t for t in built if not lacks[t]]
     if not usable:
-        raise A.ArtifactError(f"none of the built targets {built} runs on this CPU; add a target this machine "
-                              "supports (e.g. {kind: llvm}) to params.yaml 'targets' and run `dvc repro`")
-    return max(usable, key=lambda t: (len(_isa(specs[t])) if t in specs else 0, t))
+        raise A.ArtifactError(f"none of the validated targets {built} runs on this CPU ({'; '.join(why)}); add a "
+                              "target this machine runs to params.yaml 'targets' and run `dvc repro`")
+    best = max(usable, key=lambda t: (len(target_needs(manifest, t)["isa"]), t))
+    return best, why + [f"picked {best}: the richest ISA this CPU runs"]
 
 
 class ComponentWeights:
     """One component's weights, verified and copied to the device once, shared by every bucket."""
 
-    def __init__(self, root: Path, info: dict[str, Any]):
+    def __init__(self, root: Path, info: dict[str, Any], session=None):
         import tvm
 
         self.path = Path(root) / info["path"]
         self.sha256 = verify_file(self.path, info["sha256"], "its manifest")
-        self.dev = tvm.cpu()
+        self.session = session or local_session()
+        self.dev = self.session.dev
         with np.load(self.path) as z:
             self.tensors = {name: tvm.runtime.tensor(z[name], self.dev) for name in z.files}
 
@@ -107,24 +112,25 @@ class ComponentWeights:
 class CompiledComponent:
     """One library (component x bucket x target) with its weights bound."""
 
-    def __init__(self, root: Path, entry: dict[str, Any], weights: dict[str, Any] | ComponentWeights):
-        import tvm
+    def __init__(self, root: Path, entry: dict[str, Any], weights: dict[str, Any] | ComponentWeights,
+                 session=None):
         from tvm import relax
 
         self.entry = entry
         lib_path = Path(root) / entry["path"]
         verify_file(lib_path, entry["sha256"], entry.get("sha256_source", "its manifest"))
         if not isinstance(weights, ComponentWeights):
-            weights = ComponentWeights(root, weights)
+            weights = ComponentWeights(root, weights, session)
         validation = entry.get("validation")
         if validation is not None:
             check_validated(entry, validation, weights.sha256, lib_path)
         self.weights_sha256 = weights.sha256
         self.dev = weights.dev
-        self.vm = relax.VirtualMachine(tvm.runtime.load_module(str(lib_path)), self.dev)
+        self.stateful = weights.session.stateful  # an RPC device (``devices.session.RemoteSession``)
+        self.vm = relax.VirtualMachine(weights.session.load_module(lib_path), self.dev)
         # Libraries with ``main_transform_params`` (LiftTransformParams) take transformed weights:
         # transform once here; weights it passes through stay the shared ComponentWeights tensors.
-        self.params = bind_params(self.vm, weights.args(entry["params"]))
+        self.params = bind_params(self.vm, weights.args(entry["params"]), self.stateful)
 
     @property
     def bucket(self) -> int:
@@ -139,6 +145,13 @@ class CompiledComponent:
         """Bucket-sized inputs and their valid length (``entry["inputs"]``, for both kinds of
         library). A bounded library gets them cut to that length and returns that length: its
         outputs' length axes are shorter than a padded library's, past-the-length values absent."""
+        args = self.device_args(*inputs)
+        out = invoke_stateful(self.vm, "main", args) if self.stateful else self.vm["main"](*args)
+        return [out[i].numpy() for i in range(len(out))]
+
+    def device_args(self, *inputs: np.ndarray) -> list[Any]:
+        """What ``vm["main"]`` takes for these inputs: checked, cut (bounded), on the device,
+        followed by the bound weights."""
         import tvm
 
         specs = self.entry["inputs"]
@@ -155,8 +168,7 @@ class CompiledComponent:
             arrays[spec["name"]] = x
         if self.bounded:
             arrays = self._unpadded(arrays)
-        out = self.vm["main"](*[tvm.runtime.tensor(x, self.dev) for x in arrays.values()], *self.params)
-        return [out[i].numpy() for i in range(len(out))]
+        return [*(tvm.runtime.tensor(x, self.dev) for x in arrays.values()), *self.params]
 
     def _unpadded(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """What a bounded library takes: every input cut to the valid length, no lengths input."""
@@ -220,13 +232,14 @@ def check_validated(entry: dict[str, Any], validation: dict[str, Any], weights_s
 
 
 def load_built(root: Path, component: str, bucket: int, target: str,
-               validated: bool = False) -> CompiledComponent:
+               validated: bool = False, session=None) -> CompiledComponent:
     """One library straight from its build outputs, for the stages that run before the manifest.
 
     ``validate`` and ``bench`` read the build outputs, not the manifest: the manifest lists only
     validated libraries, and depending on it would rerun every one of those stages whenever a
     bucket is added. The library must be the bytes its build recorded (build info ``sha256``);
-    with ``validated``, also the bytes its validation ran, with the same weights.
+    with ``validated``, also the bytes its validation ran, with the same weights. ``session``:
+    the device to run it on (``devices.session``; default this CPU).
     """
     lib = A.library_file(component, bucket, target, root)
     if not lib.exists():
@@ -235,12 +248,11 @@ def load_built(root: Path, component: str, bucket: int, target: str,
     if not weights.exists():
         raise A.ArtifactError(f"{weights} is missing; run `dvc repro`")
     info = A.read_json(A.build_info_file(component, bucket, target, root), "build info")
-    spec = info.get("target_spec")
-    if spec is not None and not host_supports(spec):
+    lacks = isa.missing(info["needs"]) if session is None else []
+    if lacks:
         raise A.ArtifactError(
-            f"target {target!r} ({spec}) needs CPU features this machine lacks, so its libraries cannot "
-            f"be validated or timed here: remove {target!r} from params.yaml 'targets' (the other targets "
-            "still build and run), or run `dvc repro` on a CPU that has them")
+            f"target {target!r} needs CPU features this machine lacks ({', '.join(lacks)}), so its libraries "
+            "cannot run here; run them on a device that has them (params.yaml 'devices')")
     sig = info["signature"]
     entry = {"component": component, "bucket": bucket, "target": target, "path": lib.relative_to(root).as_posix(),
              "sha256": info["sha256"], "sha256_source": f"{A.build_info_file(component, bucket, target, root)}",
@@ -248,7 +260,14 @@ def load_built(root: Path, component: str, bucket: int, target: str,
     if validated:
         entry["validation"] = A.read_json(A.validation_file(component, bucket, target, root), "validation")
     return CompiledComponent(root, entry, {"path": weights.relative_to(root).as_posix(),
-                                           "sha256": A.sha256(weights)})
+                                           "sha256": A.sha256(weights)}, session)
+
+
+def local_session():
+    """This CPU (``devices.session.LocalSession``), the default device of every library."""
+    from ..devices.session import LocalSession
+
+    return LocalSession()
 
 
 def has_transform_params(vm) -> bool:
@@ -259,7 +278,16 @@ def has_transform_params(vm) -> bool:
     return True
 
 
-def bind_params(vm, weights: Sequence[Any]) -> list:
+def invoke_stateful(vm, name: str, args: Sequence[Any]) -> tuple:
+    """``vm[name](*args)`` for a VM over RPC, which can pass no tuple: arguments set one by one,
+    outputs fetched one by one."""
+    vm.set_input(name, *args)
+    vm.invoke_stateful(name)
+    out = vm.get_outputs(name)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def bind_params(vm, weights: Sequence[Any], stateful: bool = False) -> list:
     """What ``vm["main"]`` takes after its inputs, given the raw weights in signature order.
 
     Libraries built with ``LiftTransformParams`` carry ``main_transform_params`` (weight
@@ -274,6 +302,8 @@ def bind_params(vm, weights: Sequence[Any]) -> list:
     raw = [w if isinstance(w, tvm.runtime.Tensor) else tvm.runtime.tensor(w) for w in weights]
     if not has_transform_params(vm):
         return raw
+    if stateful:  # over RPC: the flat entry (``compile.build.with_flat_transform_params``)
+        return list(invoke_stateful(vm, "main_transform_params_flat", raw))
     out = vm["main_transform_params"](raw)
     by_ptr = {(w.data_ptr(), tuple(w.shape), str(w.dtype)): w for w in raw}
     return [by_ptr.get((t.data_ptr(), tuple(t.shape), str(t.dtype)), t) for t in out]

@@ -41,6 +41,7 @@ from .library import (
     ComponentWeights,
     check_toolchain,
     find_entry,
+    explain_pick,
     pick_target,
     read_manifest,
 )
@@ -399,8 +400,13 @@ def describe(manifest: dict[str, Any], root: Path) -> dict[str, Any]:
         libs.setdefault(e["target"], []).append(
             {"component": e["component"], "bucket": e["bucket"], "bytes": e["bytes"],
              "present": (Path(root) / e["path"]).exists(), "validation": e.get("validation", {})})
+    try:
+        picked, why = explain_pick(manifest)
+    except A.ArtifactError as e:  # none runs here: info still lists what was built
+        picked, why = None, [str(e)]
     return {"artifacts": str(root), "model": manifest["model"], "toolchain": manifest["toolchain"],
             "targets": {t: manifest["targets"].get(t, {}) for t in sorted(libs)},
+            "picked_target": picked, "pick_reasons": why, "unvalidated": manifest.get("unvalidated", {}),
             "buckets": manifest["buckets"],
             "weights": {c: w["bytes"] for c, w in manifest["weights"].items()},
             "libraries": libs}

@@ -1,0 +1,102 @@
+"""Which instruction sets a library needs, and which this CPU has.
+
+The build records a library's needs (``requirements``: the triple's architecture and the ISA
+extensions LLVM enables for the target) while LLVM is at hand. The runtime compares them with
+this CPU without LLVM (``host_arch``, ``host_features``): the torch-free runtime on aarch64 loads
+TVM's runtime library alone, which has no ``llvm_get_system_cpu``. A library whose needs the CPU
+misses is refused with the missing extensions named, instead of dying of SIGILL inside a kernel.
+
+Only ISA extensions are compared: LLVM also lists tuning flags (``fast-*``, ``slow-*``), trace
+and system-register features (``ete``, ``el3``) that no kernel executes, and which no
+``/proc/cpuinfo`` shows. ``LINUX_FLAGS`` maps each LLVM extension name to the flag Linux reports.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+#: LLVM feature name -> the flag Linux reports for it (``/proc/cpuinfo`` flags / Features)
+LINUX_FLAGS = {
+    "x86_64": {
+        "sse3": "pni", "ssse3": "ssse3", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "popcnt": "popcnt",
+        "cx16": "cx16", "sahf": "lahf_lm", "avx": "avx", "avx2": "avx2", "bmi": "bmi1", "bmi2": "bmi2",
+        "f16c": "f16c", "fma": "fma", "lzcnt": "abm", "movbe": "movbe", "xsave": "xsave",
+        "avx512f": "avx512f", "avx512bw": "avx512bw", "avx512cd": "avx512cd", "avx512dq": "avx512dq",
+        "avx512vl": "avx512vl", "avx512vnni": "avx512_vnni", "avx512bf16": "avx512_bf16",
+        "avx512fp16": "avx512_fp16", "avxvnni": "avx_vnni", "amx-tile": "amx_tile", "amx-bf16": "amx_bf16",
+        "amx-int8": "amx_int8",
+    },
+    "aarch64": {
+        "fp-armv8": "fp", "neon": "asimd", "crc": "crc32", "lse": "atomics", "rdm": "asimdrdm",
+        "rcpc": "lrcpc", "dotprod": "asimddp", "fullfp16": "asimdhp", "aes": "aes", "sha2": "sha2",
+        "i8mm": "i8mm", "bf16": "bf16", "sve": "sve", "sve2": "sve2",
+    },
+}
+_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+
+
+def arch_of(triple: str) -> str:
+    """``aarch64-linux-gnu`` -> ``aarch64``; ``x86_64-pc-linux-gnu`` -> ``x86_64``."""
+    head = triple.split("-", 1)[0].lower()
+    return _ARCH_ALIASES.get(head, head)
+
+
+def host_arch() -> str:
+    machine = platform.machine().lower()
+    return _ARCH_ALIASES.get(machine, machine)
+
+
+#: Another CPU's ``/proc/cpuinfo`` to read instead of this one's: how the tests show what a cache
+#: moved to an AVX2-only machine reruns, on whatever CPU runs them.
+CPUINFO_ENV = "KOKORO_TVM_CPUINFO"
+
+
+def _cpuinfo_flags() -> frozenset[str]:
+    return _flags_of(os.environ.get(CPUINFO_ENV, "/proc/cpuinfo"))
+
+
+@lru_cache(maxsize=4)
+def _flags_of(path: str) -> frozenset[str]:
+    """The first CPU's ``flags`` (x86) or ``Features`` (aarch64) line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return frozenset()
+
+
+def host_features(arch: str | None = None, flags: frozenset[str] | None = None) -> frozenset[str]:
+    """The LLVM names of the ISA extensions this CPU has (of those ``LINUX_FLAGS`` knows)."""
+    arch = arch or host_arch()
+    flags = _cpuinfo_flags() if flags is None else flags
+    return frozenset(f for f, linux in LINUX_FLAGS.get(arch, {}).items() if linux in flags)
+
+
+def requirements(spec: dict[str, Any]) -> dict[str, Any]:
+    """What a library built for the TVM target ``spec`` needs of a CPU (LLVM at build time):
+    ``{"arch": ..., "isa": [sorted LLVM extension names]}``."""
+    import tvm
+    from tvm.target import codegen
+
+    triple = spec.get("mtriple") or codegen.llvm_get_system_triple()
+    arch = arch_of(triple)
+    enabled = set(codegen.llvm_get_cpu_features(tvm.target.Target(dict(spec))))
+    return {"arch": arch, "isa": sorted(enabled & set(LINUX_FLAGS.get(arch, {})))}
+
+
+def missing(needs: dict[str, Any], arch: str | None = None, features: frozenset[str] | None = None) -> list[str]:
+    """What this CPU lacks of ``needs`` (``requirements``): ``["arch aarch64"]`` for another
+    architecture, else the missing extensions; empty when the library runs here."""
+    arch = arch or host_arch()
+    if needs["arch"] != arch:
+        return [f"arch {needs['arch']}"]
+    have = host_features(arch) if features is None else features
+    return [f for f in needs["isa"] if f not in have]

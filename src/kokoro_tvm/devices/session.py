@@ -1,0 +1,106 @@
+"""Open the device a record names (``resolve``) for the stages that execute libraries.
+
+A session gives ``CompiledComponent`` what differs between devices: the ``Device`` tensors live
+on and how a library is loaded there. Locally that is ``tvm.cpu()`` and ``load_module``; over TVM
+RPC the library is uploaded first and every tensor is a remote one, so validation's inputs,
+weights and outputs travel over the connection and the kernels run on the device's own CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import KokoroTVMError
+from .resolve import HOST, NONE, QEMU, RPC
+
+
+class DeviceError(KokoroTVMError, RuntimeError):
+    """A device that cannot be reached or used; the message names the fix."""
+
+
+class LocalSession:
+    """This process's CPU."""
+
+    emulated = False
+    stateful = False  # the VM's functions are called directly
+
+    def __init__(self) -> None:
+        import tvm
+
+        self.dev = tvm.cpu()
+
+    def load_module(self, path: Path):
+        import tvm
+
+        return tvm.runtime.load_module(str(path))
+
+
+class RemoteSession:
+    """A TVM RPC session (a board through a tracker, or the pipeline's own qemu server).
+
+    TVM 0.27's RPC passes no ``ffi.Array`` in either direction, and a library's functions take
+    and return tuples: ``stateful`` tells ``CompiledComponent`` to call them through the VM's
+    ``set_input`` / ``invoke_stateful`` / ``get_outputs``, which move tensors one at a time.
+    """
+
+    stateful = True
+
+    def __init__(self, remote, emulated: bool) -> None:
+        self.remote, self.emulated = remote, emulated
+        self.dev = remote.cpu()
+
+    def load_module(self, path: Path):
+        self.remote.upload(str(path))
+        return self.remote.load_module(Path(path).name)
+
+
+@contextlib.contextmanager
+def open_session(record: dict[str, Any]) -> Iterator[LocalSession | RemoteSession]:
+    """The device ``record`` names, open for the duration of the block (a qemu server the
+    pipeline started is stopped after it, whatever happens inside)."""
+    kind = record["device"]
+    if kind == HOST:
+        yield LocalSession()
+    elif kind == RPC:
+        host, port = record["tracker"].rsplit(":", 1)
+        yield RemoteSession(request(host, int(port), record["key"], record.get("timeout_s", 60)), emulated=False)
+    elif kind == QEMU:
+        from tvm import rpc
+
+        from . import qemu
+
+        with qemu.rpc_server() as (host, port):
+            yield RemoteSession(rpc.connect(host, port), emulated=True)
+    elif kind == NONE:
+        raise DeviceError(f"{record['target']}: no device runs it ({record['reason']}); {record['fix']}")
+    else:
+        raise DeviceError(f"unknown device kind {kind!r} in the record of {record['target']}; run `dvc repro`")
+
+
+def request(host: str, port: int, key: str, timeout_s: float):
+    """A session on a device registered with the tracker at ``host:port`` under ``key``, waiting
+    at most ``timeout_s`` for one to be free. TVM's ``TrackerSession.request`` blocks until the
+    tracker answers, and the tracker answers only once a device is free: so the tracker's summary
+    is polled first, and the request is made only when the key has a free device."""
+    from tvm import rpc
+
+    try:
+        tracker = rpc.connect_tracker(host, port)
+    except Exception as e:  # noqa: BLE001  (TVM raises several error types)
+        raise DeviceError(f"no RPC tracker at {host}:{port} ({type(e).__name__}: {e}); start one with "
+                          f"`python -m tvm.exec.rpc_tracker --host {host} --port {port}` or fix params.yaml "
+                          "'devices.<target>.tracker'") from None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        queue = tracker.summary().get("queue_info", {}).get(key, {})
+        if queue.get("free", 0) > 0:
+            return tracker.request(key, priority=1, session_timeout=0, max_retry=1)
+        if time.monotonic() >= deadline:
+            raise DeviceError(f"the tracker at {host}:{port} had no free device under key '{key}' for "
+                              f"{timeout_s} s; on the board run `python -m tvm.exec.rpc_server --tracker "
+                              f"{host}:{port} --key {key}`, or raise 'devices.<target>.timeout_s'")
+        time.sleep(0.5)

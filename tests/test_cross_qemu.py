@@ -1,0 +1,223 @@
+"""aarch64 targets on this x86 host: cross linking, and running the library under qemu-user
+through a TVM RPC server (directly and through a tracker) with results equal to the x86 build's.
+
+Skipped where qemu, the sysroot or a linker is missing, except in CI (CI=true), which installs
+them (`python -m kokoro_tvm.devices.setup`): there a missing tool fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kokoro_tvm.devices import cross, qemu
+
+CI = os.environ.get("CI") == "true"
+AARCH64 = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}
+X86 = {"kind": "llvm", "mcpu": "x86-64-v3"}
+EM_AARCH64, ET_DYN = 183, 3
+
+
+def need(ok: bool, why: str) -> None:
+    if not ok:
+        if CI:
+            pytest.fail(f"CI installs the cross tools (python -m kokoro_tvm.devices.setup): {why}")
+        pytest.skip(why)
+
+
+def need_qemu() -> None:
+    need(*qemu.status())
+
+
+def need_linker() -> None:
+    need(*cross.available(AARCH64))
+
+
+def conv_module(channels: int = 8, length: int = 64, k: int = 3):
+    """conv1d + relu: a small stand-in for the decoder's kernels."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, channels, length), "float32"))
+    w = relax.Var("w", relax.TensorType((channels, channels, k), "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv1d(x, w, padding=k // 2))
+            out = bb.emit_output(bb.emit(relax.op.nn.relu(y)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+@pytest.fixture(scope="module")
+def inputs() -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(shape, dtype=np.float32) for shape in [(1, 8, 64), (8, 8, 3)]]
+
+
+@pytest.fixture(scope="module")
+def x86_result(inputs) -> np.ndarray:
+    import tvm
+    from tvm import relax
+
+    if cross.host_arch() != "x86_64":
+        pytest.skip("compares with an x86 build run on this host")
+    vm = relax.VirtualMachine(tvm.compile(conv_module(), target=tvm.target.Target(X86)), tvm.cpu())
+    return vm["main"](*[tvm.runtime.tensor(a) for a in inputs]).numpy()
+
+
+@pytest.fixture(scope="module")
+def aarch64_executable():
+    import tvm
+
+    return tvm.compile(conv_module(), target=tvm.target.Target(AARCH64))
+
+
+@pytest.fixture(scope="module")
+def aarch64_lib(aarch64_executable, tmp_path_factory) -> Path:
+    need_linker()
+    path = tmp_path_factory.mktemp("aarch64") / "conv.so"
+    aarch64_executable.export_library(str(path), fcompile=cross.linker_for(AARCH64))
+    return path
+
+
+def test_host_targets_link_with_the_default_cc():
+    assert cross.linker_for({"kind": "llvm"}) is None
+    assert cross.linker_for({"kind": "llvm", "mtriple": f"{cross.host_arch()}-linux-gnu"}) is None
+    assert cross.target_arch({"kind": "llvm", "mtriple": "arm64-apple-macos"}) == "aarch64"
+
+
+def test_missing_linker_names_the_fix(monkeypatch):
+    monkeypatch.setenv("KOKORO_TVM_CROSS_LINKER", "zig")
+    monkeypatch.setattr(cross, "_has_ziglang", lambda: False)
+    with pytest.raises(cross.CrossToolchainError, match="kokoro_tvm.devices.setup"):
+        cross.linker_for(AARCH64)
+
+
+@pytest.mark.parametrize("linker", ["gcc", "zig"])
+def test_aarch64_export_is_a_deterministic_aarch64_elf(linker, aarch64_executable, tmp_path, monkeypatch):
+    need_linker()  # at least one linker (CI: both are installed, but either one alone is fine)
+    monkeypatch.setenv("KOKORO_TVM_CROSS_LINKER", linker)
+    ok, why = cross.available(AARCH64)
+    if not ok:
+        pytest.skip(f"{linker}: {why}")
+    fcompile = cross.linker_for(AARCH64)
+    paths = [tmp_path / f"a{i}.so" for i in range(3)]
+    aarch64_executable.export_library(str(paths[0]), fcompile=fcompile)
+    aarch64_executable.export_library(str(paths[1]), fcompile=fcompile)  # the same fcompile again
+    aarch64_executable.export_library(str(paths[2]), fcompile=cross.linker_for(AARCH64))
+    data = [p.read_bytes() for p in paths]
+    assert data[0] == data[1] == data[2], f"{linker}: exporting the same module twice gave different bytes"
+    head = data[0][:20]
+    assert head[:4] == b"\x7fELF" and head[4] == 2 and head[5] == 1  # ELF64, little endian
+    assert int.from_bytes(head[16:18], "little") == ET_DYN
+    assert int.from_bytes(head[18:20], "little") == EM_AARCH64
+
+
+def test_emulated_python_is_aarch64_and_reenters_qemu():
+    need_qemu()
+    code = "import platform, sys; print(platform.machine(), sys.executable)"
+    p = qemu.run_python(["-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    machine, executable = p.stdout.split()
+    assert machine == "aarch64"
+    assert Path(executable) == qemu.python_wrapper()  # TVM's workers re-execute sys.executable
+
+
+def run_remote(remote, lib: Path, inputs: list[np.ndarray]) -> np.ndarray:
+    import tvm
+    from tvm import relax
+
+    remote.upload(str(lib))
+    dev = remote.cpu()
+    vm = relax.VirtualMachine(remote.load_module(lib.name), dev)
+    return vm["main"](*[tvm.runtime.tensor(a, dev) for a in inputs]).numpy()
+
+
+def test_qemu_rpc_result_equals_x86(aarch64_lib, inputs, x86_result):
+    from tvm import rpc
+
+    need_qemu()
+    with qemu.rpc_server() as (host, port):
+        out = run_remote(rpc.connect(host, port), aarch64_lib, inputs)
+    np.testing.assert_allclose(out, x86_result, rtol=1e-5, atol=1e-5)
+
+
+@contextmanager
+def local_tracker():
+    """``python -m tvm.exec.rpc_tracker`` on 127.0.0.1 (TVM's tracker imports tornado)."""
+    try:
+        import tornado  # noqa: F401
+    except ImportError:
+        need(False, "the RPC tracker needs tornado: pip install tornado")
+    port = qemu._free_port("127.0.0.1")
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"kokoro-tvm-tracker-{os.getpid()}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1",
+                                 "--port", str(port), "--port-end", str(port + 64)],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (found := re.search(r"bind to 127\.0\.0\.1:(\d+)", log.read_text())):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield f"127.0.0.1:{found.group(1)}"
+    finally:
+        qemu.stop(proc)
+        log.unlink(missing_ok=True)
+
+
+def test_tracker_finds_the_qemu_server_by_key(aarch64_lib, inputs, x86_result):
+    from tvm import rpc
+
+    need_qemu()
+    key = "kokoro-tvm-test-aarch64"
+    with local_tracker() as tracker, qemu.rpc_server(tracker=tracker, key=key):
+        host, port = tracker.rsplit(":", 1)
+        remote = rpc.connect_tracker(host, int(port)).request(key, priority=1, session_timeout=120)
+        out = run_remote(remote, aarch64_lib, inputs)
+    np.testing.assert_allclose(out, x86_result, rtol=1e-5, atol=1e-5)
+
+
+def processes() -> dict[int, str]:
+    """pid -> command line of every process."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                out[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+    return out
+
+
+def test_server_leaves_no_process_behind():
+    from tvm import rpc
+
+    need_qemu()
+    before = set(processes())
+    with qemu.rpc_server() as (host, port):
+        remote = rpc.connect(host, port)  # a session: the server forks a process for it
+        assert remote.cpu().exist  # a round trip: the session is up
+        ours = [pid for pid, cmd in processes().items() if pid not in before and str(qemu.sysroot()) in cmd]
+        groups = {os.getpgid(pid) for pid in ours}
+        assert len(ours) >= 3, ours  # the server, its listener (TVM's PopenWorker) and the session
+        assert len(groups) == 1, ours
+    (group,) = groups
+    running = {pid: state for pid, state in qemu.group_members(group).items() if state != "Z"}
+    assert not running, f"processes of the server left running: {running}"
+
+
+def test_server_that_dies_reports_its_log(monkeypatch):
+    need_qemu()
+    monkeypatch.setenv("PYTHONHASHSEED", "not-a-number")  # the guest Python refuses to start
+    with pytest.raises(qemu.QemuError, match=r"exited \(\d+\) while starting:\n(.|\n)*PYTHONHASHSEED"):
+        with qemu.rpc_server(startup_timeout=60):
+            pass  # pragma: no cover

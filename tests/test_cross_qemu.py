@@ -175,14 +175,23 @@ def local_tracker():
 
 
 def test_tracker_finds_the_qemu_server_by_key(aarch64_lib, inputs, x86_result):
-    from tvm import rpc
+    """The pipeline's tracker path (``devices.session.open_session`` on an ``rpc`` device record,
+    as params ``devices.<target>: {tracker, key}`` make it): the server registered under the key
+    is found by it and runs the library; a key no server registered fails after the record's
+    bounded wait, naming the command to run on the board."""
+    from kokoro_tvm.devices.session import DeviceError, open_session
 
     need_qemu()
     key = "kokoro-tvm-test-aarch64"
     with local_tracker() as tracker, qemu.rpc_server(tracker=tracker, key=key):
-        host, port = tracker.rsplit(":", 1)
-        remote = rpc.connect_tracker(host, int(port)).request(key, priority=1, session_timeout=120)
-        out = run_remote(remote, aarch64_lib, inputs)
+        board = {"device": "rpc", "target": "aarch64", "tracker": tracker, "key": key, "timeout_s": 30}
+        with open_session(board) as session:
+            out = run_remote(session.remote, aarch64_lib, inputs)
+        t0 = time.monotonic()
+        with pytest.raises(DeviceError, match=r"no free device under key 'absent-board' for 2 s.*--key absent-board"):
+            with open_session(board | {"key": "absent-board", "timeout_s": 2}):
+                pass
+        assert time.monotonic() - t0 < 10
     np.testing.assert_allclose(out, x86_result, rtol=1e-5, atol=1e-5)
 
 

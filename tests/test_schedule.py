@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -546,3 +548,34 @@ def test_every_kernel_keeps_noalias():
     assert "tvm-alias" not in first and " noalias " in first
     ours = _llvm_ir(build(_two_kernels(), V3)[0])
     assert "tvm-alias" not in ours and " noalias " in ours
+
+
+@pytest.mark.parametrize("component,bucket", [("text_encoder", 16), ("duration", 16), ("decoder", 24)])
+def test_every_shipped_target_gets_a_rule_for_every_kernel(component, bucket):
+    """The targets params.yaml ships (x86-64-v3, x86-64-v4, aarch64 NEON): the rules read lanes and
+    registers from each (8x16, 16x32, 4x32) and schedule every kernel of the shipped (bounded)
+    tiny components; none falls back to the generic schedule."""
+    import tvm
+    import yaml
+
+    from kokoro_tvm.compile import schedule, symbolic
+    from kokoro_tvm.compile.importer import to_relax
+    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.schedule.analysis import CPU
+    from kokoro_tvm.config import load_model_config
+    from kokoro_tvm.model import bounded
+    from kokoro_tvm.model.checkpoint import build_kmodel
+
+    targets = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())["targets"]
+    cfg = load_model_config("tiny")
+    km = build_kmodel(cfg, "random", seed=0)
+    mod, _ = to_relax(bounded.export(component, bucket, km, cfg), component, bucket, cfg, "loop")
+    mod = symbolic.reshapes_as_views(legalize(mod))
+    shapes = {}
+    for name, spec in targets.items():
+        target = tvm.target.Target(spec)
+        cpu = CPU.of(target)
+        shapes[name] = (cpu.lanes, cpu.registers)
+        _, report = schedule.apply(mod, target)
+        assert report.fallbacks == [], (name, report.fallbacks)
+    assert shapes == {"x86_64_v3": (8, 16), "x86_64_v4": (16, 32), "aarch64": (4, 32)}

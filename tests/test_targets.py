@@ -189,3 +189,25 @@ def test_aarch64_libraries_are_validated_under_qemu(arm_artifacts):
     if isa.host_arch() != "aarch64":
         with pytest.raises(ArtifactError, match="lacks arch aarch64"):
             explain_pick(m)
+
+
+def test_emulated_validation_can_fail(arm_artifacts):
+    """Negative control of the test above: the same aarch64 library on the same qemu device,
+    held to a float64 reference 1 % off, misses the criterion."""
+    import numpy as np
+
+    from kokoro_tvm.devices.session import open_session
+    from kokoro_tvm.eval import validate as V
+    from kokoro_tvm.runtime.library import load_built
+
+    cfg = json.loads((arm_artifacts / "weights/config.json").read_text())
+    with np.load(arm_artifacts / "reference/text_encoder-6.npz") as z:
+        cases = V.cases_from_arrays("text_encoder", 6, dict(z), cfg)
+    n = min(cases)
+    good = cases[n]
+    bad = good | {"r64": [r * 1.01 for r in good["r64"]]}
+    record = json.loads((arm_artifacts / "devices/aarch64.json").read_text())
+    with open_session(record) as session:
+        lib = load_built(arm_artifacts, "text_encoder", 6, "aarch64", session=session)
+        rows = V.check_cases(lib, "text_encoder", {1: good, 2: bad})
+    assert rows[1]["ok"] and not rows[2]["ok"]

@@ -84,7 +84,7 @@ def main() -> int:
             wav, stamps = tmp / f"{n}.wav", tmp / f"{n}.json"
             cmd = ["-m", "kokoro_tvm.runtime.cli", "synth", "--phonemes", phonemes, "--voice", str(voice),
                    "--seed", str(args.seed), "--format", "float32", "--target", "aarch64", "--artifacts", str(root),
-                   "--timestamps", str(stamps), "-o", str(wav), "-q"]
+                   "--timestamps", str(stamps), "-o", str(wav), "-q", "--threads", "1"]  # emulated: 1 thread
             proc = qemu.run_python(cmd, env={"PYTHONPATH": str(tmp / "site")}, capture_output=True, text=True)
             if proc.returncode != 0:
                 print(proc.stdout, proc.stderr, file=sys.stderr)

@@ -81,8 +81,9 @@ def test_editing_a_module_every_stage_imports_reruns_every_stage(built_project: 
     """Negative control of the two above: an edit to the shared base must reach every stage, the
     per-library ones through every fingerprint."""
     ran, changed = _edit_code(built_project, "errors.py")
-    assert ran == {s for s in built_project.stages() if s.startswith("code_")} and len(ran) == 7
-    assert changed == built_project.stages() - ran
+    assert ran == {s for s in built_project.stages() if s.startswith("code_")} and len(ran) == 8
+    # every stage but the devices@ ones, which run on every repro anyway (``Project.changed``)
+    assert changed == {s for s in built_project.stages() - ran if not s.startswith("devices@")}
 
 
 def test_temp_files_of_a_killed_write_are_ignored(built_project: Project):

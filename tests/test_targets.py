@@ -211,3 +211,21 @@ def test_emulated_validation_can_fail(arm_artifacts):
         lib = load_built(arm_artifacts, "text_encoder", 6, "aarch64", session=session)
         rows = V.check_cases(lib, "text_encoder", {1: good, 2: bad})
     assert rows[1]["ok"] and not rows[2]["ok"]
+
+
+def test_aarch64_features_come_from_the_aux_vector(tmp_path):
+    """On aarch64 the runtime reads ``AT_HWCAP`` (qemu-user shows the guest its own aux vector,
+    but the x86 host's /proc/cpuinfo): FP + ASIMD is a NEON CPU, one without ASIMD is not."""
+    import struct
+
+    def auxv(hwcap: int) -> str:
+        path = tmp_path / f"auxv-{hwcap}"
+        path.write_bytes(struct.pack("<6Q", 6, 4096, isa.AT_HWCAP, hwcap, 0, 0))
+        isa._hwcap_flags.cache_clear()
+        return str(path)
+
+    neon = isa.host_features("aarch64", isa._hwcap_flags(auxv(0b11)))
+    assert isa.missing(isa.requirements(ARM), "aarch64", neon) == []
+    fp_only = isa.host_features("aarch64", isa._hwcap_flags(auxv(0b01)))
+    assert isa.missing(isa.requirements(ARM), "aarch64", fp_only) == ["neon"]
+    isa._hwcap_flags.cache_clear()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import platform
+import struct
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,33 @@ def host_arch() -> str:
 CPUINFO_ENV = "KOKORO_TVM_CPUINFO"
 
 
+#: aarch64 ``AT_HWCAP`` / ``AT_HWCAP2`` bits (Linux ``asm/hwcap.h``) -> the ``/proc/cpuinfo`` flag
+HWCAP = {"fp": 0, "asimd": 1, "aes": 3, "sha2": 6, "crc32": 7, "atomics": 8, "fphp": 9, "asimdhp": 10,
+         "asimdrdm": 12, "lrcpc": 15, "asimddp": 20, "sve": 22}
+HWCAP2 = {"sve2": 1, "i8mm": 13, "bf16": 14}
+AT_HWCAP, AT_HWCAP2 = 16, 26
+
+
 def _cpuinfo_flags() -> frozenset[str]:
-    return _flags_of(os.environ.get(CPUINFO_ENV, "/proc/cpuinfo"))
+    path = os.environ.get(CPUINFO_ENV)
+    if path is None and host_arch() == "aarch64":
+        return _hwcap_flags()
+    return _flags_of(path or "/proc/cpuinfo")
+
+
+@lru_cache(maxsize=1)
+def _hwcap_flags(path: str = "/proc/self/auxv") -> frozenset[str]:
+    """aarch64: the kernel's ``AT_HWCAP`` words from the aux vector, as cpuinfo names. What LLVM
+    reads too; ``/proc/cpuinfo`` would do on a board, but under qemu-user it is the x86 host's
+    file, while qemu emulates the guest's aux vector."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError:
+        return frozenset()
+    words = dict(struct.iter_unpack("<QQ", raw[: len(raw) // 16 * 16]))
+    hw, hw2 = words.get(AT_HWCAP, 0), words.get(AT_HWCAP2, 0)
+    return frozenset([f for f, bit in HWCAP.items() if hw >> bit & 1]
+                     + [f for f, bit in HWCAP2.items() if hw2 >> bit & 1])
 
 
 @lru_cache(maxsize=4)

@@ -119,8 +119,8 @@ def measure(component: str, bucket: int, target: str, prm: Params, root: Path = 
     if "ort" in ms:
         ratios |= {"speedup_vs_ort": round(ms["ort"] / ms["tvm"], 4), "ort_vs_eager": round(ms["ort"] / ms["eager"], 4)}
     return {
-        "component": component, "bucket": bucket, "target": target,
-        **{f"{name}_ms": v for name, v in ms.items()}, **ratios,
+        "component": component, "bucket": bucket, "target": target, "timed": True, "device": "host",
+        "emulated": False, **{f"{name}_ms": v for name, v in ms.items()}, **ratios,
         "agreement_metric": "log_mel_snr_db" if component == "decoder" else "max_rel_err",
         **checks,
         "library_sha256": lib.entry["sha256"], "weights_sha256": lib.weights_sha256,
@@ -204,7 +204,6 @@ def refuse_disagreement(component: str, checks: dict[str, float]) -> None:
 def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Path]:
     """The stage's two DVC outputs, each written atomically: metrics and its plot row."""
     comp, bucket, target = result["component"], result["bucket"], result["target"]
-    result = {"timed": True, "device": "host", "emulated": False} | result
     metrics, plot = A.bench_file(comp, bucket, target, root), A.bench_plot_file(comp, bucket, target, root)
     A.write_json(metrics, result)
     A.write_json(plot, [_plot_row(result)])

@@ -73,9 +73,9 @@ def explain_pick(manifest: dict[str, Any], target: str | None = None) -> tuple[s
                        else f"not on this CPU (lacks {', '.join(lacks[t])})") for t in built]
     if target is not None:
         if target not in built:
-            raise A.ArtifactError(f"target {target!r} is not among the validated libraries (validated targets: "
-                                  f"{built}); add it to params.yaml 'targets' and run `dvc repro` on a machine "
-                                  "that can validate it")
+            raise A.ArtifactError(f"target {target!r} was not built and validated (validated targets: {built}); "
+                                  "add it to params.yaml 'targets' and run `dvc repro` on a machine that can "
+                                  "validate it (params.yaml 'devices')")
         if lacks[target]:
             raise A.ArtifactError(f"target {target!r} needs CPU features this machine lacks "
                                   f"({', '.join(lacks[target])}); pick one that runs here: "
@@ -114,7 +114,9 @@ class CompiledComponent:
 
     def __init__(self, root: Path, entry: dict[str, Any], weights: dict[str, Any] | ComponentWeights,
                  session=None):
-        from tvm import relax
+        # the VM from the runtime package: ``tvm.relax`` registers compiler ops, which a runtime-only
+        # TVM (``TVM_USE_RUNTIME_LIB=1``, the aarch64 install) lacks ("no attribute 'RegisterOpAttr'")
+        from tvm.runtime.vm import VirtualMachine
 
         self.entry = entry
         lib_path = Path(root) / entry["path"]
@@ -127,7 +129,7 @@ class CompiledComponent:
         self.weights_sha256 = weights.sha256
         self.dev = weights.dev
         self.stateful = weights.session.stateful  # an RPC device (``devices.session.RemoteSession``)
-        self.vm = relax.VirtualMachine(weights.session.load_module(lib_path), self.dev)
+        self.vm = VirtualMachine(weights.session.load_module(lib_path), self.dev)
         # Libraries with ``main_transform_params`` (LiftTransformParams) take transformed weights:
         # transform once here; weights it passes through stay the shared ComponentWeights tensors.
         self.params = bind_params(self.vm, weights.args(entry["params"]), self.stateful)

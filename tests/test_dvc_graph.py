@@ -207,8 +207,8 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
     expected = (_stage_names(built_project, "-10") | _stage_names(built_project, "bench_summary")
                 | _stage_names(built_project, "bench_e2e") | {"manifest"})
     assert ran == expected, sorted(ran ^ expected)
-    # manifest + bench summary + e2e bench + (export, relax, legalize, tune, build, validate, bench) x 2
-    assert len(expected) == 1 + 1 + 1 + 7 * 2
+    # manifest + bench summary + e2e bench + (export, relax, legalize, reference, tune, build, validate, bench) x 2
+    assert len(expected) == 1 + 1 + 1 + 8 * 2
 
 
 def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):
@@ -225,7 +225,7 @@ def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):
         assert not gone  # dvc.yaml defines none of them now, but the lockfile still holds them
         held = set(yaml.safe_load(before)["stages"])
         stale = {s for s in held if "-10" in s}
-        assert len(stale) == 7 * 2
+        assert len(stale) == 8 * 2
         out = built_project.run("python", "-m", "kokoro_tvm.pipeline.lockfile").stdout
         assert f"dropped {len(stale)} entries" in out
         after = yaml.safe_load(lock.read_bytes())["stages"]
@@ -277,7 +277,8 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(built_project: Project, 
     proj.set_params(p)
     try:
         own = {s for s in proj.stages() if s.endswith(("-v3", "@v3")) and not s.startswith("devices@")}
-        assert len(own) == 4 * 3 + 1  # (tune, build, validate, bench) x 3 libraries + bench summary
+        libraries = 2 * len(p["buckets"]["tokens"]) + len(p["buckets"]["frames"])
+        assert len(own) == 4 * libraries + 1  # (tune, build, validate, bench) per library + bench summary
         out = proj.run("dvc", "repro", env=old_cpu).stdout
         ran = {s for s in re.findall(r"Running stage '([^']+)'", out) if not s.startswith("devices@")}
         assert ran == own | {"manifest", "bench_e2e"}, sorted(ran)

@@ -136,7 +136,7 @@ def test_missing_artifact_directory_says_dvc_repro(tmp_path):
 
 
 def test_target_not_built_is_refused(artifacts):
-    with pytest.raises(ArtifactError, match=r"target 'x86_avx512' was not built \(built targets: \['generic'\]\)"):
+    with pytest.raises(ArtifactError, match=r"target 'x86_avx512' was not built and validated \(validated targets: \['generic'\]\); add it to params.yaml 'targets'"):
         KokoroTVM.from_manifest(artifacts, target="x86_avx512")
 
 

@@ -25,6 +25,8 @@ width and channels both miss the vector lanes is computed over a lane-multiple w
 
 from __future__ import annotations
 
+from . import vector_math
+
 
 
 def _conv1d_transpose_polyphase(bb, call):
@@ -400,4 +402,7 @@ def _instance_norm_two_pass(bb, call):
 
 LEGALIZE_MAP = {"relax.nn.conv1d_transpose": _conv1d_transpose_polyphase, "relax.sin": _sin,
                 "relax.nn.conv1d": _conv1d_strided_space_to_depth, "relax.power": _power,
-                "relax.nn.instance_norm": _instance_norm_two_pass}
+                "relax.nn.instance_norm": _instance_norm_two_pass,
+                "relax.exp": vector_math.legalize_exp, "relax.tanh": vector_math.legalize_tanh,
+                "relax.sigmoid": vector_math.legalize_sigmoid, "relax.nn.softmax": vector_math.legalize_softmax,
+                "relax.nn.gelu_tanh": vector_math.legalize_gelu_tanh}

@@ -33,6 +33,8 @@ import numpy as np
 from tvm import relax, tirx
 from tvm.script import tirx as T
 
+from . import vector_math
+
 from ..spec import LSTM_STRATEGIES as STRATEGIES  # one list: params validates against it
 
 __all__ = ["STRATEGIES", "lstm_convert_map"]
@@ -201,14 +203,15 @@ def _recurrence_kernel(batch: int, steps: int | None, hidden: int):
                                 + w_hh[q * hidden + jc * chunk + ji, ko * lanes + u]
                                 * h_buf[s % 2, d, ko * lanes + u]
                             )
-                c_buf[d, jc * chunk + ji] = T.sigmoid(
+                # gates through vector_math: T.sigmoid / T.tanh lower to scalar libm expf calls
+                c_buf[d, jc * chunk + ji] = vector_math.sigmoid(
                     gate(x_proj, part, b, t, 1, jc * chunk + ji)
-                ) * c_buf[d, jc * chunk + ji] + T.sigmoid(
+                ) * c_buf[d, jc * chunk + ji] + vector_math.sigmoid(
                     gate(x_proj, part, b, t, 0, jc * chunk + ji)
-                ) * T.tanh(gate(x_proj, part, b, t, 2, jc * chunk + ji))
-                h_buf[(s + 1) % 2, d, jc * chunk + ji] = T.sigmoid(
+                ) * vector_math.tanh(gate(x_proj, part, b, t, 2, jc * chunk + ji))
+                h_buf[(s + 1) % 2, d, jc * chunk + ji] = vector_math.sigmoid(
                     gate(x_proj, part, b, t, 3, jc * chunk + ji)
-                ) * T.tanh(c_buf[d, jc * chunk + ji])
+                ) * vector_math.tanh(c_buf[d, jc * chunk + ji])
                 out[b, t, d * hidden + jc * chunk + ji] = h_buf[(s + 1) % 2, d, jc * chunk + ji]
         else:
             for ji in range(chunk):

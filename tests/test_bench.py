@@ -52,6 +52,12 @@ def project(tmp_path_factory, tiny) -> Path:
     from kokoro_tvm.runtime.voices import random_style
 
     A.save_array(A.voice_file(art), random_style(0, 256))
+    # the reference stage's output: bench judges every runner against float64 kokoro on it
+    from kokoro_tvm.eval import validate as V
+    from kokoro_tvm.eval.reference import as_float64
+
+    cases = V.reference_cases(component, bucket, km, as_float64(km), cfg, A.load_array(A.voice_file(art)), [bucket])
+    A.save_weights(A.reference_file(component, bucket, art), V.cases_to_arrays(component, cases, cfg))
     # as if validated: bench runs only libraries whose validation ran these very bytes
     A.write_json(A.validation_file(component, bucket, target, art),
                  {"library_sha256": A.sha256(lib), "weights_sha256": A.sha256(A.weights_file(component, art))})
@@ -122,7 +128,8 @@ def test_measure_tiny_library(project, tiny):
     assert os.environ["TVM_NUM_THREADS"] == str(r["threads"])
     assert torch.get_num_threads() == r["threads"]
     assert r["repeats"] == 3
-    assert r["ort_agreement"] <= 1e-4 and r["tvm_agreement"] <= 1e-4
+    assert r["tvm_vs_float64"]["ok"] and r["tvm_vs_float64"]["rel_err"] <= r["tvm_vs_float64"]["max_rel_err"]
+    assert set(r["ort_vs_float64"]) == set(r["tvm_vs_float64"]) and r["eager_vs_float64"]["ok"]
 
     art = project / "artifacts"
     metrics, plot = bench.write_outputs(r, art)
@@ -162,11 +169,35 @@ def test_checked_rounds_stops_at_a_failed_check():
     runners = {name: _Runner(0.0) for name in ("eager", "tvm")}
 
     def refuse(outputs):
-        bench.refuse_disagreement("text_encoder", {"tvm_agreement": 0.5})
+        bench.refuse_disagreement("text_encoder", {"tvm_vs_float64": {"rel_err": 0.5, "ok": False}})
 
     with pytest.raises(bench.DisagreementError):
         bench.checked_rounds(runners, 3, refuse, settle_s=0)
     assert [r.calls for r in runners.values()] == [1, 1]
+
+
+def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(project, tiny, monkeypatch, capsys):
+    """The verdict is validation's: the tiny library passes; the same library 1 % off misses
+    it and the bench refuses its timing (negative control), while ONNX Runtime 1 % off is a
+    peer: timed, its failed verdict recorded and printed."""
+    from kokoro_tvm.runtime.library import CompiledComponent
+
+    component, bucket, target = LIB
+    case = bench.full_bucket_case(component, bucket, tiny[0], project / "artifacts")
+    assert bench.verdict(component, case, case["r32"])["ok"]  # float32 kokoro meets its own bound
+    off = [x * 1.01 for x in case["r32"]]
+    assert not bench.verdict(component, case, off)["ok"]
+    call = CompiledComponent.__call__
+    monkeypatch.setattr(CompiledComponent, "__call__", lambda self, *a: [x * 1.01 for x in call(self, *a)])
+    prm = _params(project, bench_repeats=1)
+    with pytest.raises(bench.DisagreementError, match="misses the float64 criterion"):
+        bench.measure(component, bucket, target, prm, project / "artifacts", model=tiny)
+    monkeypatch.setattr(CompiledComponent, "__call__", call)
+    ort = bench.ort_runner
+    monkeypatch.setattr(bench, "ort_runner", lambda *a, **k: (lambda f: lambda: [x * 1.01 for x in f()])(ort(*a, **k)))
+    r = bench.measure(component, bucket, target, prm, project / "artifacts", model=tiny)
+    assert r["tvm_vs_float64"]["ok"] and not r["ort_vs_float64"]["ok"] and r["ort_ms"] > 0
+    assert "ort misses the float64 criterion" in capsys.readouterr().out
 
 
 def test_summary_has_one_sorted_file_per_component(tmp_path, monkeypatch, project, tiny):

@@ -24,7 +24,7 @@ from kokoro_tvm.eval.e2e import compare
 from kokoro_tvm.eval.reference import as_float64
 from kokoro_tvm.model import bounded
 from kokoro_tvm.model.checkpoint import build_kmodel
-from kokoro_tvm.runtime import chunking
+from kokoro_tvm.runtime import alignment, chunking
 from kokoro_tvm.runtime.library import bind_params
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 from runtime_project import RUNTIME_PARAMS, build_artifacts
@@ -196,3 +196,42 @@ def test_pipeline_builds_validates_and_runs_bounded_libraries(bounded_project):
     past = lib.bucket + 1
     with pytest.raises(ValueError, match=f"bucket {lib.bucket}: length {past} is outside 3..{lib.bucket}; pick a bucket"):
         lib(ids, np.array([past]), style)
+
+
+def test_the_runtime_passes_bounded_libraries_valid_length_inputs(bounded_project, monkeypatch):
+    """No bucket-sized host buffer for a bounded library (issue 27, lean host path): every input
+    along a length axis reaches the library at the valid length; a bucket-sized call gives the
+    same outputs, and a length-axis extent that is neither is refused."""
+    from kokoro_tvm.runtime.library import CompiledComponent
+
+    tts = KokoroTVM.from_manifest(bounded_project)
+    seen = []
+    args = CompiledComponent.device_args
+    monkeypatch.setattr(CompiledComponent, "device_args",
+                        lambda self, *x: seen.append((self, [np.shape(a) for a in x])) or args(self, *x))
+    m = RUNTIME_PARAMS["model"]
+    km = build_kmodel(load_model_config(m["config"]), m["checkpoint"], m["seed"])
+    res = tts.synthesize(find_phonemes(km, 17, 31), seed=0)  # one chunk: 12 tokens max, 17-31 frames
+    (chunk,) = res.chunks
+    assert len(seen) == 3  # duration, text encoder, decoder
+    for lib, shapes in seen:
+        axes, n = lib.entry["length_axes"], chunk.tokens if lib.entry["component"] != "decoder" else chunk.frames
+        names = [s["name"] for s in lib.entry["inputs"]]
+        for name, (axis, scale) in axes.items():
+            assert shapes[names.index(name)][axis] == scale * n, (lib.entry["component"], name)
+    assert chunk.frames < chunk.frame_bucket  # so a bucket-sized decoder input would have shown
+    monkeypatch.setattr(CompiledComponent, "device_args", args)
+    dec = tts.library("decoder", chunk.frame_bucket)
+    spf = tts.samples_per_frame
+    m, fb = chunk.frames, chunk.frame_bucket
+    en, asr = (alignment.expand(x, chunk.durations) for x in (chunk.d, tts.library("text_encoder", chunk.token_bucket)(
+        np.pad(chunk.input_ids[None], ((0, 0), (0, chunk.token_bucket - chunk.tokens))), np.array([chunk.tokens]))[0]))
+    valid = dec(en, asr, np.array([m]), chunk.style, chunk.rand_ini, chunk.noise)[0]
+    pad = lambda x, axis, k: np.pad(x, [(0, k - x.shape[axis]) if i == axis else (0, 0) for i in range(x.ndim)])  # noqa: E731
+    bucket = dec(pad(en, 2, fb), pad(asr, 2, fb), np.array([m]), chunk.style, chunk.rand_ini,
+                 pad(chunk.noise, 1, fb * spf))[0]
+    np.testing.assert_array_equal(valid, bucket)
+    np.testing.assert_allclose(valid.reshape(-1), chunk.audio, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"input 'en' must have shape .* or "):
+        dec(en[..., :-1], asr, np.array([m]), chunk.style, chunk.rand_ini, chunk.noise)
+

@@ -22,9 +22,12 @@ def frame_tokens(durations: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(durations)), durations)
 
 
-def expand(x: np.ndarray, durations: np.ndarray, bucket: int) -> np.ndarray:
-    """[1, C, T] token features -> [1, C, bucket] frame features, zero past the last frame."""
+def expand(x: np.ndarray, durations: np.ndarray, bucket: int | None = None) -> np.ndarray:
+    """[1, C, T] token features -> [1, C, frames] frame features; zero-padded to ``bucket``
+    frames when one is given (a padded library's input)."""
     idx = frame_tokens(durations)
+    if bucket is None or bucket == idx.size:
+        return np.ascontiguousarray(x[..., idx], dtype=np.float32)
     if idx.size > bucket:
         raise ValueError(f"{idx.size} frames do not fit frame bucket {bucket}")
     out = np.zeros((x.shape[0], x.shape[1], bucket), np.float32)

@@ -144,9 +144,11 @@ class CompiledComponent:
         return self.entry.get("shapes", "padded") == "bounded"
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        """Bucket-sized inputs and their valid length (``entry["inputs"]``, for both kinds of
-        library). A bounded library gets them cut to that length and returns that length: its
-        outputs' length axes are shorter than a padded library's, past-the-length values absent."""
+        """Inputs as ``entry["inputs"]`` lists them, with their valid length in the lengths input.
+        A padded library takes them bucket-sized. A bounded library takes them bucket-sized or
+        already cut to the valid length along their length axes (what the runtime passes: no
+        bucket-sized buffer is filled), and returns that length: its outputs' length axes are
+        shorter than a padded library's, past-the-length values absent."""
         args = self.device_args(*inputs)
         out = invoke_stateful(self.vm, "main", args) if self.stateful else self.vm["main"](*args)
         return [out[i].numpy() for i in range(len(out))]
@@ -159,18 +161,33 @@ class CompiledComponent:
         specs = self.entry["inputs"]
         if len(inputs) != len(specs):
             raise ValueError(f"{self.entry['component']} takes {len(specs)} inputs, got {len(inputs)}")
+        lengths = [np.asarray(x) for spec, x in zip(specs, inputs) if spec["name"].endswith("lengths")]
+        for spec, x in zip(specs, inputs):
+            if spec["name"].endswith("lengths"):
+                self._check_lengths(np.asarray(x, dtype=spec["dtype"]), spec.get("range"))
+        n = int(lengths[0].reshape(-1)[0]) if lengths else None
         arrays = {}
         for spec, x in zip(specs, inputs):
             x = np.ascontiguousarray(x, dtype=spec["dtype"])
-            if list(x.shape) != spec["shape"]:
+            if list(x.shape) not in self._shapes(spec, n):
                 raise ValueError(f"{self.entry['component']} input '{spec['name']}' must have shape "
-                                 f"{spec['shape']}, got {list(x.shape)}")
-            if spec["name"].endswith("lengths"):
-                self._check_lengths(x, spec.get("range"))
+                                 f"{' or '.join(map(str, self._shapes(spec, n)))}, got {list(x.shape)}")
             arrays[spec["name"]] = x
         if self.bounded:
             arrays = self._unpadded(arrays)
         return [*(tvm.runtime.tensor(x, self.dev) for x in arrays.values()), *self.params]
+
+    def _shapes(self, spec: dict[str, Any], n: int | None) -> list[list[int]]:
+        """Accepted shapes of one input: the bucket's; for a bounded library's length-axis
+        inputs also the valid length's (``scale * n`` along the axis)."""
+        shapes = [list(spec["shape"])]
+        axes = self.entry.get("length_axes", {}) if self.bounded else {}
+        if spec["name"] in axes and n is not None:
+            axis, scale = axes[spec["name"]]
+            cut = list(spec["shape"])
+            cut[axis] = scale * n
+            shapes.append(cut)
+        return shapes
 
     def _unpadded(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """What a bounded library takes: every input cut to the valid length, no lengths input."""

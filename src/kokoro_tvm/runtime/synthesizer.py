@@ -2,8 +2,9 @@
 
 The data flow is ``KModel.forward_with_tokens`` split at its two length axes:
 duration predictor (token bucket) -> host alignment (numpy) -> text encoder (token bucket) ->
-decoder (frame bucket) -> crop. Each chunk is padded to the smallest bucket that fits; the
-libraries return the full bucket and we crop to the real length.
+decoder (frame bucket). Each chunk takes the smallest bucket that fits. A bounded library (the
+default, ``shapes: bounded``) gets its inputs at the valid length and computes only that; a
+padded one gets them zero-padded to its bucket, computes the whole bucket, and the runtime crops.
 
 Chunks are kokoro's own utterances (``chunking``): phonemes up to 510 symbols are one, longer
 input and text are grouped as ``KPipeline`` groups them. Only an utterance that does not fit the
@@ -261,9 +262,8 @@ class KokoroTVM:
         t, tb = ids.size, self.bucket("tokens", ids.size)
         style = voices.style_for(pack, len(utt.phonemes))
         t0 = time.perf_counter()
-        padded = np.zeros((1, tb), np.int64)
-        padded[0, :t] = ids
-        dur, d = self.library("duration", tb)(padded, np.array([t]), style[:, self.style_width // 2:])
+        lib = self.library("duration", tb)
+        dur, d = lib(_token_input(ids, lib), np.array([t]), style[:, self.style_width // 2:])
         durations = alignment.frame_durations(dur[0, :t], speed)
         return Chunk(utt.phonemes, ids, durations, style, tb, seconds=time.perf_counter() - t0,
                      d=np.ascontiguousarray(d[:, :t, :].transpose(0, 2, 1)), words=list(utt.tokens),
@@ -293,19 +293,22 @@ class KokoroTVM:
         t0 = time.perf_counter()
         t, m = chunk.tokens, chunk.frames
         tb, fb = chunk.token_bucket, self.bucket("frames", m)
-        padded = np.zeros((1, tb), np.int64)
-        padded[0, :t] = chunk.input_ids
-        (t_en,) = self.library("text_encoder", tb)(padded, np.array([t]))
+        te = self.library("text_encoder", tb)
+        (t_en,) = te(_token_input(chunk.input_ids, te), np.array([t]))
         dec = self.library("decoder", fb)
         harmonics = next(s["shape"][1] for s in dec.entry["inputs"] if s["name"] == "rand_ini")
         spf = self.samples_per_frame
         chunk.frame_bucket = fb
         chunk.rand_ini = rng.random((1, harmonics), dtype=np.float32)
         chunk.noise = rng.standard_normal((1, m * spf, harmonics), dtype=np.float32)
-        noise = np.zeros((1, fb * spf, harmonics), np.float32)
-        noise[:, : m * spf] = chunk.noise
-        en = alignment.expand(chunk.d, chunk.durations, fb)
-        asr = alignment.expand(t_en[:, :, :t], chunk.durations, fb)
+        # a bounded decoder takes the valid length as is; a padded one its whole bucket
+        pad = None if dec.bounded else fb
+        noise = chunk.noise
+        if pad is not None:
+            noise = np.zeros((1, fb * spf, harmonics), np.float32)
+            noise[:, : m * spf] = chunk.noise
+        en = alignment.expand(chunk.d, chunk.durations, pad)
+        asr = alignment.expand(t_en[:, :, :t], chunk.durations, pad)
         (audio,) = dec(en, asr, np.array([m]), chunk.style, chunk.rand_ini, noise)
         chunk.audio = audio.reshape(-1)[: m * spf].astype(np.float32)
         chunk.seconds += time.perf_counter() - t0
@@ -391,6 +394,15 @@ class KokoroTVM:
 
     def info(self) -> dict[str, Any]:
         return describe(self.manifest, self.root)
+
+
+def _token_input(ids: np.ndarray, lib: CompiledComponent) -> np.ndarray:
+    """[1, T] token ids as ``lib`` takes them: as is (bounded), or zero-padded to its bucket."""
+    if lib.bounded:
+        return np.asarray(ids, np.int64).reshape(1, -1)
+    padded = np.zeros((1, lib.bucket), np.int64)
+    padded[0, : ids.size] = ids
+    return padded
 
 
 def describe(manifest: dict[str, Any], root: Path) -> dict[str, Any]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 from . import vector_math
 
 
-
 def _conv1d_transpose_polyphase(bb, call):
     from tvm import relax
     from tvm.relax.transform.legalize_ops.nn import _nn_conv1d_transpose

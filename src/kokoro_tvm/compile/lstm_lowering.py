@@ -33,9 +33,8 @@ import numpy as np
 from tvm import relax, tirx
 from tvm.script import tirx as T
 
-from . import vector_math
-
 from ..spec import LSTM_STRATEGIES as STRATEGIES  # one list: params validates against it
+from . import vector_math
 
 __all__ = ["STRATEGIES", "lstm_convert_map"]
 

@@ -12,11 +12,13 @@ setup: $(VENV)/.installed
 # transitive pin of requirements.lock, so a fresh machine gets the environment the artifacts
 # were built with, and the package itself without resolving anything again. Last, what the
 # aarch64 target needs to build and run here (apt when root, else pip; ~1 min on a new machine).
-$(VENV)/.installed: pyproject.toml requirements.lock
+# kokoro-onnx, the peer bench_e2e times, without its deps: it requires `phonemizer`, whose module
+# name is also misaki's `phonemizer-fork`, and the bench gives it phonemes (eval/kokoro_onnx_package.py).
+$(VENV)/.installed: pyproject.toml requirements.lock Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -r requirements.lock
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q --no-deps -e . kokoro-onnx==0.6.1
 	$(PY) -m kokoro_tvm.devices.setup  # qemu-user, an aarch64 linker and sysroot (cross targets)
 	touch $@
 

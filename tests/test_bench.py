@@ -46,6 +46,7 @@ def project(tmp_path_factory, tiny) -> Path:
     built = compile_component(component, bucket, km, cfg, {"kind": "llvm"})
     lib = A.library_file(component, bucket, target, art)
     A.export_library(built.executable, lib)
+    A.save_ir(A.legalized_file(component, bucket, art), built.legalized)  # the roofline counts its FLOPs
     A.save_weights(A.weights_file(component, art), dict(zip(built.signature.params, built.weights)))
     A.write_json(A.build_info_file(component, bucket, target, art),
                  {"signature": built.signature.as_dict(), "sha256": A.sha256(lib), "needs": {"arch": host_arch(), "isa": []}})
@@ -131,11 +132,20 @@ def test_measure_tiny_library(project, tiny):
     assert r["tvm_vs_float64"]["ok"] and r["tvm_vs_float64"]["rel_err"] <= r["tvm_vs_float64"]["max_rel_err"]
     assert set(r["ort_vs_float64"]) == set(r["tvm_vs_float64"]) and r["eager_vs_float64"]["ok"]
 
+    # the roofline view: FLOPs over each median, against the peak measured for the target
+    assert r["gflop"] > 0 and r["tvm_gflops"] == pytest.approx(r["gflop"] / r["tvm_ms"] * 1e3, rel=0.02)
+    assert r["tvm_of_peak"] == pytest.approx(r["tvm_gflops"] / r["peak_gflops"], rel=0.02)
+    assert 0.3 < r["peak"]["implied_ghz"] < 8, r["peak"]  # a real FMA loop at a real clock
+    kernels = r["top_kernels"]
+    assert [k["ms"] for k in kernels] == sorted((k["ms"] for k in kernels), reverse=True)
+    assert any(k["gflop"] > 0 for k in kernels) and r["kernel_profile"]["kernels"] >= len(kernels)
+
     art = project / "artifacts"
-    metrics, plot = bench.write_outputs(r, art)
+    metrics, plot, roof = bench.write_outputs(r, art)
     assert metrics == art / "bench" / target / f"{component}-{bucket}.json"
-    assert json.loads(metrics.read_text()) == r
+    assert json.loads(metrics.read_text()) == {k: v for k, v in r.items() if k != "top_kernels"}
     assert json.loads(plot.read_text())[0]["speedup_vs_eager"] == r["speedup_vs_eager"]
+    assert [row["kernel"] for row in json.loads(roof.read_text())] == [k["kernel"] for k in kernels]
 
 
 class _Runner:

@@ -333,6 +333,9 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
         assert r["speedup_vs_ort_fp32"] == pytest.approx(r["ort_fp32_s"] / r["tvm_s"], rel=1e-3)
         assert r["ort_fp32_durations_differ"] == 0 and r["ort_fp32_samples"] == round(r["audio_s"] * 24000)
         assert "ort_int8_s" not in r
+        # the kokoro-onnx package's create() on the same phonemes and model, timed beside them
+        assert r["speedup_vs_kokoro_onnx_fp32"] == pytest.approx(r["kokoro_onnx_fp32_s"] / r["tvm_s"], rel=1e-3)
+        assert r["kokoro_onnx_fp32_audio_s"] > 0
     total = doc["total"]
     assert total["audio_s"] == pytest.approx(sum(r["audio_s"] for r in rows), rel=1e-3)
     assert total["speedup_vs_eager"] == pytest.approx(sum(r["eager_s"] for r in rows) / sum(r["tvm_s"] for r in rows),

@@ -139,6 +139,7 @@ def measure(component: str, bucket: int, target: str, prm: Params, root: Path = 
     samples, warmup = checked_rounds(runners, prm.bench_repeats, check)
     load = os.getloadavg()[0]  # > threads: other processes share the cores, timings are inflated
     ms = {name: round(statistics.median(s) * 1e3, 3) for name, s in samples.items()}
+    roof, kernels = roofline_of(lib, runners, ms, prm.targets[target], threads, component, bucket, root)
     ratios = {"speedup_vs_eager": round(ms["eager"] / ms["tvm"], 4)}
     if lib.bounded:
         ratios |= quarter_scaling(lib, runners["tvm"], component, bucket, cfg, pack, km, prm.bench_repeats)
@@ -147,11 +148,25 @@ def measure(component: str, bucket: int, target: str, prm: Params, root: Path = 
     return {
         "component": component, "bucket": bucket, "target": target, "timed": True, "device": "host",
         "emulated": False, **{f"{name}_ms": v for name, v in ms.items()}, **ratios,
-        "criterion": CRITERION[_kind(component)], **checks,
+        "criterion": CRITERION[_kind(component)], **checks, **roof, "top_kernels": kernels,
         "library_sha256": lib.entry["sha256"], "weights_sha256": lib.weights_sha256,
         "threads": threads, "repeats": prm.bench_repeats, "warmup": warmup, "load_avg_1m": round(load, 2),
         "cpu": cpu_name(),
     }
+
+
+def roofline_of(lib, runners: dict[str, Callable[[], Any]], ms: dict[str, float], target_spec: dict[str, Any],
+                threads: int, component: str, bucket: int, root: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The roofline view of one bench (``eval.roofline``), after the timed rounds: FLOPs counted
+    on eager kokoro's call, the target's FMA peak measured here, and one instrumented run of the
+    library against its legalized module. Returns the metrics and the per-kernel rows."""
+    from . import roofline
+
+    flops = roofline.model_flops(runners["eager"])
+    peak = roofline.fma_peak(target_spec, threads)
+    kernels = roofline.kernel_profile(lib.vm, runners["tvm"], A.load_ir(A.legalized_file(component, bucket, root)),
+                                      peak["gflops"])
+    return roofline.summary(flops, ms, peak, kernels), kernels["top"]
 
 
 def measure_on_board(component: str, bucket: int, target: str, prm: Params, device: dict[str, Any],
@@ -228,15 +243,20 @@ def _kind(component: str) -> str:
     return "decoder" if component == "decoder" else "tokens"
 
 
-def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Path]:
-    """The stage's two DVC outputs, each written atomically: metrics and its plot row."""
+def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Path, Path]:
+    """The stage's three DVC outputs, each written atomically: metrics (the per-kernel rows
+    aside), its plot row, and the roofline plot of its top kernels (empty where nothing ran here)."""
     comp, bucket, target = result["component"], result["bucket"], result["target"]
-    metrics, plot = A.bench_file(comp, bucket, target, root), A.bench_plot_file(comp, bucket, target, root)
-    A.write_json(metrics, result)
-    A.write_json(plot, [_plot_row(result)])
-    return metrics, plot
+    paths = (A.bench_file(comp, bucket, target, root), A.bench_plot_file(comp, bucket, target, root),
+             A.roofline_file(comp, bucket, target, root))
+    kernels = [{"component": comp, "bucket": bucket, **row} for row in result.get("top_kernels", [])]
+    A.write_json(paths[0], {k: v for k, v in result.items() if k != "top_kernels"})
+    A.write_json(paths[1], [_plot_row(result)])
+    A.write_json(paths[2], kernels)
+    return paths
 
 
 def _plot_row(result: dict[str, Any]) -> dict[str, Any]:
-    keys = ("component", "bucket", "speedup_vs_eager", "speedup_vs_ort", "eager_ms", "ort_ms", "tvm_ms")
+    keys = ("component", "bucket", "speedup_vs_eager", "speedup_vs_ort", "eager_ms", "ort_ms", "tvm_ms",
+            "gflop", "tvm_gflops", "eager_gflops", "ort_gflops", "peak_gflops", "tvm_of_peak")
     return {k: result[k] for k in keys if k in result}

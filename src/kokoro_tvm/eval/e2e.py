@@ -23,6 +23,7 @@ from torch.overrides import TorchFunctionMode
 from ..errors import KokoroTVMError
 from ..runtime.chunking import MAX_PHONEMES, join
 from ..runtime.synthesizer import BucketSplitWarning, Chunk, KokoroTVM
+from ..spec import SAMPLE_RATE
 from .samples import phonemes as sample_phonemes
 from .validate import audio_verdict, durations_verdict
 
@@ -145,9 +146,11 @@ def compare(tts: KokoroTVM, km, km64, phonemes: str, voice: Any = None, speed: f
 
 def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voice: Any = None,
                 warmup: int = 0, settle_s: float | None = None, seed: int = 0,
-                onnx: dict[str, Any] | None = None) -> dict[str, Any]:
+                onnx: dict[str, Any] | None = None, packages: dict[str, Any] | None = None) -> dict[str, Any]:
     """Real-time factors (compute s / audio s) of the runtime, eager kokoro and, given ``onnx``
-    (name -> session, ``onnx_kmodel.sessions``), kokoro-onnx's whole model on ONNX Runtime.
+    (name -> session, ``onnx_kmodel.sessions``), kokoro-onnx's whole model on ONNX Runtime, and
+    given ``packages`` (name -> ``kokoro_onnx.Kokoro``, ``kokoro_onnx_package.packages``) the
+    kokoro-onnx package's ``create()`` on the same phonemes and voice (runner ``kokoro_onnx_<name>``).
 
     Per phoneme count in ``lengths``: one parity run (``compare``: the float64 criterion, else
     ``E2EError``), one ``onnx_kmodel.agreement`` run per session (fp32 must give kokoro's
@@ -160,11 +163,12 @@ def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voic
     """
     import torch
 
-    from . import onnx_kmodel
+    from . import kokoro_onnx_package, onnx_kmodel
     from .timing import SETTLE_S, time_interleaved
 
     rows: dict[str, Any] = {}
     totals: dict[str, float] = {}
+    pack = tts.voice_pack(voice) if packages else None
     audio_total = 0.0
     for n in lengths:
         phonemes = sample_phonemes(n)
@@ -189,6 +193,12 @@ def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voic
                                "boundary): its export is not kokoro's model; its time is not worth reporting")
             ort_rows[name] = check
             runners[f"ort_{name}"] = lambda s=session, c=chunks: [onnx_kmodel.run(s, ch) for ch in c]
+        package_audio = {}
+        for name, kokoro in (packages or {}).items():
+            # its first call, untimed: trimmed and paused audio, of which only the length is comparable
+            package_audio[f"kokoro_onnx_{name}_audio_s"] = round(kokoro_onnx_package.create(kokoro, phonemes, pack).size
+                                                                 / SAMPLE_RATE, 4)
+            runners[f"kokoro_onnx_{name}"] = lambda k=kokoro, p=phonemes: kokoro_onnx_package.create(k, p, pack)
         samples = time_interleaved(runners, repeats, warmup, SETTLE_S if settle_s is None else settle_s)
         secs = {k: float(np.median(v)) for k, v in samples.items()}
         audio_s = row["audio_s"]
@@ -200,7 +210,7 @@ def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voic
             **{f"rtf_{k}": round(v / audio_s, 5) for k, v in secs.items()},
             **_speedups(secs), "log_mel_snr_db": row["log_mel_snr_db"],
             "f32_log_mel_snr_db": row["f32_log_mel_snr_db"], "mcd_db": row["mcd_db"], "f32_mcd_db": row["f32_mcd_db"],
-            **{f"ort_{k}_{m}": v for k, check in ort_rows.items() for m, v in check.items()}}
+            **{f"ort_{k}_{m}": v for k, check in ort_rows.items() for m, v in check.items()}, **package_audio}
         for k, v in secs.items():
             totals[k] = totals.get(k, 0.0) + v
         audio_total += audio_s

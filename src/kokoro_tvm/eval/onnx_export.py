@@ -108,8 +108,9 @@ def export_onnx(component: str, bucket: int, km, cfg: dict[str, Any], path: Path
     return data
 
 
-def ort_session(model: bytes, num_threads: int):
-    """An ORT CPU session with ``num_threads`` intra-op threads (the benchmark's thread count)."""
+def ort_session(model: bytes | str, num_threads: int):
+    """An ORT CPU session with ``num_threads`` intra-op threads (the benchmark's thread count), of
+    a model's bytes or file path."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()

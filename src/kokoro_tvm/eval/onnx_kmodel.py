@@ -67,14 +67,19 @@ def export_kmodel(pth: Path, config: Path) -> bytes:
     return buf.getvalue()
 
 
-def sessions(pth: Path, config: Path, threads: int, int8: bool) -> dict[str, Any]:
-    """ORT sessions by name: ``fp32`` always, ``int8`` (the registry model) if asked."""
-    out = {"fp32": ort_session(export_kmodel(pth, config), threads)}
+def models(pth: Path, config: Path, int8: bool) -> dict[str, bytes]:
+    """The ONNX files by name: ``fp32`` always, ``int8`` (the registry model) if asked."""
+    out = {"fp32": export_kmodel(pth, config)}
     if int8:
         from ..model.onnx_weights import registry_onnx_bytes
 
-        out["int8"] = ort_session(registry_onnx_bytes(), threads)
+        out["int8"] = registry_onnx_bytes()
     return out
+
+
+def sessions(files: dict[str, bytes], threads: int) -> dict[str, Any]:
+    """An ORT session per model of ``models``, with the bench's thread count."""
+    return {name: ort_session(model, threads) for name, model in files.items()}
 
 
 def run(session, chunk: Chunk, speed: float = 1.0) -> tuple[np.ndarray, np.ndarray | None]:

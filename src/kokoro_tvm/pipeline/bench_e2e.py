@@ -6,13 +6,17 @@ the target, and the per-library ``bench`` stages already time every target this 
 ``e2e.measure_rtf`` on the validated libraries at ``e2e.default_lengths`` of the token buckets,
 with the validation voice and the thread count and rounds of params (``runtime.num_threads``,
 ``bench.repeats``); each length must first pass the float64 criterion. With ``bench.onnxruntime``
-kokoro-onnx's whole model runs beside them on ONNX Runtime (``eval.onnx_kmodel``).
+kokoro-onnx's whole model runs beside them on ONNX Runtime (``eval.onnx_kmodel``), and the
+kokoro-onnx package's ``create()`` on the same models (``eval.kokoro_onnx_package``).
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from .. import artifacts as A
-from ..eval import e2e, onnx_kmodel
+from ..eval import e2e, kokoro_onnx_package, onnx_kmodel
 from ..eval.reference import as_float64, load_kokoro
 from ..eval.timing import apply_threads, cpu_name
 from ..params import Params
@@ -25,12 +29,16 @@ def run(prm: Params) -> None:
     target, why = explain_pick(read_manifest(A.ROOT))
     print(f"bench_e2e: {why[-1]}", flush=True)
     tts = KokoroTVM.from_manifest(A.ROOT, target=target, num_threads=threads)
-    _, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
-    onnx = None
-    if prm.bench_onnxruntime:  # kokoro-onnx's whole model; its int8 file holds Kokoro-82M's weights only
-        onnx = onnx_kmodel.sessions(A.kokoro_checkpoint_file(), A.model_config_file(), threads,
-                                    int8=prm.model_config == "kokoro-82m")
-    rows = e2e.measure_rtf(tts, km, as_float64(km), e2e.default_lengths(list(prm.tokens)), prm.bench_repeats,
-                           voice=A.load_array(A.voice_file()), onnx=onnx)
+    cfg, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
+    voice = A.load_array(A.voice_file())
+    with tempfile.TemporaryDirectory(prefix="kokoro-onnx-") as workdir:
+        onnx = packages = None
+        if prm.bench_onnxruntime:  # kokoro-onnx's whole model; its int8 file holds Kokoro-82M's weights only
+            files = onnx_kmodel.models(A.kokoro_checkpoint_file(), A.model_config_file(),
+                                       int8=prm.model_config == "kokoro-82m")
+            onnx = onnx_kmodel.sessions(files, threads)
+            packages = kokoro_onnx_package.packages(files, voice, cfg["vocab"], threads, Path(workdir))
+        rows = e2e.measure_rtf(tts, km, as_float64(km), e2e.default_lengths(list(prm.tokens)), prm.bench_repeats,
+                               voice=voice, onnx=onnx, packages=packages)
     A.write_json(A.bench_e2e_file(), {"target": target, "picked": why, "threads": threads,
                                       "repeats": prm.bench_repeats, "cpu": cpu_name(), **rows})

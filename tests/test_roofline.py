@@ -1,0 +1,137 @@
+"""The roofline view's three measurements (``eval.roofline``) against numbers known by hand: FLOPs
+of TIR kernels with symbolic lengths, torch's count of a component, the instrumented profile of a
+built module, and the FMA peak kernel (real FMAs, a plausible clock)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+import tvm
+from tvm import relax
+from tvm.script import tirx as T
+
+from kokoro_tvm.eval import roofline
+
+
+def _matmul(n_rows=None):
+    """``out[i, j] = sum_k a[i, k] * w[k, j]`` with ``i`` symbolic (a bounded library's length)."""
+    @T.prim_func(private=True, s_tir=True)
+    def matmul(a_h: T.handle, w: T.Buffer((T.int64(64), T.int64(32)), "float32"), o_h: T.handle):
+        n = T.int64()
+        a = T.match_buffer(a_h, (n, T.int64(64)), "float32")
+        o = T.match_buffer(o_h, (n, T.int64(32)), "float32")
+        for i, j, k in T.grid(n, T.int64(32), T.int64(64)):
+            with T.sblock("matmul"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    o[vi, vj] = T.float32(0.0)
+                o[vi, vj] = o[vi, vj] + a[vi, vk] * w[vk, vj]
+
+    return matmul
+
+
+@T.prim_func(private=True, s_tir=True)
+def _row_sum(a: T.Buffer((T.int64(8), T.int64(16)), "float32"), o: T.Buffer((T.int64(8),), "float32")):
+    for i, k in T.grid(T.int64(8), T.int64(16)):
+        with T.sblock("sum"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                o[vi] = T.float32(0.0)
+            o[vi] = o[vi] + a[vi, vk]
+
+
+@T.prim_func(private=True, s_tir=True)
+def _scale(a: T.Buffer((T.int64(8),), "float32"), o: T.Buffer((T.int64(8),), "float32")):
+    for i in range(T.int64(8)):
+        with T.sblock("scale"):
+            vi = T.axis.spatial(T.int64(8), i)
+            o[vi] = a[vi] * T.float32(2.0)
+
+
+def test_reduction_flops_binds_symbolic_lengths():
+    func = _matmul()
+    assert roofline.reduction_flops(func, {"n": 100}) == 2 * 100 * 32 * 64
+    assert roofline.reduction_flops(func, {"n": 7}) == 2 * 7 * 32 * 64
+    # negative controls: an unbound length is not guessed; a plain sum is 1 FLOP per term; a map none
+    assert roofline.reduction_flops(func, {}) is None
+    assert roofline.reduction_flops(_row_sum, {}) == 8 * 16
+    assert roofline.reduction_flops(_scale, {}) == 0
+
+
+def test_model_flops_is_torchs_count():
+    lin = torch.nn.Linear(64, 32)
+    x = torch.randn(5, 64)
+    assert roofline.model_flops(lin, x) == 2 * 5 * 64 * 32
+    assert roofline.model_flops(torch.relu, x) == 0  # elementwise work is not counted
+
+
+def test_kernel_profile_counts_each_call_at_its_length():
+    """A Relax module calling the symbolic matmul twice: the profile binds n per call."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+
+    @I.ir_module
+    class Mod:
+        @T.prim_func(private=True, s_tir=True)
+        def mm(a_h: T.handle, w: T.Buffer((T.int64(64), T.int64(32)), "float32"), o_h: T.handle):
+            n = T.int64()
+            a = T.match_buffer(a_h, (n, T.int64(64)), "float32")
+            o = T.match_buffer(o_h, (n, T.int64(32)), "float32")
+            for i, j, k in T.grid(n, T.int64(32), T.int64(64)):
+                with T.sblock("matmul"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    with T.init():
+                        o[vi, vj] = T.float32(0.0)
+                    o[vi, vj] = o[vi, vj] + a[vi, vk] * w[vk, vj]
+
+        @R.function
+        def main(a: R.Tensor(("n", 64), "float32"), w: R.Tensor((64, 32), "float32")):
+            n = T.int64()
+            cls = Mod
+            with R.dataflow():
+                y = R.call_tir(cls.mm, (a, w), out_ty=R.Tensor((n, 32), "float32"))
+                z = R.call_tir(cls.mm, (a, w), out_ty=R.Tensor((n, 32), "float32"))
+                out = R.add(y, z)
+                R.output(out)
+            return out
+
+    legal = relax.transform.LegalizeOps()(Mod)
+    ex = tvm.compile(legal, target="llvm")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    n = 40
+    a = tvm.runtime.tensor(np.random.rand(n, 64).astype("float32"))
+    w = tvm.runtime.tensor(np.random.rand(64, 32).astype("float32"))
+    prof = roofline.kernel_profile(vm, lambda: vm["main"](a, w), legal, peak_gflops=100.0)
+    rows = {r["kernel"]: r for r in prof["top"]}
+    assert rows["mm"]["calls"] == 2
+    assert rows["mm"]["gflop"] == pytest.approx(2 * 2 * n * 32 * 64 / 1e9, rel=1e-6)
+    assert prof["kernel_gflop"] == pytest.approx(rows["mm"]["gflop"], rel=1e-6)
+    assert rows["mm"]["of_peak"] == pytest.approx(rows["mm"]["gflops"] / 100.0, abs=1e-3)
+    assert 0 < prof["matmul_conv_ms"] <= prof["kernel_ms"] <= prof["run_ms"] * 1.01
+
+
+@pytest.mark.parametrize("mcpu,reg", [("x86-64-v3", "ymm"), ("x86-64-v4", "zmm")])
+def test_fma_peak_kernel_is_vector_fma_at_a_real_clock(mcpu, reg):
+    from kokoro_tvm.devices.isa import host_arch
+
+    if host_arch() != "x86_64":
+        pytest.skip("x86 targets")
+    lib, lanes = roofline.build_fma_kernel({"kind": "llvm", "mcpu": mcpu}, 1)
+    asm = lib.inspect_source("asm")
+    fmas = re.findall(r"vfmadd\w+\s+%(\w+)", asm)
+    # every FMA of the loop is a full-width vector one: what the peak claims to measure
+    assert len(fmas) >= roofline.CHAINS and all(r.startswith(reg) for r in fmas), fmas[:4]
+    # negative control: the same loop for plain x86-64 (SSE2, no FMA) shows none
+    sse2, _ = roofline.build_fma_kernel({"kind": "llvm", "mcpu": "x86-64"}, 1)
+    assert not re.findall(r"vfmadd", sse2.inspect_source("asm"))
+    if reg == "zmm" and "avx512f" not in open("/proc/cpuinfo").read():
+        return
+    peak = roofline.fma_peak({"kind": "llvm", "mcpu": mcpu}, 1, seconds=0.05, rounds=2)
+    assert peak["lanes"] == lanes
+    # the clock two pipes of these lanes would need: a loop the compiler removed, or scalar code,
+    # lands far outside (x1000 or /lanes)
+    assert 0.3 < peak["implied_ghz"] * (2 if reg == "zmm" else 1) < 8, peak

@@ -113,11 +113,6 @@ def bench_file(component: str, bucket: int, target: str, root: Path = ROOT) -> P
     return root / "bench" / target / f"{component}-{bucket}.json"
 
 
-def roofline_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
-    """Per-library top kernels: time, GFLOP/s and share of the FMA peak (DVC ``plots``)."""
-    return root / "roofline" / target / f"{component}-{bucket}.json"
-
-
 def bench_plot_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
     """Per-library plot row (a one-element list: the shape ``dvc plots`` reads)."""
     return root / "bench_plots" / target / f"{component}-{bucket}.json"

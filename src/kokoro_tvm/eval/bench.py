@@ -243,12 +243,18 @@ def _kind(component: str) -> str:
     return "decoder" if component == "decoder" else "tokens"
 
 
+def roofline_file(component: str, bucket: int, target: str, root: Path = A.ROOT) -> Path:
+    """Per-library top kernels: time, GFLOP/s and share of the FMA peak (DVC ``plots``). Here, not
+    in ``artifacts`` (every stage depends on that module): only the bench stage writes it."""
+    return root / "roofline" / target / f"{component}-{bucket}.json"
+
+
 def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Path, Path]:
     """The stage's three DVC outputs, each written atomically: metrics (the per-kernel rows
     aside), its plot row, and the roofline plot of its top kernels (empty where nothing ran here)."""
     comp, bucket, target = result["component"], result["bucket"], result["target"]
     paths = (A.bench_file(comp, bucket, target, root), A.bench_plot_file(comp, bucket, target, root),
-             A.roofline_file(comp, bucket, target, root))
+             roofline_file(comp, bucket, target, root))
     kernels = [{"component": comp, "bucket": bucket, **row} for row in result.get("top_kernels", [])]
     A.write_json(paths[0], {k: v for k, v in result.items() if k != "top_kernels"})
     A.write_json(paths[1], [_plot_row(result)])

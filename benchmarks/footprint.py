@@ -1,7 +1,7 @@
 """Cold start and peak memory: the runtime against the kokoro-onnx package, each in a fresh process.
 
 usage: python benchmarks/footprint.py [--artifacts artifacts] [--target T] [--lengths 30 510]
-                                      [--rounds 3] [--threads N] [--out footprint.json]
+                                      [--rounds 3] [--threads N] [--runtime-python PY] [--out F]
 
 Per phoneme count (``eval.samples``, the validation voice) and round, alternating the runners
 (A B C, B C A, ...), each in its own Python process started from nothing, as a user's would be:
@@ -12,7 +12,10 @@ Per phoneme count (``eval.samples``, the validation voice) and round, alternatin
 * ``kokoro_onnx_fp32``: the same with the fp32 export of the same checkpoint
   (``eval.onnx_kmodel``), twice.
 
-The package builds its session as it does for its users (ORT's default threads: every physical
+Give ``--runtime-python`` the interpreter of a runtime-only install (``pip install
+kokoro-tvm-pipeline``: numpy and the TVM runtime, no torch), as its users have it: in the
+development venv ``import tvm`` also imports torch (apache-tvm-ffi does, when it is installed),
+~1.3 s and ~200 MB that a user's process does not pay. The package builds its session as it does for its users (ORT's default threads: every physical
 core); the runtime gets ``--threads`` (default: every core). Reported per runner, medians over
 rounds: ``ready_s`` (process start to loaded, imports included: the runtime loads its libraries
 lazily, so its first call carries that), ``first_audio_s`` (process start to the first call's
@@ -67,6 +70,8 @@ def main() -> int:
     ap.add_argument("--lengths", type=int, nargs="*", default=[30, 510])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--runtime-python", default=sys.executable,
+                    help="interpreter for the runtime's process (a torch-free install; default: this one)")
     ap.add_argument("--out")
     args = ap.parse_args()
 
@@ -87,7 +92,7 @@ def main() -> int:
     env = dict(os.environ, TVM_NUM_THREADS=str(args.threads))
     runners = ["tvm", "kokoro_onnx_int8", "kokoro_onnx_fp32"]
     report = {"cpu": open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].strip(": \t"),
-              "threads": args.threads, "load_avg_before": os.getloadavg()[0], "lengths": {}}
+              "threads": args.threads, "runtime_python": args.runtime_python, "load_avg_before": os.getloadavg()[0], "lengths": {}}
     for n in args.lengths:
         ps = sample_phonemes(n)
         samples: dict[str, list[dict]] = {r: [] for r in runners}
@@ -108,7 +113,8 @@ def main() -> int:
 
 def _measured(name: str, ps: str, voice: Path, root: Path, args, model: str, env: dict[str, str]) -> dict:
     start = time.time()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, name, repr(start), ps, str(voice), str(root),
+    python = args.runtime_python if name == "tvm" else sys.executable
+    proc = subprocess.Popen([python, "-c", CHILD, name, repr(start), ps, str(voice), str(root),
                              args.target, str(args.threads), model], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate()

@@ -213,6 +213,21 @@ class PanelLinear(torch.nn.Module):
         return self.down(F.gelu(self.up(h))) + h @ y
 
 
+@pytest.mark.parametrize("lanes,registers", [(8, 16), (16, 32), (4, 32)])
+def test_register_tiles_fit_the_register_file(lanes, registers):
+    """Accumulators + the streamed vectors each row reuses + a broadcast: a tile past the
+    register file spills in the inner loop (AVX2's old 3 x 4 pick ran at half speed)."""
+    from kokoro_tvm.compile.schedule.analysis import CPU
+    from kokoro_tvm.compile.schedule.tile import Tile, pick_tile, registers_needed
+
+    cpu = CPU(lanes=lanes, registers=registers)
+    for rows, cols in [(512, 32), (64, 64), (7, 48), (None, 32), (1024, 7681), (22, 15361)]:
+        tile = pick_tile(cpu, rows, cols, can_pack_rows=True)
+        assert tile is not None and registers_needed(tile) <= registers, (rows, cols, tile)
+    # negative control: the tile the flat "registers - 4" budget picked on AVX2 does not fit
+    assert registers_needed(Tile(3, 4)) > 16
+
+
 def test_linear_weights_are_packed_into_column_panels():
     import tvm
     from tvm import relax
@@ -222,10 +237,11 @@ def test_linear_weights_are_packed_into_column_panels():
     from kokoro_tvm.compile.schedule.tile import pick_tile
     from kokoro_tvm.compile.weight_packing import SPAN, pack_linear_weights
 
-    # a panel is exactly one register tile's columns on AVX2 and on AVX-512
-    for cpu in (CPU(lanes=8, registers=16), CPU(lanes=16, registers=32)):
+    # a panel is a whole number of register tiles' columns on AVX2 (2 x 6 rows x 2 vectors: 3 x 4
+    # would need 17 registers) and exactly one tile's on AVX-512 (14 x 2)
+    for cpu, tiles in ((CPU(lanes=8, registers=16), 2), (CPU(lanes=16, registers=32), 1)):
         tile = pick_tile(cpu, 64, SPAN, can_pack_rows=True)
-        assert not tile.along_rows and tile.vectors * cpu.lanes == SPAN, (cpu, tile)
+        assert not tile.along_rows and tile.vectors * cpu.lanes * tiles == SPAN, (cpu, tile)
 
     torch.manual_seed(0)
     module, x, y = PanelLinear(), torch.randn(1, 9, 64), torch.randn(1, 64, 64)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-import os
 import numpy as np
 
 from .. import artifacts as A

@@ -167,7 +167,7 @@ def test_tampered_library_is_refused(artifacts, tmp_path):
         KokoroTVM.from_manifest(copy).plan("hə")
 
 
-def test_lazy_vms_and_weights_loaded_once(artifacts, monkeypatch):
+def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch):
     import kokoro_tvm.runtime.synthesizer as R
     from kokoro_tvm.runtime.library import ComponentWeights
 
@@ -182,9 +182,17 @@ def test_lazy_vms_and_weights_loaded_once(artifacts, monkeypatch):
     assert tts._libs == {} and loads == []
     tts.plan("ab")  # 4 tokens: bucket 6
     assert set(tts._libs) == {("duration", 6)}
+    weights = tts._weights["duration"]
+    lib6 = tts._libs[("duration", 6)]
+    # after binding, the raw weights it transformed are gone: what remains is what it binds as is
+    assert weights.tensors and {id(t) for t in weights.tensors.values()} <= {id(p) for p in lib6.params}
+    assert len(weights.tensors) < len(weights.names)  # negative control: some were transformed
     tts.plan("ab cd ef")  # 10 tokens: bucket 12
     assert set(tts._libs) == {("duration", 6), ("duration", 12)}
-    assert loads == ["weights/duration.npz"]  # one read for both buckets
+    assert loads == ["weights/duration.npz"]  # one verified file for both buckets
+    assert weights.reads == 2  # the second bucket re-read the weights the first one transformed
+    shared = {id(p) for p in lib6.params} & {id(p) for p in tts._libs[("duration", 12)].params}
+    assert shared and shared == {id(t) for t in weights.tensors.values()}
 
 
 def test_bad_input_errors(tts):

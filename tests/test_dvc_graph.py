@@ -69,12 +69,14 @@ def test_editing_a_stage_body_reruns_only_that_stage(built_project: Project):
     assert expected and changed == expected
 
 
-def test_editing_a_schedule_rule_reruns_tune_and_build_only(built_project: Project):
-    """A rule shapes the kernels of tune and build; what comes after reruns only if the library's
-    bytes change (DVC compares the outputs)."""
+def test_editing_a_schedule_rule_reruns_tune_build_and_bench_only(built_project: Project):
+    """A rule shapes the kernels of tune and build; validation and what comes after rerun only if
+    the library's bytes change (DVC compares the outputs). The bench reruns too: its roofline
+    reads the target's lanes and the kernels' reduction blocks through the schedule package."""
     ran, changed = _edit_code(built_project, "compile/schedule/conv.py")
-    assert ran == {"code_tune", "code_build"}
-    assert changed == _stage_names(built_project, "tune") | _stage_names(built_project, "build")
+    assert ran == {"code_tune", "code_build", "code_bench"}
+    assert changed == (_stage_names(built_project, "tune") | _stage_names(built_project, "build")
+                       | _stage_names(built_project, "bench_tokens") | _stage_names(built_project, "bench_frames"))
 
 
 def test_editing_a_module_every_stage_imports_reruns_every_stage(built_project: Project):

@@ -80,6 +80,7 @@ def main() -> int:
     from kokoro_tvm import artifacts as A
     from kokoro_tvm.eval import onnx_kmodel
     from kokoro_tvm.eval.samples import phonemes as sample_phonemes
+    from kokoro_tvm.eval.timing import cpu_name
     from kokoro_tvm.model.onnx_weights import registry_onnx_bytes
 
     root = Path(args.artifacts)
@@ -91,7 +92,7 @@ def main() -> int:
     models["fp32"].write_bytes(onnx_kmodel.export_kmodel(A.kokoro_checkpoint_file(root), A.model_config_file(root)))
     env = dict(os.environ, TVM_NUM_THREADS=str(args.threads))
     runners = ["tvm", "kokoro_onnx_int8", "kokoro_onnx_fp32"]
-    report = {"cpu": open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].strip(": \t"),
+    report = {"cpu": cpu_name(),
               "threads": args.threads, "runtime_python": args.runtime_python, "load_avg_before": os.getloadavg()[0], "lengths": {}}
     for n in args.lengths:
         ps = sample_phonemes(n)

@@ -8,8 +8,9 @@
 Each component is built with ``compile.flow.compile_component`` (schedule pass included) and timed against the
 same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM, eager,
 TVM, ...) at the same thread count; medians and ratios are printed. Hotspots come from the Relax
-VM profiler; conv GFLOP/s are compared with this CPU's FP32 peak
-(cores x 2 FMA units x lanes x 2 flops x clock from /proc/cpuinfo).
+VM profiler (``eval.roofline.kernel_profile``); their GFLOP/s are compared with the target's FMA
+peak measured on this CPU (``eval.roofline.fma_peak``: a formula's 2 pipes x 16 lanes is 2x too
+high for AVX-512 on Zen 4).
 """
 
 from __future__ import annotations
@@ -19,36 +20,6 @@ import os
 import time
 
 DEFAULT = ["duration:32", "duration:64", "text_encoder:32", "text_encoder:64", "decoder:128", "decoder:256"]
-
-
-def cpu_peak_gflops(threads: int, lanes: int, ghz: float | None = None) -> tuple[float, float]:
-    """FP32 peak at ``ghz``, by default /proc/cpuinfo's clock. On VMs that is the base clock:
-    kernels above 100% show the CPU boosting (pass its boost clock with ``--ghz``)."""
-    if ghz is None:
-        mhz = 0.0
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("cpu MHz"):
-                    mhz = max(mhz, float(line.split(":")[1]))
-        ghz = mhz / 1000
-    return threads * 2 * lanes * 2 * ghz, ghz
-
-
-def conv_flops(func) -> float | None:
-    """2 * prod(iteration extents) of the one reduction block of a conv/matmul PrimFunc."""
-    import tvm
-    from tvm import s_tir
-
-    from kokoro_tvm.compile.schedule.analysis import root_blocks
-
-    blocks = root_blocks(s_tir.Schedule(tvm.IRModule({"main": func}))) or []
-    red = [b for b in blocks if b.is_reduction]
-    if len(red) != 1 or any(e is None for e in red[0].extents):
-        return None
-    n = 1
-    for e in red[0].extents:
-        n *= e
-    return 2.0 * n
 
 
 def main() -> None:
@@ -61,8 +32,6 @@ def main() -> None:
                          "cost of one runtime's spinning threads on the next")
     ap.add_argument("--top", type=int, default=8, help="hotspot kernels to print per component")
     ap.add_argument("--mcpu", default="x86-64-v3")
-    ap.add_argument("--ghz", type=float, default=None,
-                    help="clock for the FP32 peak (default: /proc/cpuinfo's, the base clock on VMs)")
     ap.add_argument("--ops", action="store_true", help="single-op before/after table (Kokoro-82M shapes) and exit")
     ap.add_argument("--frames", type=int, default=128, help="decoder frames m for --ops shapes")
     ap.add_argument("--tiles", action="store_true",
@@ -87,14 +56,16 @@ def main() -> None:
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.compile.schedule.analysis import CPU
+    from kokoro_tvm.eval.roofline import fma_peak
 
     torch.set_num_threads(args.threads)
     target_spec = {"kind": "llvm", "mcpu": args.mcpu}
     target = tvm.target.Target(target_spec)
     cpu = CPU.of(target)
-    peak, ghz = cpu_peak_gflops(args.threads, cpu.lanes, args.ghz)
-    print(f"threads={args.threads} target={target_spec} lanes={cpu.lanes} clock={ghz:.2f}GHz "
-          f"FP32 peak={peak:.0f} GFLOP/s")
+    peak = fma_peak(target_spec, args.threads)
+    print(f"threads={args.threads} target={target_spec} lanes={cpu.lanes} measured FMA peak={peak['gflops']:.0f} "
+          f"GFLOP/s (implies {peak['implied_ghz']:.2f} GHz for {peak['fma_pipes_assumed']} full-width pipes)")
+    peak = peak["gflops"]
     cfg = load_model_config("kokoro-82m")
     km = build_kmodel(cfg, "random", seed=0)
     rows = []
@@ -319,36 +290,18 @@ def tiles_table(args) -> None:
 
 
 def _hotspots(legal, ex, targs, top: int, peak: float) -> None:
-    """Per-PrimFunc wall time from a VM instrument hook (one run), with GFLOP/s of conv/matmul."""
+    """Per-kernel time of one instrumented run, with GFLOP/s and share of the measured peak."""
     import tvm
     from tvm import relax
 
+    from kokoro_tvm.eval.roofline import kernel_profile
+
     vm = relax.VirtualMachine(ex, tvm.cpu())
-    spent: dict[str, list[float]] = {}
-    started: list[float] = []
-
-    def instrument(func, name, before_run, ret_value, *args):
-        if before_run:
-            started.append(time.perf_counter())
-        else:
-            spent.setdefault(str(name), []).append(time.perf_counter() - started.pop())
-        return 0
-
-    vm.set_instrument(instrument)
-    t0 = time.perf_counter()
-    vm["main"](*targs)
-    total = time.perf_counter() - t0
-    funcs = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
-    ranked = sorted(spent.items(), key=lambda kv: -sum(kv[1]))
-    print(f"   top kernels of one instrumented run ({total*1e3:.1f} ms):")
-    for name, times in ranked[:top]:
-        sec = sum(times)
-        flops = conv_flops(funcs[name]) if name in funcs else None
-        gf = ""
-        if flops and sec > 0:
-            rate = flops * len(times) / sec / 1e9
-            gf = f" {rate:6.1f} GFLOP/s ({100 * rate / peak:.0f}% of peak)"
-        print(f"     {name[:64]:64} {sec*1e3:8.2f} ms x{len(times)} {100*sec/total:4.1f}%{gf}")
+    prof = kernel_profile(vm, lambda: vm["main"](*targs), legal, peak, top)
+    print(f"   top kernels of one instrumented run ({prof['run_ms']:.1f} ms):")
+    for r in prof["top"]:
+        gf = f" {r['gflops']:6.1f} GFLOP/s ({100 * r['of_peak']:.0f}% of peak)" if r["gflop"] else ""
+        print(f"     {r['kernel'][:64]:64} {r['ms']:8.2f} ms x{r['calls']} {100 * r['share']:4.1f}%{gf}")
 
 
 if __name__ == "__main__":

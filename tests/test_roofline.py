@@ -16,7 +16,7 @@ from tvm.script import tirx as T
 from kokoro_tvm.eval import roofline
 
 
-def _matmul(n_rows=None):
+def _matmul():
     """``out[i, j] = sum_k a[i, k] * w[k, j]`` with ``i`` symbolic (a bounded library's length)."""
     @T.prim_func(private=True, s_tir=True)
     def matmul(a_h: T.handle, w: T.Buffer((T.int64(64), T.int64(32)), "float32"), o_h: T.handle):
@@ -70,35 +70,19 @@ def test_model_flops_is_torchs_count():
 
 def test_kernel_profile_counts_each_call_at_its_length():
     """A Relax module calling the symbolic matmul twice: the profile binds n per call."""
-    from tvm.script import ir as I
-    from tvm.script import relax as R
-
-
-    @I.ir_module
-    class Mod:
-        @T.prim_func(private=True, s_tir=True)
-        def mm(a_h: T.handle, w: T.Buffer((T.int64(64), T.int64(32)), "float32"), o_h: T.handle):
-            n = T.int64()
-            a = T.match_buffer(a_h, (n, T.int64(64)), "float32")
-            o = T.match_buffer(o_h, (n, T.int64(32)), "float32")
-            for i, j, k in T.grid(n, T.int64(32), T.int64(64)):
-                with T.sblock("matmul"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    with T.init():
-                        o[vi, vj] = T.float32(0.0)
-                    o[vi, vj] = o[vi, vj] + a[vi, vk] * w[vk, vj]
-
-        @R.function
-        def main(a: R.Tensor(("n", 64), "float32"), w: R.Tensor((64, 32), "float32")):
-            n = T.int64()
-            cls = Mod
-            with R.dataflow():
-                y = R.call_tir(cls.mm, (a, w), out_ty=R.Tensor((n, 32), "float32"))
-                z = R.call_tir(cls.mm, (a, w), out_ty=R.Tensor((n, 32), "float32"))
-                out = R.add(y, z)
-                R.output(out)
-            return out
-
+    bb = relax.BlockBuilder()
+    n = tvm.tirx.Var("n", "int64")
+    a_in = relax.Var("a", relax.TensorType((n, 64), "float32"))
+    w_in = relax.Var("w", relax.TensorType((64, 32), "float32"))
+    mm = bb.add_func(_matmul(), "mm")
+    with bb.function("main", [a_in, w_in]):
+        with bb.dataflow():
+            out_ty = relax.TensorType((n, 32), "float32")
+            y = bb.emit(relax.call_tir(mm, (a_in, w_in), out_ty))
+            z = bb.emit(relax.call_tir(mm, (a_in, w_in), out_ty))
+            out = bb.emit_output(relax.op.add(y, z))
+        bb.emit_func_output(out)
+    Mod = bb.get()
     legal = relax.transform.LegalizeOps()(Mod)
     ex = tvm.compile(legal, target="llvm")
     vm = relax.VirtualMachine(ex, tvm.cpu())

@@ -35,10 +35,17 @@ class Project:
     def __init__(self, root: Path):
         self.root = root
 
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1",
+                    PYTHONPATH=str(self.root / "src"), **(extra or {}))  # stages import this copy, not the checkout
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        """``args`` in the background (pipes for stdout and stderr): what a concurrent job runs."""
+        return subprocess.Popen(args, cwd=self.root, env=self.env(env), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
     def run(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1",
-                   PYTHONPATH=str(self.root / "src"), **(env or {}))  # stages import this copy, not the checkout
-        p = subprocess.run(args, cwd=self.root, env=env, capture_output=True, text=True)
+        p = subprocess.run(args, cwd=self.root, env=self.env(env), capture_output=True, text=True)
         if check and p.returncode != 0:
             raise AssertionError(f"{' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
         return p
@@ -98,3 +105,85 @@ def built_project(tmp_path_factory) -> Project:
     proj.run("git", "add", "-A")
     proj.run("git", "commit", "-qm", "tiny pipeline")
     return proj
+
+
+class S3Server:
+    """``rclone serve s3`` on 127.0.0.1 over a temp directory: a real S3 API (signatures, multipart,
+    atomic PUTs) for ``dvc-s3``, no mocks. Each subdirectory of ``root`` is a bucket."""
+
+    KEY, SECRET = "kokorotvmci", "kokorotvmci-secret"
+
+    def __init__(self, root: Path, *flags: str):
+        import socket
+        import time
+
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.log = root.parent / f"rclone-{self.port}.log"
+        self.proc = subprocess.Popen(
+            [str(BIN / "rclone"), "serve", "s3", *flags, "--addr", f"127.0.0.1:{self.port}",
+             "--auth-key", f"{self.KEY},{self.SECRET}", "--config", "/dev/null", str(root)],
+            stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"rclone serve s3 did not start: {self.log.read_text()}")
+            time.sleep(0.1)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def bucket(self, name: str) -> "S3Remote":
+        """A new bucket, made through the S3 API as a user makes one: a directory made behind the
+        server's back stays invisible while its listing cache (``--dir-cache-time``) holds."""
+        import botocore.session
+
+        client = botocore.session.get_session().create_client(
+            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
+            aws_access_key_id=self.KEY, aws_secret_access_key=self.SECRET)
+        client.create_bucket(Bucket=name)
+        return S3Remote(self, name)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+class S3Remote:
+    """One bucket: what a CI job's secrets name (``env``), and the objects as the server stores them."""
+
+    def __init__(self, server: S3Server, bucket: str):
+        self.server, self.url = server, f"s3://{bucket}/kokoro-tvm"
+        self.dir = server.root / bucket / "kokoro-tvm"
+        self.env = {"DVC_REMOTE_URL": self.url, "DVC_REMOTE_ENDPOINT_URL": server.endpoint,
+                    "AWS_ACCESS_KEY_ID": server.KEY, "AWS_SECRET_ACCESS_KEY": server.SECRET}
+
+    def objects(self) -> dict[str, Path]:
+        """Content-addressed objects (``files/md5/ab/cdef...``) by hash; rclone's temp files of an
+        upload in flight are not objects (S3 shows a PUT only once it is complete)."""
+        root = self.dir / "files" / "md5"
+        return {p.parent.name + p.name: p for p in root.glob("*/*") if not p.name.startswith(".")}
+
+    def corrupt(self) -> list[str]:
+        """Objects whose bytes do not hash to their name (a directory's listing is ``<md5>.dir``)."""
+        import hashlib
+
+        return [key for key, p in self.objects().items()
+                if hashlib.md5(p.read_bytes()).hexdigest() != key.removesuffix(".dir")]
+
+    def run_records(self) -> list[Path]:
+        return sorted(p for p in (self.dir / "runs").rglob("*") if p.is_file()) if (self.dir / "runs").exists() else []
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory) -> S3Server:
+    server = S3Server(tmp_path_factory.mktemp("s3") / "data")
+    yield server
+    server.stop()

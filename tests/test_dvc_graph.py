@@ -301,20 +301,3 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(built_project: Project, 
     # the manifest listed v3's libraries and bench_e2e reads artifacts/build (v3's folder left it)
     assert proj.changed() == {"manifest", "bench_e2e"}
     assert proj.repro() <= {"manifest", "bench_e2e"} and proj.up_to_date()  # or restored from the run-cache
-
-
-def test_ci_reuse_through_remote_and_run_cache(built_project: Project, tmp_path):
-    proj = built_project
-    proj.run("git", "add", "-A")
-    proj.run("git", "commit", "-qm", "state before push", "--allow-empty")
-    remote = tmp_path / "remote"
-    proj.run("dvc", "remote", "add", "-d", "-f", "local", str(remote))
-    proj.run("git", "commit", "-qam", "remote")
-    proj.run("dvc", "push", "--run-cache")
-    clone = Project(tmp_path / "clone")
-    proj.run("git", "clone", "-q", str(proj.root), str(clone.root))
-    # Without dvc.lock, only the run-cache can tell DVC these stages were built before.
-    clone.run("git", "rm", "-q", "dvc.lock")
-    ran = clone.repro("--pull")
-    assert ran == set(), f"a fresh clone rebuilt {sorted(ran)}"
-    assert (clone.root / "artifacts/manifest.json").read_text() == (proj.root / "artifacts/manifest.json").read_text()

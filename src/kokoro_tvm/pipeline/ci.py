@@ -1,0 +1,183 @@
+"""What the CI workflow (``.github/workflows/build.yml``) runs between its ``dvc`` calls.
+
+The workflow fans one DVC graph out over jobs that share a DVC remote and its run-cache:
+
+- ``prepare`` reproduces the stages no target owns (weights, code fingerprints, export, relax,
+  legalize, reference), pushes them, and prints the build matrix;
+- one ``build`` job per target and length axis (``tokens``: duration + text encoder, ``frames``:
+  the decoder, the long one) reproduces its own stages; what ``prepare`` made comes back from the
+  run-cache instead of being built again;
+- ``gather`` reproduces the rest (manifest, summaries, ``bench_e2e``) and fails if it had to
+  build a library: every one must come from a build job through the remote.
+
+Every job runs ``dvc repro --pull --allow-missing`` on its stages, then ``push``. DVC does the
+distribution; this module only names the stages, configures the remote from the job's secrets,
+and turns a failed push into one line that says what to fix.
+
+    python -m kokoro_tvm.pipeline.ci matrix
+    python -m kokoro_tvm.pipeline.ci stages shared | TARGET AXIS
+    python -m kokoro_tvm.pipeline.ci remote      # from $DVC_REMOTE_URL [$DVC_REMOTE_ENDPOINT_URL]
+    python -m kokoro_tvm.pipeline.ci push
+    python -m kokoro_tvm.pipeline.ci reused LOG  # gather: no library stage in a repro's log ran
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import KokoroTVMError
+from ..spec import COMPONENTS
+
+REMOTE = "ci"
+#: Stages a library's build or check runs in: ``gather`` must find every one of them built.
+LIBRARY_KINDS = ("tune", "build", "validate", "bench")
+_RAN = re.compile(r"Running stage '([^']+)'")
+
+
+class CIError(KokoroTVMError):
+    """A CI configuration or remote problem; the message names it and the fix."""
+
+
+def stage_names(root: Path = Path(".")) -> list[str]:
+    out = subprocess.run(["dvc", "stage", "list", "--name-only"], cwd=root, check=True,
+                         capture_output=True, text=True).stdout
+    return out.split()
+
+
+def _item(name: str) -> tuple[str, str]:
+    """``kind_axis@item`` -> (``kind_axis``, ``item``); ``("toolchain", "")`` for plain stages."""
+    kind, _, item = name.partition("@")
+    return kind, item
+
+
+def shared(names: list[str], targets: list[str]) -> list[str]:
+    """The stages no target owns and the per-target jobs all need: built once, by ``prepare``."""
+    last = {"manifest", "bench_e2e"}
+    return [n for n in names if n not in last and not _item(n)[0].startswith(("devices", "bench_summary"))
+            and not any(_item(n)[1].endswith(f"-{t}") for t in targets)]
+
+
+def owned(names: list[str], target: str, axis: str) -> list[str]:
+    """The per-library stages of ``target`` on the length axis ``axis`` (``tokens`` | ``frames``)."""
+    components = [c for c, a in COMPONENTS.items() if a == axis]
+    if not components:
+        raise CIError(f"unknown length axis {axis!r}; choose one of {sorted(set(COMPONENTS.values()))}")
+    return [n for n in names if any(re.fullmatch(rf"{re.escape(c)}-\d+-{re.escape(target)}", _item(n)[1])
+                                     for c in components)]
+
+
+def matrix(targets: list[str]) -> dict:
+    """GitHub Actions' ``strategy.matrix``: one job per target and axis (the decoder's stages,
+    ``frames``, take most of the time, so they get a runner of their own)."""
+    return {"include": [{"target": t, "axis": a} for t in targets for a in ("tokens", "frames")]}
+
+
+def library_stages_ran(log: str) -> list[str]:
+    """Per-library stages that a ``dvc repro`` log shows running (not restored from the run-cache)."""
+    return [s for s in _RAN.findall(log) if _item(s)[0].split("_")[0] in LIBRARY_KINDS]
+
+
+def configure_remote(env: dict[str, str] | None = None, root: Path = Path(".")) -> str:
+    """Make the remote named by ``$DVC_REMOTE_URL`` this checkout's default, in ``.dvc/config.local``
+    (never committed). Credentials stay in the environment, where dvc-s3 (``AWS_ACCESS_KEY_ID``,
+    ``AWS_SECRET_ACCESS_KEY``) and dvc-ssh (an ssh agent or ``~/.ssh``) read them."""
+    env = dict(os.environ if env is None else env)
+    url = env.get("DVC_REMOTE_URL", "").strip()
+    if not url:
+        raise CIError("DVC_REMOTE_URL is not set: add it to the repository's secrets "
+                      "(e.g. s3://bucket/kokoro-tvm; README 'Scaling out')")
+    dvc = ["dvc", "remote"]
+    subprocess.run([*dvc, "add", "--local", "--default", "--force", REMOTE, url], cwd=root, check=True)
+    endpoint = env.get("DVC_REMOTE_ENDPOINT_URL", "").strip()
+    if endpoint:  # S3-compatible servers (MinIO, rclone, R2, ...): AWS itself needs none
+        subprocess.run([*dvc, "modify", "--local", REMOTE, "endpointurl", endpoint], cwd=root, check=True)
+    return url
+
+
+def push(root: Path = Path("."), log: Path | None = None) -> None:
+    """``dvc push --run-cache``: outputs and the run records that let other jobs skip the stages.
+    DVC's own report of a failure is several lines of retries; this raises one line that names
+    the remote, what it answered, and the fix, and keeps DVC's output in ``log``."""
+    log = log or root / ".dvc" / "tmp" / "ci-push.log"
+    p = subprocess.run(["dvc", "push", "--run-cache"], cwd=root, capture_output=True, text=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(p.stdout + p.stderr)
+    if p.returncode == 0:
+        print(p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "everything is up to date")
+        return
+    raise CIError(f"dvc push to remote {_remote_url(root)!r} failed: {_cause(p.stdout + p.stderr)}. "
+                  "The remote must accept writes with this job's credentials (secrets DVC_REMOTE_URL, "
+                  f"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY); DVC's output is in {log}")
+
+
+def _remote_url(root: Path) -> str:
+    p = subprocess.run(["dvc", "remote", "list"], cwd=root, capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        name, _, url = line.partition("\t")
+        if name.strip() == REMOTE:
+            return url.strip()
+    return p.stdout.split()[1] if len(p.stdout.split()) > 1 else "(none)"
+
+
+def _cause(output: str) -> str:
+    """The server's answer in DVC's output, e.g. ``the server answered AccessDenied to PutObject``."""
+    m = re.search(r"An error occurred \((\w+)\) when calling the (\w+) operation", output)
+    if m:
+        return f"the server answered {m.group(1)} to {m.group(2)}"
+    errors = [line.removeprefix("ERROR:").strip() for line in output.splitlines() if line.startswith("ERROR")]
+    return errors[0] if errors else "no error message (exit status only)"
+
+
+def _targets(params: str) -> list[str]:
+    from .. import params as P
+
+    return list(P.load(params).targets)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kokoro_tvm.pipeline.ci", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--params", default="params.yaml")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("matrix", help="the build jobs' matrix, as JSON")
+    st = sub.add_parser("stages", help="the stages of one job: `shared`, or TARGET AXIS")
+    st.add_argument("job", nargs="+")
+    sub.add_parser("remote", help="configure the DVC remote from $DVC_REMOTE_URL")
+    sub.add_parser("push", help="dvc push --run-cache, one error line on failure")
+    re_ = sub.add_parser("reused", help="fail if a dvc repro log shows a library stage running")
+    re_.add_argument("log", type=Path)
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "matrix":
+            print(json.dumps(matrix(_targets(a.params))))
+        elif a.cmd == "stages":
+            names, targets = stage_names(), _targets(a.params)
+            if a.job == ["shared"]:
+                print(" ".join(shared(names, targets)))
+            elif len(a.job) == 2 and a.job[0] in targets:
+                print(" ".join(owned(names, *a.job)))
+            else:
+                raise CIError(f"`stages` takes `shared` or TARGET AXIS with TARGET one of {targets}, got {a.job}")
+        elif a.cmd == "remote":
+            print(f"DVC remote {REMOTE!r}: {configure_remote()}")
+        elif a.cmd == "push":
+            push()
+        elif a.cmd == "reused":
+            ran = library_stages_ran(a.log.read_text())
+            if ran:
+                raise CIError(f"gather built {len(ran)} library stage(s) that a build job should have pushed: "
+                              f"{', '.join(ran)}. Check that job's `dvc push` step and the remote")
+            print("gather built no library: every one came from the remote")
+    except KokoroTVMError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""CI on a real remote: ``rclone serve s3`` on 127.0.0.1 with ``dvc-s3`` as the client, the helpers
+the workflow runs (``kokoro_tvm.pipeline.ci``), and faults: concurrent pushes, a push killed
+mid-upload, a remote that refuses writes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from conftest import BIN, REPO, TINY_PARAMS, Project, S3Remote, S3Server, make_project
+
+from kokoro_tvm.pipeline import ci
+
+
+def job_checkout(proj: Project, root: Path, remote: S3Remote, share_cache: bool = True) -> Project:
+    """A CI job's checkout of ``proj``'s last commit, its remote configured the way the workflow's
+    setup step does (from the job's secrets). ``share_cache``: the job has built what ``proj`` has
+    (it uses ``proj``'s DVC cache); otherwise it starts empty, as a fresh runner does."""
+    job = checkout(proj, root)
+    if share_cache:
+        job.run("dvc", "cache", "dir", "--local", str(proj.root / ".dvc" / "cache"))
+    job.run("python", "-m", "kokoro_tvm.pipeline.ci", "remote", env=remote.env)
+    return job
+
+
+def checkout(proj: Project, root: Path) -> Project:
+    """A clone of ``proj`` as it is now (committed first): the tree a CI run checks out."""
+    proj.run("git", "add", "-A")
+    proj.run("git", "commit", "-qm", "state before the job", "--allow-empty")
+    proj.run("git", "clone", "-q", str(proj.root), str(root))
+    return Project(root)
+
+
+def push(job: Project, remote: S3Remote, check: bool = True):
+    return job.run("python", "-m", "kokoro_tvm.pipeline.ci", "push", env=remote.env, check=check)
+
+
+def test_s3_round_trip_rebuilds_nothing_on_a_fresh_clone(built_project: Project, s3: S3Server, tmp_path):
+    remote = s3.bucket("roundtrip")
+    push(job_checkout(built_project, tmp_path / "laptop", remote), remote)
+    assert remote.objects() and remote.run_records() and not remote.corrupt()
+    fresh = job_checkout(built_project, tmp_path / "fresh", remote, share_cache=False)
+    # Without dvc.lock, only the run-cache can tell DVC these stages were built before.
+    fresh.run("git", "rm", "-q", "dvc.lock")
+    ran = fresh.repro("--pull", env=remote.env)
+    assert ran == set(), f"a fresh clone rebuilt {sorted(ran)}"
+    assert (fresh.root / "artifacts/manifest.json").read_bytes() == (built_project.root / "artifacts/manifest.json").read_bytes()
+
+
+def test_concurrent_pushes_leave_one_good_copy(built_project: Project, s3: S3Server, tmp_path):
+    remote = s3.bucket("concurrent")
+    jobs = [job_checkout(built_project, tmp_path / f"job{i}", remote) for i in range(2)]
+    procs = [j.start("python", "-m", "kokoro_tvm.pipeline.ci", "push", env=remote.env) for j in jobs]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert not remote.corrupt() and not list(remote.dir.rglob(".rclone_temp*"))
+    # every object the outputs need is there, once: content-addressed keys cannot hold two copies
+    fresh = job_checkout(built_project, tmp_path / "fresh", remote, share_cache=False)
+    fresh.run("git", "rm", "-q", "dvc.lock")
+    assert fresh.repro("--pull", env=remote.env) == set()
+
+
+def test_a_push_killed_mid_upload_leaves_nothing_half_written(built_project: Project, s3: S3Server, tmp_path):
+    remote = s3.bucket("killed")
+    job = job_checkout(built_project, tmp_path / "job", remote)
+    proc = job.start("dvc", "push", "--run-cache", env=remote.env)
+    deadline = time.monotonic() + 120
+    while not list(remote.dir.rglob(".rclone_temp*")):  # an upload in flight
+        assert proc.poll() is None, "the push finished before it could be killed mid-upload"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)  # the server drops the broken upload's temp file
+    assert not remote.corrupt(), "a killed upload left a half-written object"
+    assert not list(remote.dir.rglob(".rclone_temp*"))
+    # the next run completes, and a fresh runner pulls good bytes only
+    push(job, remote)
+    assert not remote.corrupt()
+    fresh = job_checkout(built_project, tmp_path / "fresh", remote, share_cache=False)
+    fresh.run("git", "rm", "-q", "dvc.lock")
+    assert fresh.repro("--pull", env=remote.env) == set()
+    assert fresh.changed() == set()
+
+
+def test_a_remote_that_refuses_writes_is_one_error_line(built_project: Project, tmp_path):
+    (tmp_path / "s3ro" / "readonly").mkdir(parents=True)  # the bucket exists; writes are refused
+    server = S3Server(tmp_path / "s3ro", "--read-only")
+    try:
+        remote = S3Remote(server, "readonly")
+        job = job_checkout(built_project, tmp_path / "job", remote)
+        p = push(job, remote, check=False)
+    finally:
+        server.stop()
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith(f"error: dvc push to remote '{remote.url}' failed: the server answered")
+    assert "PutObject" in lines[0] and "accept writes" in lines[0]
+    assert (job.root / ".dvc/tmp/ci-push.log").read_text().count("ERROR")  # DVC's own words, kept
+
+
+def test_missing_remote_secret_is_a_clear_error(built_project: Project, tmp_path):
+    job = checkout(built_project, tmp_path / "job")
+    p = job.run("python", "-m", "kokoro_tvm.pipeline.ci", "remote", env={"DVC_REMOTE_URL": ""}, check=False)
+    assert p.returncode == 1 and "DVC_REMOTE_URL is not set" in p.stderr
+
+
+def test_job_stages_partition_the_library_stages(built_project: Project):
+    """prepare + one job per target and axis own every stage but the gather job's, each once."""
+    names = ci.stage_names(built_project.root)
+    targets = list(built_project.params["targets"])
+    jobs = [ci.shared(names, targets)] + [ci.owned(names, m["target"], m["axis"])
+                                          for m in ci.matrix(targets)["include"]]
+    owned = [n for job in jobs for n in job]
+    assert len(owned) == len(set(owned)), "a stage belongs to two jobs"
+    rest = set(names) - set(owned)
+    assert rest == {"manifest", "bench_e2e"} | {f"{k}@{t}" for k in ("devices", "bench_summary") for t in targets}
+    assert "build_frames@decoder-12-generic" in ci.owned(names, "generic", "frames")
+    assert ci.owned(names, "generic", "tokens") and ci.owned(names, "elsewhere", "frames") == []
+    with pytest.raises(ci.CIError, match="unknown length axis"):
+        ci.owned(names, "generic", "decoder")
+
+
+def test_gather_check_fails_on_a_library_built_there():
+    cached = "Stage 'build_frames@decoder-12-generic' is cached - skipping run, checking out outputs\n"
+    assert ci.library_stages_ran(cached + "Running stage 'manifest':\n") == []
+    assert ci.library_stages_ran("Running stage 'validate_tokens@duration-8-generic':\n") == [
+        "validate_tokens@duration-8-generic"]
+
+
+class WorkflowRun:
+    """One ``act`` run of ``.github/workflows/build.yml``, read from its JSON log: per job (name
+    with its matrix values), the stages its ``dvc repro`` ran and when the job's lines came."""
+
+    STAGE = re.compile(r"Running stage '([^']+)'")
+
+    def __init__(self, log: str):
+        self.log = log
+        self.ran: dict[str, list[str]] = {}
+        self.span: dict[str, tuple[datetime, datetime]] = {}
+        for line in log.splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(rec, dict) or "jobID" not in rec:
+                continue
+            job = "/".join([rec["jobID"], *(str(v) for _, v in sorted((rec.get("matrix") or {}).items()))])
+            t = datetime.fromisoformat(rec["time"])
+            first, last = self.span.get(job, (t, t))
+            self.span[job] = (min(first, t), max(last, t))
+            self.ran.setdefault(job, []).extend(self.STAGE.findall(str(rec.get("msg", ""))))
+
+    def built(self, job: str) -> set[str]:
+        """What ``job`` ran, but the ``devices@`` stages (they run on every repro by design)."""
+        return {s for s in self.ran[job] if not s.startswith("devices@")}
+
+
+def run_workflow(proj: Project, remote: S3Remote) -> WorkflowRun:
+    """``act`` in self-hosted mode: each job in its own copy of the checkout (ignored files, the
+    DVC cache among them, are not copied: every job starts empty, as a fresh runner does), the
+    remote from secrets, this venv as the runners' toolchain."""
+    secrets = [a for k, v in remote.env.items() for a in ("--secret", f"{k}={v}")]
+    p = proj.run("act", "push", "-P", "ubuntu-latest=-self-hosted", "--json", "--no-cache-server",
+                 "--var", f"KOKORO_TVM_VENV={BIN.parent}", *secrets, check=False)
+    run = WorkflowRun(p.stdout)
+    assert p.returncode == 0, f"act failed ({p.returncode}):\n{p.stdout[-6000:]}\n{p.stderr[-3000:]}"
+    return run
+
+
+def test_the_workflow_fans_out_and_gather_rebuilds_nothing(tmp_path, s3: S3Server):
+    """The shipped workflow on the tiny pipeline, from nothing: ``prepare`` builds the shared
+    stages, the per-target jobs build their libraries at the same time, ``gather`` restores them
+    all from the remote; a second run with nothing changed builds nothing anywhere."""
+    proj = make_project(tmp_path / "repo", TINY_PARAMS)
+    shutil.copytree(REPO / ".github", proj.root / ".github")
+    proj.run("git", "add", "-A")
+    proj.run("git", "commit", "-qm", "pipeline and workflow")
+    remote = s3.bucket("workflow")
+
+    first = run_workflow(proj, remote)
+    jobs = set(first.ran)
+    builds = sorted(j for j in jobs if j.startswith("build/"))
+    assert builds == ["build/frames/generic", "build/tokens/generic"], jobs
+    assert {"prepare", "gather"} <= jobs
+    # each build job built its own libraries, and nothing a neighbour or prepare owns
+    for job in builds:
+        _, axis, target = job.split("/")
+        owned = set(ci.owned(sorted(proj.stages()), target, axis))
+        assert first.built(job) and first.built(job) <= owned, (job, first.built(job))
+        assert {s for s in owned if s.startswith("build_")} <= first.built(job)
+    assert not first.built("prepare") & {s for j in builds for s in first.built(j)}
+    # ... at the same time: each started before the other ended
+    (a0, a1), (b0, b1) = (first.span[j] for j in builds)
+    assert a0 < b1 and b0 < a1, f"the build jobs ran one after the other: {first.span}"
+    # gather made the manifest from libraries it pulled, and its own check found no library built
+    assert "manifest" in first.built("gather")
+    assert not ci.library_stages_ran("\n".join(f"Running stage '{s}'" for s in first.ran["gather"]))
+    assert "gather built no library" in first.log
+    assert remote.objects() and not remote.corrupt()
+
+    second = run_workflow(proj, remote)
+    assert {j: second.built(j) for j in second.ran} == {j: set() for j in second.ran}

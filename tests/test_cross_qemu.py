@@ -8,17 +8,14 @@ them (`python -m kokoro_tvm.devices.setup`): there a missing tool fails.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
-import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kokoro_tvm.devices import cross, qemu
+from kokoro_tvm.devices.tracker import local_tracker
 
 CI = os.environ.get("CI") == "true"
 AARCH64 = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}
@@ -148,30 +145,6 @@ def test_qemu_rpc_result_equals_x86(aarch64_lib, inputs, x86_result):
     with qemu.rpc_server() as (host, port):
         out = run_remote(rpc.connect(host, port), aarch64_lib, inputs)
     np.testing.assert_allclose(out, x86_result, rtol=1e-5, atol=1e-5)
-
-
-@contextmanager
-def local_tracker():
-    """``python -m tvm.exec.rpc_tracker`` on 127.0.0.1 (TVM's tracker imports tornado)."""
-    try:
-        import tornado  # noqa: F401
-    except ImportError:
-        need(False, "the RPC tracker needs tornado: pip install tornado")
-    port = qemu._free_port("127.0.0.1")
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"kokoro-tvm-tracker-{os.getpid()}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1",
-                                 "--port", str(port), "--port-end", str(port + 64)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not (found := re.search(r"bind to 127\.0\.0\.1:(\d+)", log.read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield f"127.0.0.1:{found.group(1)}"
-    finally:
-        qemu.stop(proc)
-        log.unlink(missing_ok=True)
 
 
 def test_tracker_finds_the_qemu_server_by_key(aarch64_lib, inputs, x86_result):

@@ -4,14 +4,17 @@ build applies, and the rule that keeps only records beating the schedule rules."
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import numpy as np
 import pytest
 import torch
 
-from kokoro_tvm.compile import tune
+from kokoro_tvm.compile import measure, tune
 from kokoro_tvm.compile.build import build
 from kokoro_tvm.compile.legalize import legalize
+from kokoro_tvm.devices.tracker import local_servers, local_tracker
 from kokoro_tvm.runtime.library import bind_params
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
@@ -110,3 +113,55 @@ def test_zero_trials_writes_an_empty_database(tuned, tmp_path):
     assert all(p.exists() for p in tune.database_files(tmp_path))
     with pytest.raises(ValueError, match="tune.trials"):
         tune.tune(lambda: legal, V3, trials=-1, db_dir=tmp_path, num_cores=2)
+
+
+def test_tuning_through_a_tracker_measures_on_every_free_device(tuned, tmp_path, capsys):
+    """``devices.<target>: {tracker, key}``: candidates go to every server the tracker has free
+    under the key, at once (one connection per server), the keep-or-drop timing runs there too,
+    and progress is printed per batch; the database is the same artifact the build applies."""
+    module, x, legal, params, _, _ = tuned
+    with local_tracker() as tracker, local_servers(tracker, "tune-test", 2) as servers:
+        record = {"device": "rpc", "target": "v3", "tracker": tracker, "key": "tune-test", "timeout_s": 30}
+        report = tune.tune(lambda: legal, V3, 8, tmp_path, 2, device=record, min_gain=0.0)
+        logs = [log.read_text() for _, log in servers]
+    out = capsys.readouterr().out
+    assert f"measured on 2 device(s) under key 'tune-test' at {tracker}" in out
+    for i, task in enumerate(r["task"] for r in report["tasks"]):
+        assert re.search(rf"tune \[{i + 1}/2\] {task}: 8/8 trials, best [0-9.e-]+ ms", out), out
+    # both servers measured search candidates (MetaSchedule's tar) ...
+    assert all(log.count("tvm_tmp_mod.tar") >= 1 for log in logs), logs
+    # ... and one of them timed each task's best record against its rule
+    assert sum(log.count("candidate") for log in logs) == 2 * len(report["tasks"])
+    assert report["kept"] == len(report["tasks"]) == 2 and report["measured_on"].startswith("2 device(s)")
+    ex, _, sched = build(legal, V3, tmp_path)
+    assert sorted(f for f, rule in sched.functions.items() if rule == "tuned") == sorted(
+        r["task"] for r in report["tasks"])
+    with torch.no_grad():
+        ref = module(x).numpy()
+    assert np.abs(_run(ex, x, params) - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_a_tracker_without_a_free_device_is_a_clear_error_after_a_bounded_wait(tuned, tmp_path):
+    legal = tuned[2]
+    with local_tracker() as tracker:
+        record = {"device": "rpc", "target": "v3", "tracker": tracker, "key": "no-board", "timeout_s": 2}
+        t0 = time.monotonic()
+        with pytest.raises(measure.TuneDeviceError, match=r"no free device under key 'no-board' for 2 s.*"
+                                                          r"rpc_server --tracker .* --key no-board"):
+            tune.tune(lambda: legal, V3, 4, tmp_path, 2, device=record)
+        assert time.monotonic() - t0 < 15
+        t0 = time.monotonic()
+    with pytest.raises(measure.TuneDeviceError, match="no RPC tracker at 127.0.0.1:1 .*python -m tvm.exec.rpc_tracker"):
+        tune.tune(lambda: legal, V3, 4, tmp_path, 2, device=record | {"tracker": "127.0.0.1:1"})
+    assert time.monotonic() - t0 < 15
+
+
+@pytest.mark.parametrize("record, why", [
+    ({"device": "qemu", "target": "aarch64", "emulated": True}, "runs under qemu here, whose timings mean nothing"),
+    ({"device": "none", "target": "x86_64_v4", "reason": "this CPU lacks avx512f"}, "no device runs it .this CPU lacks"),
+])
+def test_tuning_refuses_devices_without_real_timings(tuned, tmp_path, record, why):
+    with pytest.raises(measure.TuneDeviceError, match=why + r".*devices\.\w+: \{tracker"):
+        tune.tune(lambda: tuned[2], V3, 4, tmp_path, 2, device=record)
+    # trials = 0 needs no device at all
+    assert tune.tune(lambda: tuned[2], V3, 0, tmp_path, 2, device=record)["tasks"] == []

@@ -8,6 +8,10 @@ a library faster: a 32-trial search that finds a 40 GFLOP/s conv does not replac
 rule. ``apply`` (called by ``compiler.build``) puts the kept records into a module before the
 rules run; the rules then skip those PrimFuncs, which the build report lists as ``tuned``.
 
+Candidates are measured where the target's libraries run (``measure.py``): this CPU, or every
+free device of a TVM RPC tracker, in parallel. A ``Progress`` callback prints trials done and the
+best time so far, per task.
+
 The database is two JSON-lines files (MetaSchedule's ``JSONDatabase``), a DVC output like any
 other: CI restores it from the cache instead of tuning again. ``trials = 0`` writes an empty one.
 """
@@ -20,6 +24,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+from tvm.ir.utils import derived_object
+
+from . import measure
 
 log = logging.getLogger(__name__)
 
@@ -74,24 +83,30 @@ def tunable_tasks(mod, target) -> list:
 
 
 def tune(load_mod: Callable[[], Any], target_spec: dict[str, Any], trials: int, db_dir: Path,
-         num_cores: int, seed: int = 0) -> dict[str, Any]:
+         num_cores: int, seed: int = 0, device: dict[str, Any] | None = None,
+         min_gain: float | None = None) -> dict[str, Any]:
     """Tune the module ``load_mod()`` returns with ``trials`` trials per task on ``num_cores``
-    threads; write the records that beat the rules to ``db_dir``. Returns a report: per task
-    the tuned and rule milliseconds and whether the record was kept. ``trials = 0`` writes an
-    empty database and never loads the module (the default stage run stays cheap)."""
+    threads, measured on ``device`` (a ``devices@<target>`` record; ``None``: this CPU); write
+    the records that beat the rules to ``db_dir``. Returns a report: per task the tuned and rule
+    milliseconds and whether the record was kept. ``trials = 0`` writes an empty database and
+    never loads the module or asks for a device (the default stage run stays cheap)."""
     if trials < 0:
         raise ValueError(f"tune.trials must be >= 0, got {trials}")
-    report: dict[str, Any] = {"trials_per_task": trials, "min_gain": MIN_GAIN, "tasks": [], "kept": 0}
+    min_gain = MIN_GAIN if min_gain is None else min_gain
+    report: dict[str, Any] = {"trials_per_task": trials, "min_gain": min_gain, "tasks": [], "kept": 0}
     if trials == 0:
         write_empty(db_dir)
         return report
+    measurer = measure.for_device(device)
     target = search_target(target_spec, num_cores)
+    print(f"tuning {trials} trials per task, measured on {measurer.describe()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="tune-") as work:
         t0 = time.perf_counter()
-        tasks, found = search(load_mod(), target, trials, Path(work), seed)
+        tasks, found = search(load_mod(), target, trials, Path(work), seed, measurer)
         report["search_s"] = round(time.perf_counter() - t0, 1)
-        report["tasks"] = keep_winners(tasks, found, target, db_dir)
+        report["tasks"] = keep_winners(tasks, found, target, db_dir, min_gain, measurer)
     report["kept"] = sum(r["kept"] for r in report["tasks"])
+    report["measured_on"] = measurer.describe()
     return report
 
 
@@ -102,9 +117,11 @@ def search_target(target_spec: dict[str, Any], num_cores: int):
     return tvm.target.Target({**target_spec, "num-cores": num_cores})
 
 
-def search(mod, target, trials: int, work: Path, seed: int = 0) -> tuple[list, Any]:
-    """MetaSchedule's evolutionary search over ``tunable_tasks``; returns them and the database
-    of every measured candidate (in ``work``)."""
+def search(mod, target, trials: int, work: Path, seed: int = 0,
+           measurer: measure.LocalMeasure | measure.TrackerMeasure | None = None) -> tuple[list, Any]:
+    """MetaSchedule's evolutionary search over ``tunable_tasks``, measured by ``measurer``
+    (default: this CPU); returns them and the database of every measured candidate (in ``work``)."""
+    measurer = measurer or measure.for_device(None)
     from tvm.s_tir import meta_schedule as ms
 
     try:
@@ -113,22 +130,59 @@ def search(mod, target, trials: int, work: Path, seed: int = 0) -> tuple[list, A
         raise ImportError("tune.trials > 0 needs MetaSchedule's XGBoost cost model: "
                           "pip install -e '.[tune]' (or set tune.trials: 0)") from err
     tasks = tunable_tasks(mod, target)
+    _drop_unnamed_handlers(logging.getLogger("tvm.s_tir.meta_schedule"))
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         tasks, work_dir=str(work), seed=seed)
+    # a batch as large as the devices can measure at once (MetaSchedule builds, then runs, a batch)
+    per_iter = min(64, trials, max(16, 8 * measurer.workers))
     found = ms.tune_tasks(
         tasks=contexts, task_weights=weights, work_dir=str(work),
         max_trials_global=trials * len(contexts), max_trials_per_task=trials,
-        num_trials_per_iter=min(64, trials), cost_model="xgb",
-        builder=ms.builder.LocalBuilder(f_build=build_candidate, max_workers=target.attrs["num-cores"]))
+        num_trials_per_iter=per_iter, cost_model="xgb",
+        builder=ms.builder.LocalBuilder(f_build=build_candidate, max_workers=target.attrs["num-cores"]),
+        runner=measurer.runner(),
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
+                           Progress([t.task_name for t in tasks], trials)])
     return tasks, found
 
 
-def keep_winners(tasks: list, found, target, db_dir: Path, min_gain: float | None = None) -> list[dict]:
-    """Time each task's best record against the rules; write those ``min_gain`` faster to
-    ``db_dir`` (replacing what was there). Returns one row per task."""
+def _drop_unnamed_handlers(logger: logging.Logger) -> None:
+    """MetaSchedule's ``create_loggers`` (TVM 0.27) re-lists the handlers on its logger by name in a
+    ``dictConfig`` and formats each name: one added without a name (pytest's log capture, a user's
+    ``addHandler``) is ``None`` there, and the search dies on ``None.format``."""
+    for handler in [h for h in logger.handlers if h.get_name() is None]:
+        logger.removeHandler(handler)
+
+
+@derived_object
+class Progress(PyMeasureCallback):
+    """One line per measured batch: the task, trials done of its budget, its best time so far."""
+
+    def __init__(self, names: list[str], trials: int, out: Callable[[str], None] | None = None) -> None:
+        self.names, self.trials = names, trials
+        self.done = [0] * len(names)
+        self.best = [float("inf")] * len(names)
+        self.out = out or (lambda line: print(line, flush=True))
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        self.done[task_id] += len(runner_results)
+        for r in runner_results:
+            if r.error_msg is None and r.run_secs:
+                self.best[task_id] = min(self.best[task_id], sum(float(s) for s in r.run_secs) / len(r.run_secs))
+        failed = sum(r.error_msg is not None for r in runner_results)
+        best = f"{self.best[task_id] * 1e3:.4g} ms" if self.best[task_id] < float("inf") else "none yet"
+        self.out(f"tune [{task_id + 1}/{len(self.names)}] {self.names[task_id]}: "
+                 f"{self.done[task_id]}/{self.trials} trials, best {best}" + (f", {failed} failed" if failed else ""))
+
+
+def keep_winners(tasks: list, found, target, db_dir: Path, min_gain: float | None = None,
+                 measurer: measure.LocalMeasure | measure.TrackerMeasure | None = None) -> list[dict]:
+    """Time each task's best record against the rules, on ``measurer``'s device; write those
+    ``min_gain`` faster to ``db_dir`` (replacing what was there). Returns one row per task."""
     from tvm.s_tir import meta_schedule as ms
 
     min_gain = MIN_GAIN if min_gain is None else min_gain
+    measurer = measurer or measure.for_device(None)
     write_empty(db_dir)
     kept = _database(db_dir)
     rows = []
@@ -138,7 +192,7 @@ def keep_winners(tasks: list, found, target, db_dir: Path, min_gain: float | Non
         row: dict[str, Any] = {"task": task.task_name, "kept": False, "tuned_ms": None}
         if record is not None:  # None: every candidate failed to build or run
             tuned = _apply_record(func_mod, record)
-            row["tuned_ms"], row["rules_ms"] = _time_pair(tuned, func_mod, target)
+            row["tuned_ms"], row["rules_ms"] = _time_pair(tuned, func_mod, target, measurer)
             if row["tuned_ms"] * min_gain < row["rules_ms"]:
                 kept.commit_tuning_record(ms.database.TuningRecord(
                     record.trace, kept.commit_workload(func_mod), record.run_secs,
@@ -176,18 +230,16 @@ def _apply_record(func_mod, record):
     return sch.mod
 
 
-def _time_pair(tuned_mod, func_mod, target, rounds: int = 5) -> tuple[float, float]:
+def _time_pair(tuned_mod, func_mod, target, measurer, rounds: int = 5) -> tuple[float, float]:
     """Median ms of the tuned and the rule-scheduled PrimFunc on random inputs, interleaved
     rounds of ``time_evaluator`` (each at least 20 ms of calls, so microsecond kernels count)."""
     import numpy as np
-    import tvm
 
     from . import schedule
 
     ruled, _ = schedule.apply(func_mod, target)
-    args = _random_args(func_mod["main"])
-    evaluators = [tvm.compile(m, target=target).jit().time_evaluator("main", tvm.cpu(), min_repeat_ms=20)
-                  for m in (tuned_mod, ruled)]
+    evaluators, dev = measurer.evaluators([tuned_mod, ruled], target)
+    args = _random_args(func_mod["main"], dev)
     samples: list[list[float]] = [[], []]
     for _ in range(rounds):
         for i, evaluate in enumerate(evaluators):
@@ -195,7 +247,7 @@ def _time_pair(tuned_mod, func_mod, target, rounds: int = 5) -> tuple[float, flo
     return tuple(float(f"{np.median(s) * 1e3:.4g}") for s in samples)  # type: ignore[return-value]
 
 
-def _random_args(func) -> list:
+def _random_args(func, dev) -> list:
     import numpy as np
     import tvm
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
@@ -205,9 +257,9 @@ def _random_args(func) -> list:
     for info in ArgInfo.from_prim_func(func):
         shape, dtype = [int(d) for d in info.shape], str(info.dtype)
         if "int" in dtype:  # lengths and indices: 1 is valid for every kernel here
-            args.append(tvm.runtime.tensor(np.ones(shape, dtype=dtype)))
+            args.append(tvm.runtime.tensor(np.ones(shape, dtype=dtype), device=dev))
         else:
-            args.append(tvm.runtime.tensor(rng.standard_normal(shape).astype(dtype)))
+            args.append(tvm.runtime.tensor(rng.standard_normal(shape).astype(dtype), device=dev))
     return args
 
 

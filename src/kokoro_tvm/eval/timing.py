@@ -52,6 +52,9 @@ def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup
     for r in range(first_round, first_round + repeats):
         for name in names[r % len(names):] + names[: r % len(names)]:
             samples[name].append(timed_call(runners[name], settle_s)[1])
+        # progress of a long stage (a decoder round takes minutes): the round and its times
+        print(f"round {r + 1}/{first_round + repeats}: "
+              + ", ".join(f"{name} {samples[name][-1]:.3g} s" for name in names), flush=True)
     return samples
 
 

@@ -1,9 +1,11 @@
 """Stage ``tune@<component>-<bucket>-<target>``: optional MetaSchedule search.
 
 ``tune.trials`` trials per kernel; only the records that beat the rules are kept. ``trials: 0``
-(the default) writes an empty database without loading anything. The search measures on every
-core of the machine: a database is tuned once and reused, so the runtime's thread count
-(``runtime.num_threads``) is not an input of it.
+(the default) writes an empty database without loading anything. Candidates are measured where
+the target's libraries run (``artifacts/devices/<target>.json``): on every core of this machine,
+or on every free device of the RPC tracker that ``devices.<target>`` names, several at once. A
+database is tuned once and reused, so the runtime's thread count (``runtime.num_threads``) is not
+an input of it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     if prm.tune_trials:
         os.environ["TVM_NUM_THREADS"] = str(threads)  # before the first TVM call
     with atomic_dir(A.tune_dir(component, bucket, target)) as tmp:
+        device = A.read_json(A.device_file(target), f"the device record of {target}") if prm.tune_trials else None
         report = tune.tune(lambda: A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
-                           prm.tune_trials, tmp, threads, seed=prm.seed)
+                           prm.tune_trials, tmp, threads, seed=prm.seed, device=device)
         A.write_json(tmp / "report.json", {"target": target, **report})

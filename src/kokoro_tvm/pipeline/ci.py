@@ -79,8 +79,10 @@ def matrix(targets: list[str]) -> dict:
 
 
 def library_stages_ran(log: str) -> list[str]:
-    """Per-library stages that a ``dvc repro`` log shows running (not restored from the run-cache)."""
-    return [s for s in _RAN.findall(log) if _item(s)[0].split("_")[0] in LIBRARY_KINDS]
+    """Per-library stages (``build_frames@…``; not gather's own ``bench_summary@…`` or
+    ``bench_e2e``) that a ``dvc repro`` log shows running, i.e. not restored from the run-cache."""
+    kinds = {f"{k}_{axis}" for k in LIBRARY_KINDS for axis in set(COMPONENTS.values())}
+    return [s for s in _RAN.findall(log) if _item(s)[0] in kinds]
 
 
 def configure_remote(env: dict[str, str] | None = None, root: Path = Path(".")) -> str:

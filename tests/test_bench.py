@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -25,6 +26,9 @@ pytest.importorskip("onnxruntime", reason="needs the bench extra: pip install -e
 from kokoro_tvm.eval import onnx_export
 
 BUCKETS = {"duration": 8, "text_encoder": 8, "decoder": 12}
+#: log-mel SNR to float64 kokoro that a float32 peer's decoder graph must reach (float32 chaos is
+#: ~35 dB on the tiny random model; export mistakes measured 7-10 dB)
+PEER_MIN_SNR_DB = 25.0
 LIB = ("text_encoder", 8, "generic")  # the smallest library: builds in a few seconds
 
 
@@ -97,14 +101,23 @@ def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
     assert len(got) == len(ref)
     if component == "decoder":
         # The float32 harmonic source makes any float32 decoder differ from another by ~35 dB on
-        # this random model, so ONNX is judged as kokoro's own float32 path is: by its distance
-        # to kokoro in float64, within the validation's slack of eager float32's.
+        # this random model, so ONNX is judged by its distance to kokoro in float64. ONNX Runtime
+        # is a peer: its float32 kernels need not meet the library's criterion (on an Intel Xeon
+        # with AVX-512 both exporters' graphs give 33-35 dB where eager float32 gives 52 and the
+        # criterion asks 49; bench records such a verdict), but a faithful graph stays within
+        # float32's chaos: a wrong STFT inverse (amplitude x0.75: 10 dB) or a frame's shift
+        # (7 dB) does not.
         from kokoro_tvm.eval.reference import as_float64, reference
         from kokoro_tvm.eval.validate import audio_verdict
 
         r32, r64 = (reference(component, m, inputs, bucket, cfg)[0].numpy() for m in (km, as_float64(km)))
-        verdict = audio_verdict(r64, r32, got[0])
-        assert verdict["ok"], verdict
+
+        def faithful(audio) -> bool:
+            v = audio_verdict(r64, r32, audio)
+            return v["log_mel_snr_db"] >= PEER_MIN_SNR_DB and v["mcd_db"] <= v["max_mcd_db"]
+
+        assert faithful(got[0]), audio_verdict(r64, r32, got[0])
+        assert not faithful(got[0] * 0.75) and not faithful(np.roll(got[0], 600))
     else:
         assert max(rel_err(r, g) for r, g in zip(ref, got)) <= 1e-4
 

@@ -133,12 +133,10 @@ def search(mod, target, trials: int, work: Path, seed: int = 0,
     _drop_unnamed_handlers(logging.getLogger("tvm.s_tir.meta_schedule"))
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         tasks, work_dir=str(work), seed=seed)
-    # a batch as large as the devices can measure at once (MetaSchedule builds, then runs, a batch)
-    per_iter = min(64, trials, max(16, 8 * measurer.workers))
     found = ms.tune_tasks(
         tasks=contexts, task_weights=weights, work_dir=str(work),
         max_trials_global=trials * len(contexts), max_trials_per_task=trials,
-        num_trials_per_iter=per_iter, cost_model="xgb",
+        num_trials_per_iter=min(64, trials), cost_model="xgb",
         builder=ms.builder.LocalBuilder(f_build=build_candidate, max_workers=target.attrs["num-cores"]),
         runner=measurer.runner(),
         measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),

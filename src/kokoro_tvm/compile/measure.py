@@ -64,6 +64,8 @@ class TrackerMeasure:
         self.host, self.port, self.key = host, int(port), record["key"]
         self.timeout_s = float(record.get("timeout_s", 60))
         self.workers = free_devices(self.host, self.port, self.key, self.timeout_s)
+        self._session: RemoteSession | None = None
+        self._uploads = 0
 
     def describe(self) -> str:
         return f"{self.workers} device(s) under key '{self.key}' at {self.record['tracker']}"
@@ -80,12 +82,18 @@ class TrackerMeasure:
         import tvm
         from tvm.support.tar import tar
 
-        session = RemoteSession(request(self.host, self.port, self.key, self.timeout_s), emulated=False)
-        self._session = session  # keeps the connection open while the evaluators are used
+        # one session for every task's timing: a second request would wait for the device this
+        # one holds (with one server, for ever)
+        if self._session is None:
+            self._session = RemoteSession(request(self.host, self.port, self.key, self.timeout_s), emulated=False)
+        session = self._session
         out = []
         with tempfile.TemporaryDirectory(prefix="tune-rpc-") as tmp:
-            for i, m in enumerate(mods):
-                path = Path(tmp) / f"candidate{i}.tar"  # object files: the device links them itself
+            for m in mods:
+                # object files the device links itself; a fresh name each, since loading a path
+                # the device already loaded would hand back the module loaded first
+                self._uploads += 1
+                path = Path(tmp) / f"candidate{self._uploads}.tar"
                 tvm.compile(m, target=target).export_library(str(path), fcompile=tar)
                 out.append(session.load_module(path).time_evaluator(func, session.dev, min_repeat_ms=20))
         return out, session.dev

@@ -165,3 +165,13 @@ def test_tuning_refuses_devices_without_real_timings(tuned, tmp_path, record, wh
         tune.tune(lambda: tuned[2], V3, 4, tmp_path, 2, device=record)
     # trials = 0 needs no device at all
     assert tune.tune(lambda: tuned[2], V3, 0, tmp_path, 2, device=record)["tasks"] == []
+
+
+def test_one_server_measures_and_times_every_task(tuned, tmp_path):
+    """With a single device the keep-or-drop timings of all tasks share one session (a second
+    request would wait for the device the first holds)."""
+    legal = tuned[2]
+    with local_tracker() as tracker, local_servers(tracker, "tune-one", 1):
+        record = {"device": "rpc", "target": "v3", "tracker": tracker, "key": "tune-one", "timeout_s": 20}
+        report = tune.tune(lambda: legal, V3, 4, tmp_path, 2, device=record)
+    assert len(report["tasks"]) == 2 and all(r["tuned_ms"] and r["rules_ms"] for r in report["tasks"]), report

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from kokoro_tvm.devices import cross, qemu
+from kokoro_tvm.devices.processes import group_members
 from kokoro_tvm.devices.tracker import local_tracker
 
 CI = os.environ.get("CI") == "true"
@@ -193,7 +194,7 @@ def test_server_leaves_no_process_behind():
         assert len(ours) >= 3, ours  # the server, its listener (TVM's PopenWorker) and the session
         assert len(groups) == 1, ours
     (group,) = groups
-    running = {pid: state for pid, state in qemu.group_members(group).items() if state != "Z"}
+    running = {pid: state for pid, state in group_members(group).items() if state != "Z"}
     assert not running, f"processes of the server left running: {running}"
 
 

@@ -435,7 +435,7 @@ def test_registry_model_with_tiny_config_raises():
 @registry
 def test_registry_voices():
     from kokoro_tvm.runtime import voices
-    from kokoro_tvm.runtime.registry import registry_voices_file
+    from kokoro_tvm.runtime.voices import registry_voices_file
 
     with np.load(registry_voices_file()) as z:
         assert sorted(z.files) == ["jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo"]

@@ -14,14 +14,12 @@ The keep-or-drop timing of each task's best record (``tune.keep_winners``) runs 
 
 from __future__ import annotations
 
-import socket
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from ..devices.resolve import HOST, RPC
-from ..devices.session import DeviceError, RemoteSession, request
+from ..devices.session import DeviceError, RemoteSession, connect_tracker, request, wait_free
 
 #: MetaSchedule's own evaluator defaults, for both runners: 3 calls per repeat, >= 100 ms each.
 NUMBER, REPEAT, MIN_REPEAT_MS = 3, 1, 100
@@ -115,26 +113,8 @@ def for_device(record: dict[str, Any] | None) -> LocalMeasure | TrackerMeasure:
 
 def free_devices(host: str, port: int, key: str, timeout_s: float) -> int:
     """How many devices the tracker has free under ``key``, waiting at most ``timeout_s`` for one."""
-    from tvm import rpc
-
-    try:
-        # TVM's connect_tracker retries a refused connection for 60 s: ask the socket first
-        socket.create_connection((host, port), timeout=min(timeout_s, 10)).close()
-        tracker = rpc.connect_tracker(host, port)
-    except Exception as e:  # noqa: BLE001  (TVM raises several error types)
-        raise TuneDeviceError(f"no RPC tracker at {host}:{port} ({type(e).__name__}: {e}); start one with "
-                              f"`python -m tvm.exec.rpc_tracker --host {host} --port {port}`") from None
-    deadline = time.monotonic() + timeout_s
-    while True:
-        free = tracker.summary().get("queue_info", {}).get(key, {}).get("free", 0)
-        if free > 0:
-            return int(free)
-        if time.monotonic() >= deadline:
-            raise TuneDeviceError(
-                f"the tracker at {host}:{port} had no free device under key '{key}' for {timeout_s:g} s: "
-                f"start one with `python -m tvm.exec.rpc_server --tracker {host}:{port} --key {key} "
-                "--load-library <tvm>/lib/libtvm_runtime_extra.so` (README 'Scaling out')")
-        time.sleep(0.5)
+    tracker = connect_tracker(host, port, TuneDeviceError)
+    return wait_free(tracker, host, port, key, timeout_s, TuneDeviceError)
 
 
 def _evaluator():

@@ -9,6 +9,7 @@ weights and outputs travel over the connection and the kernels run on the device
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,26 +82,40 @@ def open_session(record: dict[str, Any]) -> Iterator[LocalSession | RemoteSessio
         raise DeviceError(f"unknown device kind {kind!r} in the record of {record['target']}; run `dvc repro`")
 
 
-def request(host: str, port: int, key: str, timeout_s: float):
-    """A session on a device registered with the tracker at ``host:port`` under ``key``, waiting
-    at most ``timeout_s`` for one to be free. TVM's ``TrackerSession.request`` blocks until the
-    tracker answers, and the tracker answers only once a device is free: so the tracker's summary
-    is polled first, and the request is made only when the key has a free device."""
+def connect_tracker(host: str, port: int, error: type[Exception] = DeviceError):
+    """The tracker at ``host:port``, or ``error`` at once: TVM's ``connect_tracker`` retries a
+    refused connection for 60 s, so the socket is asked first."""
     from tvm import rpc
 
     try:
-        tracker = rpc.connect_tracker(host, port)
+        socket.create_connection((host, port), timeout=10).close()
+        return rpc.connect_tracker(host, port)
     except Exception as e:  # noqa: BLE001  (TVM raises several error types)
-        raise DeviceError(f"no RPC tracker at {host}:{port} ({type(e).__name__}: {e}); start one with "
-                          f"`python -m tvm.exec.rpc_tracker --host {host} --port {port}` or fix params.yaml "
-                          "'devices.<target>.tracker'") from None
+        raise error(f"no RPC tracker at {host}:{port} ({type(e).__name__}: {e}); start one with "
+                    f"`python -m tvm.exec.rpc_tracker --host {host} --port {port}` or fix params.yaml "
+                    "'devices.<target>.tracker'") from None
+
+
+def wait_free(tracker, host: str, port: int, key: str, timeout_s: float,
+              error: type[Exception] = DeviceError) -> int:
+    """How many devices ``tracker`` has free under ``key``, polling its summary for at most
+    ``timeout_s``. Why poll: TVM's ``TrackerSession.request`` blocks until a device is free, for ever."""
     deadline = time.monotonic() + timeout_s
     while True:
-        queue = tracker.summary().get("queue_info", {}).get(key, {})
-        if queue.get("free", 0) > 0:
-            return tracker.request(key, priority=1, session_timeout=0, max_retry=1)
+        free = int(tracker.summary().get("queue_info", {}).get(key, {}).get("free", 0))
+        if free > 0:
+            return free
         if time.monotonic() >= deadline:
-            raise DeviceError(f"the tracker at {host}:{port} had no free device under key '{key}' for "
-                              f"{timeout_s} s; on the board run `python -m tvm.exec.rpc_server --tracker "
-                              f"{host}:{port} --key {key}`, or raise 'devices.<target>.timeout_s'")
+            raise error(f"the tracker at {host}:{port} had no free device under key '{key}' for {timeout_s:g} s; "
+                        f"on the board run `python -m tvm.exec.rpc_server --tracker {host}:{port} --key {key} "
+                        "--load-library <tvm>/lib/libtvm_runtime_extra.so` (README 'Scaling out'), or raise "
+                        "'devices.<target>.timeout_s'")
         time.sleep(0.5)
+
+
+def request(host: str, port: int, key: str, timeout_s: float):
+    """A session on a device registered with the tracker at ``host:port`` under ``key``, waiting
+    at most ``timeout_s`` for one to be free."""
+    tracker = connect_tracker(host, port)
+    wait_free(tracker, host, port, key, timeout_s)
+    return tracker.request(key, priority=1, session_timeout=0, max_retry=1)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .qemu import _free_port, stop
+from .processes import free_port, stop
 
 
 def runtime_extra() -> Path:
@@ -33,7 +33,7 @@ def runtime_extra() -> Path:
 def local_tracker(host: str = "127.0.0.1", timeout_s: float = 30) -> Iterator[str]:
     """A tracker on ``host``; yields its ``HOST:PORT`` once it listens (it needs tornado)."""
     with _logged([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", host,
-                  "--port", str(port := _free_port(host)), "--port-end", str(port + 64)]) as (proc, log):
+                  "--port", str(port := free_port(host)), "--port-end", str(port + 64)]) as (proc, log):
         deadline = time.monotonic() + timeout_s
         while not (found := re.search(rf"bind to {re.escape(host)}:(\d+)", log.read_text())):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -55,7 +55,7 @@ def local_servers(tracker: str, key: str, count: int, threads: int = 1,
     cmd = [sys.executable, "-m", "tvm.exec.rpc_server", "--tracker", tracker, "--key", key,
            "--host", "127.0.0.1", "--load-library", str(runtime_extra())]
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(_logged([*cmd, "--port", str(p := _free_port("127.0.0.1")),
+        servers = [stack.enter_context(_logged([*cmd, "--port", str(p := free_port("127.0.0.1")),
                                                 "--port-end", str(p + 64)], env)) for _ in range(count)]
         deadline = time.monotonic() + timeout_s
         while rpc.connect_tracker(host, int(port)).summary().get("queue_info", {}).get(key, {}).get("free", 0) < count:

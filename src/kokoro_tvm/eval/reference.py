@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ..model.kmodel import quiet_upstream
 from ..spec import samples_per_frame
 
 #: kokoro's ``KModel`` checkpoints are keyed by these submodules
@@ -72,7 +73,7 @@ def load_kokoro(pth: Path, config: Path):
     from kokoro.model import KModel
 
     cfg = json.loads(Path(config).read_text(encoding="utf-8"))
-    with torch.no_grad():  # weight norm's computed weights stay leaves, so the model can be copied
+    with torch.no_grad(), quiet_upstream():  # weight norm's weights stay leaves, so the model can be copied
         km = KModel(repo_id="hexgrad/Kokoro-82M", config=cfg, model=str(pth), disable_complex=False).eval()
     state = torch.load(pth, map_location="cpu", weights_only=True)
     for key in SUBMODULES:

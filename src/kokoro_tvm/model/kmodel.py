@@ -3,14 +3,40 @@ seeded random weights that tests (and export: graphs do not depend on weight val
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
 
+@contextlib.contextmanager
+def quiet_upstream() -> Iterator[None]:
+    """Silence the warnings kokoro 0.9.4's constructors raise on every build, so that a stage's
+    output shows the project's own. Each is upstream's and harmless here:
+
+    - ``torch.nn.utils.weight_norm`` is deprecated (FutureWarning from torch >= 2.1): kokoro's
+      ``istftnet``/``modules`` use the old API, and its checkpoints store ``weight_g``/``weight_v``.
+    - ``nn.LSTM(..., dropout=0.2, num_layers=1)`` (UserWarning from ``torch.nn.modules.rnn``):
+      kokoro's single-layer LSTMs pass a dropout that only applies between layers; eval ignores it.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`torch\.nn\.utils\.weight_norm` is deprecated",
+                                category=FutureWarning)
+        warnings.filterwarnings("ignore", message=r"dropout option adds dropout after all but last recurrent layer",
+                                category=UserWarning)
+        yield
+
+
 def construct(cfg: dict[str, Any], seed: int, disable_complex: bool = False):
     """The submodules exactly as ``KModel.__init__`` builds them, without its download/load step."""
+    with quiet_upstream():
+        return _construct(cfg, seed, disable_complex)
+
+
+def _construct(cfg: dict[str, Any], seed: int, disable_complex: bool):
     from kokoro.istftnet import Decoder
     from kokoro.model import KModel
     from kokoro.modules import CustomAlbert, ProsodyPredictor, TextEncoder

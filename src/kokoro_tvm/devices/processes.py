@@ -1,0 +1,58 @@
+"""Helper processes the pipeline starts and must stop whole: qemu-user RPC servers, local RPC
+trackers and servers (each in its own process group, ``start_new_session=True``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """Kill ``proc``'s process group (the server, its listener and any session it forked): TERM,
+    then KILL after ``grace`` seconds; returns once none of them runs."""
+    pgid = proc.pid  # start_new_session: the group's id is the leader's pid
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while (running := _running(proc, pgid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not running:
+            break
+    proc.wait()
+
+
+def group_members(pgid: int) -> dict[int, str]:
+    """pid -> state letter (``ps``'s STAT: R, S, Z, ...) of every process in group ``pgid``."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited meanwhile
+            if int(fields[2]) == pgid:
+                out[int(d.name)] = fields[0]
+    return out
+
+
+def _running(proc: subprocess.Popen, pgid: int) -> bool:
+    """Whether a member of the group still runs. Zombies do not count: the leader's are reaped
+    here, the others' (orphans: their parent was the leader) by init, in its own time (seconds
+    in some containers)."""
+    proc.poll()
+    return any(state != "Z" for state in group_members(pgid).values())
+
+
+def free_port(host: str) -> int:
+    """A port the kernel considers free now; the server scans from it (the bound one is read back
+    from its log), so a race with another process only moves it along."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

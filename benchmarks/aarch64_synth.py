@@ -95,7 +95,7 @@ def main() -> int:
                 ref64 = join([eager_chunk(km64, c, 1.0, replay=True)[0] for c in res.chunks])
                 ref32 = join([eager_chunk(km, c, 1.0, replay=True)[0] for c in res.chunks])
             same_length = arm.size == res.audio.size
-            row = {"phonemes": n, "frames": sum(c.frames for c in res.chunks), "chunks": len(res.chunks),
+            row = {"phonemes": n, "frames": sum(c.n_frames for c in res.chunks), "chunks": len(res.chunks),
                    "same_length_as_x86": same_length,
                    "same_durations_as_x86": _token_times(stamps) == [(t.start, t.end) for t in res.tokens]}
             if same_length:

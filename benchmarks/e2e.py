@@ -53,12 +53,12 @@ def main() -> int:
     km64 = as_float64(km)
     voice = args.voice if args.voice else A.load_array(A.voice_file(root))
     print(f"model {m['config']} ({m['checkpoint']}), target {tts.target}, {args.threads} threads; "
-          f"token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}")
+          f"token buckets {tts.libraries.token_buckets}, frame buckets {tts.libraries.frame_buckets}")
     header = f"{'phon':>5} {'tokens':>6} {'frames':>6} {'chunks':>6} {'buckets (frames)':>18} {'SNR tvm':>7} " \
              f"{'SNR f32':>7} {'dur==':>5} {'utt==':>5} {'RTF tvm':>8} {'RTF eager':>9}"
     print(header)
     rows, ok = [], True
-    for n in args.lengths or default_lengths(tts.token_buckets):
+    for n in args.lengths or default_lengths(tts.libraries.token_buckets):
         ps = sample_phonemes(n)
         r = compare(tts, km, km64, ps, voice, args.speed, args.seed)
         ok &= r["ok"]

@@ -97,7 +97,7 @@ def main() -> int:
     load_after = os.getloadavg()
     med = {k: statistics.median(v) for k, v in samples.items()}
     doc = {"artifacts": str(root), "target": tts.target, "model": tts.manifest["model"],
-           "token_buckets": tts.token_buckets, "frame_buckets": tts.frame_buckets, "threads": threads,
+           "token_buckets": tts.libraries.token_buckets, "frame_buckets": tts.libraries.frame_buckets, "threads": threads,
            "cpu": cpu_name(), "loadavg_before": load_before, "loadavg_after": load_after,
            "paragraph_phonemes": len(ps), "repeats": args.repeats,
            "chunk_phonemes": plans, "runtime_warnings": sorted(said),

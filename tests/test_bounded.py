@@ -187,7 +187,7 @@ def test_pipeline_builds_validates_and_runs_bounded_libraries(bounded_project):
     assert row["finite"] and row["durations_equal"] and row["ok"], row  # kokoro's audio under float64
 
     t = len(ps) + 2
-    lib = tts.library("duration", 6 if t <= 6 else 12)
+    lib = tts.libraries.get("duration", 6 if t <= 6 else 12)
     ids = np.zeros((1, lib.bucket), np.int64)
     ids[0, :t] = chunking.token_ids(ps, km.vocab)
     style = np.zeros((1, 128), np.float32)
@@ -211,21 +211,21 @@ def test_the_runtime_passes_bounded_libraries_valid_length_inputs(bounded_projec
                         lambda self, *x: seen.append((self, [np.shape(a) for a in x])) or args(self, *x))
     m = RUNTIME_PARAMS["model"]
     km = build_kmodel(load_model_config(m["config"]), m["checkpoint"], m["seed"])
-    res = tts.synthesize(find_phonemes(km, 17, 31), seed=0)  # one chunk: 12 tokens max, 17-31 frames
+    res = tts.synthesize(find_phonemes(km, 17, 31), "random", seed=0)  # one chunk: 12 tokens max, 17-31 frames
     (chunk,) = res.chunks
     assert len(seen) == 3  # duration, text encoder, decoder
     for lib, shapes in seen:
-        axes, n = lib.entry["length_axes"], chunk.tokens if lib.entry["component"] != "decoder" else chunk.frames
+        axes, n = lib.entry["length_axes"], chunk.n_tokens if lib.entry["component"] != "decoder" else chunk.n_frames
         names = [s["name"] for s in lib.entry["inputs"]]
         for name, (axis, scale) in axes.items():
             assert shapes[names.index(name)][axis] == scale * n, (lib.entry["component"], name)
-    assert chunk.frames < chunk.frame_bucket  # so a bucket-sized decoder input would have shown
+    assert chunk.n_frames < chunk.frame_bucket  # so a bucket-sized decoder input would have shown
     monkeypatch.setattr(CompiledComponent, "device_args", args)
-    dec = tts.library("decoder", chunk.frame_bucket)
-    spf = tts.samples_per_frame
-    m, fb = chunk.frames, chunk.frame_bucket
-    en, asr = (alignment.expand(x, chunk.durations) for x in (chunk.d, tts.library("text_encoder", chunk.token_bucket)(
-        np.pad(chunk.input_ids[None], ((0, 0), (0, chunk.token_bucket - chunk.tokens))), np.array([chunk.tokens]))[0]))
+    dec = tts.libraries.get("decoder", chunk.frame_bucket)
+    spf = tts.libraries.samples_per_frame
+    m, fb = chunk.n_frames, chunk.frame_bucket
+    en, asr = (alignment.expand(x, chunk.durations) for x in (chunk.d, tts.libraries.get("text_encoder", chunk.token_bucket)(
+        np.pad(chunk.input_ids[None], ((0, 0), (0, chunk.token_bucket - chunk.n_tokens))), np.array([chunk.n_tokens]))[0]))
     valid = dec(en, asr, np.array([m]), chunk.style, chunk.rand_ini, chunk.noise)[0]
     pad = lambda x, axis, k: np.pad(x, [(0, k - x.shape[axis]) if i == axis else (0, 0) for i in range(x.ndim)])  # noqa: E731
     bucket = dec(pad(en, 2, fb), pad(asr, 2, fb), np.array([m]), chunk.style, chunk.rand_ini,

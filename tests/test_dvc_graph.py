@@ -17,8 +17,8 @@ from conftest import TINY_PARAMS, Project
 
 
 def _stage_names(proj: Project, *fragments: str) -> set[str]:
-    """Stages named with every fragment (the code fingerprint stages aside)."""
-    return {s for s in proj.stages() if all(f in s for f in fragments) and not s.startswith("code_")}
+    """Stages named with every fragment (the code fingerprint stage aside)."""
+    return {s for s in proj.stages() if all(f in s for f in fragments) and s != "code"}
 
 
 def test_second_repro_runs_no_stage(built_project: Project):
@@ -46,17 +46,23 @@ def _changed(proj: Project) -> set[str]:
     return proj.changed()
 
 
+def _fingerprints(proj: Project) -> dict[str, bytes]:
+    return {p.stem: p.read_bytes() for p in (proj.root / "artifacts/code").glob("*.json")}
+
+
 def _edit_code(proj: Project, rel: str) -> tuple[set[str], set[str]]:
-    """Append a comment to a package file and rerun the code fingerprints (what ``dvc repro``
-    does first); returns the fingerprint stages that ran and the stages DVC then sees changed."""
+    """Append a comment to a package file and rerun stage ``code`` (what ``dvc repro`` does
+    first); returns the stage kinds whose fingerprint changed and the stages DVC then sees changed."""
     path = proj.root / "src/kokoro_tvm" / rel
-    old = path.read_text()
+    old, before = path.read_text(), _fingerprints(proj)
     path.write_text(old + "\n# an edit\n")
     try:
-        return proj.repro("--glob", "code_*"), _changed(proj)
+        assert proj.repro("code") == {"code"}
+        after = _fingerprints(proj)
+        return {k for k in before if after[k] != before[k]}, _changed(proj)
     finally:
         path.write_text(old)
-        proj.repro("--glob", "code_*")  # the run-cache restores the old fingerprints
+        proj.repro("code")
         assert proj.up_to_date()
 
 
@@ -64,7 +70,7 @@ def test_editing_a_stage_body_reruns_only_that_stage(built_project: Project):
     """A stage depends on the files it imports: the per-library bench body is read by the
     per-library bench stages alone (the summary and e2e bench have bodies of their own)."""
     ran, changed = _edit_code(built_project, "pipeline/bench.py")
-    assert ran == {"code_bench"}
+    assert ran == {"bench"}
     expected = _stage_names(built_project, "bench_tokens") | _stage_names(built_project, "bench_frames")
     assert expected and changed == expected
 
@@ -74,7 +80,7 @@ def test_editing_a_schedule_rule_reruns_tune_build_and_bench_only(built_project:
     the library's bytes change (DVC compares the outputs). The bench reruns too: its roofline
     reads the target's lanes and the kernels' reduction blocks through the schedule package."""
     ran, changed = _edit_code(built_project, "compile/schedule/conv.py")
-    assert ran == {"code_tune", "code_build", "code_bench"}
+    assert ran == {"tune", "build", "bench"}
     assert changed == (_stage_names(built_project, "tune") | _stage_names(built_project, "build")
                        | _stage_names(built_project, "bench_tokens") | _stage_names(built_project, "bench_frames"))
 
@@ -83,9 +89,18 @@ def test_editing_a_module_every_stage_imports_reruns_every_stage(built_project: 
     """Negative control of the two above: an edit to the shared base must reach every stage, the
     per-library ones through every fingerprint."""
     ran, changed = _edit_code(built_project, "errors.py")
-    assert ran == {s for s in built_project.stages() if s.startswith("code_")} and len(ran) == 8
+    assert ran == set(_fingerprints(built_project)) and len(ran) == 14
     # every stage but the devices@ ones, which run on every repro anyway (``Project.changed``)
-    assert changed == {s for s in built_project.stages() - ran if not s.startswith("devices@")}
+    assert changed == {s for s in built_project.stages() - {"code"} if not s.startswith("devices@")}
+
+
+def test_editing_the_runtime_reruns_what_runs_it(built_project: Project):
+    """The runtime is imported by the stages that synthesize (bench_e2e) and by those that load
+    libraries through its ``library`` module, never by the compile stages: the package's lazy
+    ``from kokoro_tvm import KokoroTVM`` must not make every stage depend on it."""
+    ran, changed = _edit_code(built_project, "runtime/synthesizer.py")
+    assert ran == {"bench_e2e"}
+    assert changed == {"bench_e2e"}
 
 
 def test_temp_files_of_a_killed_write_are_ignored(built_project: Project):

@@ -157,18 +157,18 @@ def test_tampered_library_is_refused(artifacts, tmp_path):
     lib.write_bytes(bytes(data))
     tts = KokoroTVM.from_manifest(copy)
     with pytest.raises(ArtifactError, match="duration-6.so does not match the sha256 recorded in its manifest"):
-        tts.plan("hə")  # 4 tokens: bucket 6
+        tts.plan("hə", "random")  # 4 tokens: bucket 6
     # a manifest edited to the new bytes still holds the old validation: refused as well
     manifest = json.loads((copy / "manifest.json").read_text())
     entry = next(e for e in manifest["libraries"] if e["path"].endswith("duration-6.so"))
     entry["sha256"] = A.sha256(lib)
     (copy / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="duration-6.so .*is not the file its validation ran"):
-        KokoroTVM.from_manifest(copy).plan("hə")
+        KokoroTVM.from_manifest(copy).plan("hə", "random")
 
 
 def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch):
-    import kokoro_tvm.runtime.synthesizer as R
+    import kokoro_tvm.runtime.libraries as R
     from kokoro_tvm.runtime.library import ComponentWeights
 
     loads = []
@@ -179,33 +179,34 @@ def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch):
 
     monkeypatch.setattr(R, "ComponentWeights", counted)
     tts = KokoroTVM.from_manifest(artifacts)
-    assert tts._libs == {} and loads == []
-    tts.plan("ab")  # 4 tokens: bucket 6
-    assert set(tts._libs) == {("duration", 6)}
-    weights = tts._weights["duration"]
-    lib6 = tts._libs[("duration", 6)]
+    libs = tts.libraries
+    assert libs._libs == {} and loads == []
+    tts.plan("ab", "random")  # 4 tokens: bucket 6
+    assert set(libs._libs) == {("duration", 6)}
+    weights = libs._weights["duration"]
+    lib6 = libs._libs[("duration", 6)]
     # after binding, the raw weights it transformed are gone: what remains is what it binds as is
     assert weights.tensors and {id(t) for t in weights.tensors.values()} <= {id(p) for p in lib6.params}
     assert len(weights.tensors) < len(weights.names)  # negative control: some were transformed
-    tts.plan("ab cd ef")  # 10 tokens: bucket 12
-    assert set(tts._libs) == {("duration", 6), ("duration", 12)}
+    tts.plan("ab cd ef", "random")  # 10 tokens: bucket 12
+    assert set(libs._libs) == {("duration", 6), ("duration", 12)}
     assert loads == ["weights/duration.npz"]  # one verified file for both buckets
     assert weights.reads == 2  # the second bucket re-read the weights the first one transformed
-    shared = {id(p) for p in lib6.params} & {id(p) for p in tts._libs[("duration", 12)].params}
+    shared = {id(p) for p in lib6.params} & {id(p) for p in libs._libs[("duration", 12)].params}
     assert shared and shared == {id(t) for t in weights.tensors.values()}
 
 
 def test_bad_input_errors(tts):
     with pytest.raises(chunking.InputError, match="empty input"):
-        tts.plan("   ")
+        tts.plan("   ", "random")
     with pytest.raises(chunking.InputError, match="outside the Kokoro phoneme vocabulary"):
-        tts.plan("hə$lO", unknown="error")
+        tts.plan("hə$lO", "random", unknown="error")
     with pytest.raises(voices.VoiceError, match=r"shape \[510, 1, 128\]; expected"):
         tts.plan("həlO", voice=np.zeros((510, 1, 128), np.float32))
     with pytest.raises(chunking.InputError, match="speed must be a positive number"):
-        tts.plan("həlO", speed=0)
+        tts.plan("həlO", "random", speed=0)
     with pytest.raises(BucketError, match="more than the largest frame bucket 32.*raise the speed"):
-        tts.plan("ə", speed=0.1)
+        tts.plan("ə", "random", speed=0.1)
 
 
 # -- planning: token components only ------------------------------------------------------------
@@ -216,7 +217,7 @@ def test_long_input_splits_to_fit_buckets_with_kokoro_durations(tts, km, speed):
     assert len(chunking.phoneme_utterances(text)) == 1  # kokoro: one utterance
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        chunks = tts.plan(text, speed=speed)
+        chunks = tts.plan(text, "random", speed=speed)
     assert len(chunks) > 1  # token and frame buckets forced cuts, and said so once
     assert len(caught) == 1 and str(caught[0].message).startswith(
         f"an utterance of {len(text.strip())} phonemes needs {len(text.strip()) + 2} tokens, more than the largest "
@@ -224,8 +225,8 @@ def test_long_input_splits_to_fit_buckets_with_kokoro_durations(tts, km, speed):
     # words longer than ~6 phonemes overflow 32 frames here, so some are cut; nothing is lost
     assert "".join(c.phonemes for c in chunks).replace(" ", "") == text.replace(" ", "")
     for c in chunks:
-        assert c.tokens <= 12 and c.frames <= 32
-        assert c.token_bucket == (6 if c.tokens <= 6 else 12)
+        assert c.n_tokens <= 12 and c.n_frames <= 32
+        assert c.token_bucket == (6 if c.n_tokens <= 6 else 12)
         assert np.array_equal(c.durations, eager_durations(km, c.phonemes, c.style, speed)), c.phonemes
 
 
@@ -282,22 +283,22 @@ def test_replayed_durations_drive_kokoros_alignment(tts, km):
 
     from kokoro_tvm.eval.e2e import eager_chunk
 
-    chunk = tts.synthesize("ɐn ˈOp").chunks[0]
+    chunk = tts.synthesize("ɐn ˈOp", "random").chunks[0]
     extra = np.zeros((1, 600, chunk.noise.shape[-1]), chunk.noise.dtype)  # SineGen's draws for one more frame
-    longer = dataclasses.replace(chunk, durations=chunk.durations + (np.arange(chunk.tokens) == 1),
+    longer = dataclasses.replace(chunk, durations=chunk.durations + (np.arange(chunk.n_tokens) == 1),
                                  noise=np.concatenate([chunk.noise, extra], axis=1))
     with torch.no_grad():
         audio, pred = eager_chunk(km, longer, 1.0, replay=True)
         plain, own = eager_chunk(km, chunk, 1.0)
-    assert np.array_equal(pred, longer.durations) and audio.size == longer.frames * 600
-    assert np.array_equal(own, chunk.durations) and plain.size == chunk.frames * 600
+    assert np.array_equal(pred, longer.durations) and audio.size == longer.n_frames * 600
+    assert np.array_equal(own, chunk.durations) and plain.size == chunk.n_frames * 600
 
 
 def test_chunks_join_without_gap_or_click(long_row):
     res = long_row["result"]
     audio, spf = res.audio, 600
     assert audio.dtype == np.float32 and res.sample_rate == 24000
-    assert audio.size == sum(c.frames for c in res.chunks) * spf  # no gap, nothing dropped
+    assert audio.size == sum(c.n_frames for c in res.chunks) * spf  # no gap, nothing dropped
     seams = np.cumsum([c.audio.size for c in res.chunks])[:-1]
     steps = np.abs(np.diff(audio))
     typical = np.percentile(steps, 99)

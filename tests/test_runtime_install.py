@@ -44,7 +44,7 @@ def test_torch_free_venv_synthesizes_what_the_full_environment_does(runtime_venv
     artifacts = runtime_artifacts(tmp_path_factory)
     out = tmp_path / "venv.wav"
     script = ("import sys\nfrom kokoro_tvm.runtime.cli import main\n"
-              f"code = main(['synth', '--phonemes', {PHONEMES!r}, '--artifacts', {str(artifacts)!r}, "
+              f"code = main(['synth', '--phonemes', {PHONEMES!r}, '--voice', 'random', '--artifacts', {str(artifacts)!r}, "
               f"'-o', {str(out)!r}, '-q'])\n"
               "assert 'torch' not in sys.modules, 'the runtime imported torch'\nsys.exit(code)\n")
     p = subprocess.run([str(runtime_venv / "bin" / "kokoro-tvm"), "--help"], capture_output=True, text=True)
@@ -53,7 +53,7 @@ def test_torch_free_venv_synthesizes_what_the_full_environment_does(runtime_venv
     assert p.returncode == 0, p.stderr[-3000:]
     got, rate = read_wav(out)
     here = tmp_path / "here.wav"
-    write_wav(here, KokoroTVM.from_manifest(artifacts).synthesize(PHONEMES).audio, 24000)
+    write_wav(here, KokoroTVM.from_manifest(artifacts).synthesize(PHONEMES, "random").audio, 24000)
     want, _ = read_wav(here)
     assert rate == 24000 and got.size > 0
     np.testing.assert_array_equal(got, want)

@@ -1,93 +1,43 @@
-"""Every stage depends on exactly the package files its script can import, through dvc.yaml.
+"""Every stage depends on exactly the code its script runs, with the imports as the one source of
+truth (stage ``code``, pipeline/code.py), and the package's import graph has no cycle.
 
-Too few and an edit leaves a stale artifact cached; too many and an edit reruns stages that never
-run the edited code (a stage body's edit used to rebuild the whole pipeline). A per-library stage
-gets them through its kind's fingerprint (stage ``code_<kind>``, pipeline/code.py).
+Too few files in a fingerprint and an edit leaves a stale artifact cached; too many and an edit
+reruns stages that never run the edited code. ``tests/test_dvc_graph.py`` shows the same through
+DVC itself, on a built project.
 """
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
-import pytest
 import yaml
 
-from kokoro_tvm.pipeline.code import DATA, fingerprint, package_files, stage_files
+from kokoro_tvm.pipeline import code as C
+from kokoro_tvm.pipeline.code import _imported, _module_file, fingerprint, package_files
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 PKG = SRC / "kokoro_tvm"
 CODE = "src/kokoro_tvm"
-DATA_DIRS = {d for dirs in DATA.values() for d in dirs}
 
 
 def _stages() -> dict[str, dict]:
-    doc = yaml.safe_load((REPO / "dvc.yaml").read_text())
-    return doc["stages"]
+    return yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
 
 
-def _scripts(stage: dict) -> list[Path]:
-    """The stage scripts a stage's code is: its own, and for ``code_<kind>`` that kind's."""
-    argv = stage["cmd"].split()
-    own = REPO / argv[1]
-    return [own, REPO / f"stages/{argv[2]}.py"] if own.name == "code.py" else [own]
-
-
-def _expected(scripts: list[Path]) -> set[str]:
-    files = {f for s in scripts for f in stage_files(s, SRC)}
-    out = set()
-    for f in files:
-        if f.is_relative_to(PKG):
-            rel = f.relative_to(PKG).as_posix()
-            out.add(next((d for d in DATA_DIRS if rel.startswith(d + "/")), rel))
-        else:
-            out.add(f.relative_to(REPO).as_posix())
-    return out
-
-
-def _listed(deps: list[str]) -> set[str]:
-    """Code entries of a stage's deps; a directory stands for every file under it."""
-    out = set()
-    for dep in deps:
-        dep = dep.replace("${code}", CODE)
-        if dep.startswith("stages/"):
-            out.add(dep)
-        if not dep.startswith(CODE + "/"):
-            continue
-        rel = dep[len(CODE) + 1:]
-        path = PKG / rel
-        if path.is_dir() and rel not in DATA_DIRS:
-            out |= {p.relative_to(PKG).as_posix() for p in path.rglob("*.py")}
-        else:
-            out.add(rel)
-    return out
-
-
-@pytest.mark.parametrize("name", sorted(_stages()))
-def test_stage_deps_are_exactly_its_imports(name: str):
-    stage = _stages()[name]
-    scripts = _scripts(stage)
-    assert all(s.is_file() for s in scripts), f"{name}: cmd {stage['cmd']!r} does not run a stage script"
-    fingerprints = [d for d in stage["deps"] if d.startswith("artifacts/code/")]
-    if fingerprints:  # a per-library stage: its code is its kind's fingerprint, and nothing else
-        assert fingerprints == [f"artifacts/code/{scripts[0].stem}.json"], fingerprints
-        assert f"code_{scripts[0].stem}" in _stages(), f"{name}: no stage writes {fingerprints[0]}"
-        assert not _listed(stage["deps"]), f"{name} lists code besides its fingerprint"
-        return
-    expected, listed = _expected(scripts), _listed(stage["deps"])
-    missing, extra = sorted(expected - listed), sorted(listed - expected)
-    assert not missing and not extra, (
-        f"dvc.yaml stage {name!r}: deps miss {missing} and list {extra} that {scripts[-1].name} never imports; "
-        f"its code deps are {sorted(expected)} (`PYTHONPATH=src python tests/update_stage_deps.py` writes them)")
-
-
-def test_per_library_stages_use_fingerprints():
-    """The ~100 per-bucket stages must not list code themselves, or dvc.lock grows 4x again."""
-    per_library = [n for n, st in _stages().items() if "matrix" in st and "bucket" in st["matrix"]]
-    assert per_library
-    for name in per_library:
-        assert any(d.startswith("artifacts/code/") for d in _stages()[name]["deps"]), name
+def test_every_stage_depends_on_its_kinds_fingerprint_and_no_source():
+    stages = _stages()
+    code = stages.pop("code")
+    kinds = C.kinds(REPO / "stages")
+    assert code["deps"] == ["stages", "${code}"]
+    assert code["outs"] == [f"artifacts/code/{k}.json" for k in kinds]  # one per stage script
+    for name, st in stages.items():
+        kind = Path(st["cmd"].split()[1]).stem
+        assert kind in kinds, f"{name}: cmd {st['cmd']!r} does not run a stage script"
+        listed = [d for d in st["deps"] if d.startswith(("artifacts/code/", "stages", "${code}", "src/"))]
+        assert listed == [f"artifacts/code/{kind}.json"], f"{name} depends on {listed}, not on its fingerprint alone"
 
 
 def test_fingerprint_changes_with_exactly_the_files_a_stage_runs(tmp_path):
@@ -98,8 +48,8 @@ def test_fingerprint_changes_with_exactly_the_files_a_stage_runs(tmp_path):
     stages, src = tmp_path / "stages", tmp_path / "src"
     before = fingerprint("legalize", stages, src)
     assert {"stages/legalize.py", "stages/_common.py", f"{CODE}/compile/legalize.py"} <= set(before["files"])
-    for rel, changes in [("eval/bench.py", False), ("compile/export.py", False), ("compile/legalize_ops.py", True),
-                         ("errors.py", True)]:
+    for rel, changes in [("eval/bench.py", False), ("compile/export.py", False), ("runtime/synthesizer.py", False),
+                         ("compile/legalize_ops.py", True), ("errors.py", True), ("__init__.py", True)]:
         path = src / "kokoro_tvm" / rel
         old = path.read_text()
         path.write_text(old + "\n# an edit\n")
@@ -112,9 +62,71 @@ def test_fingerprint_changes_with_exactly_the_files_a_stage_runs(tmp_path):
 
 def test_import_graph_sees_lazy_and_relative_imports(tmp_path):
     """Negative control: the graph must follow imports inside functions and relative imports,
-    or the test above would pass on deps that miss them."""
+    or the test above would pass on fingerprints that miss them."""
     script = tmp_path / "s.py"
     script.write_text("def f():\n    from kokoro_tvm.pipeline import manifest\n")
     got = {p.relative_to(PKG).as_posix() for p in package_files(script, SRC)}
     assert {"pipeline/manifest.py", "pipeline/__init__.py", "__init__.py", "artifacts.py", "atomic.py"} <= got
     assert not any(p.startswith(("compile/", "model/")) for p in got)
+
+
+def test_only_the_package_api_hook_is_left_out(tmp_path):
+    """The top package's PEP 562 ``__getattr__`` (``from kokoro_tvm import KokoroTVM``) is not a
+    stage's code: leaving it out keeps runtime edits from rebuilding every library. It is sound
+    only while no stage or package module reads those names; a function of any other name counts."""
+    script = tmp_path / "s.py"
+    script.write_text("import kokoro_tvm\n")
+    assert {p.relative_to(PKG).as_posix() for p in package_files(script, SRC)} == {"__init__.py"}
+    script.write_text("def __getattr__(name):\n    from kokoro_tvm.runtime import synthesizer\n"
+                      "def g():\n    from kokoro_tvm.runtime import voices\n")
+    got = {p.relative_to(PKG).as_posix() for p in package_files(script, SRC)}
+    assert "runtime/voices.py" in got and "runtime/synthesizer.py" not in got
+    import kokoro_tvm
+
+    api = set(kokoro_tvm._RUNTIME)
+    for path in [*PKG.rglob("*.py"), *(REPO / "stages").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "kokoro_tvm" and not node.level:
+                assert not api & {a.name for a in node.names}, f"{path} imports the lazy API names"
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "kokoro_tvm":
+                assert node.attr not in api, f"{path} reads kokoro_tvm.{node.attr}"
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports (anywhere in it), its own ancestors aside (a
+    package's ``__init__`` runs before its modules, and importing it is no cycle)."""
+    graph = {}
+    for path in PKG.rglob("*.py"):
+        mod = C._module_name(SRC, path)
+        ancestors = {".".join(mod.split(".")[:k]) for k in range(1, mod.count(".") + 1)}
+        graph[mod] = {m for m in _imported(SRC, path) if m != mod and m not in ancestors and _module_file(SRC, m)}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == 1:
+                return stack[stack.index(n):] + [n]
+            if n not in state and (found := visit(n)):
+                return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_no_import_cycle_in_the_package():
+    assert _cycle(_import_graph()) is None, " -> ".join(_cycle(_import_graph()))
+    # negative control: the cycle this test was written for (registry <-> voices) is found
+    graph = {"a.registry": {"a.voices"}, "a.voices": {"a.errors", "a.registry"}, "a.errors": set()}
+    assert _cycle(graph) == ["a.registry", "a.voices", "a.registry"]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from runtime_project import runtime_artifacts
 
-from kokoro_tvm.runtime import seams
+from kokoro_tvm.runtime import planner, seams, stream
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 from kokoro_tvm.runtime.wav import AudioWriter, read_wav
 
@@ -41,23 +41,22 @@ def streamed(tts, pack):
     """Each piece of a 3-chunk stream, with how many chunks had been decoded and predicted (the
     duration library) when it came out, and the warnings."""
     decoded, predicted = [], []
-    decode, predict = tts.decode, tts.predict_durations
+    decode, predict = stream.decode, planner.predict_durations
 
-    def counting_decode(chunk, rng):
+    def counting_decode(libs, chunk, rng):
         decoded.append(chunk.phonemes)
-        return decode(chunk, rng)
+        return decode(libs, chunk, rng)
 
-    def counting_predict(utt, *args):
+    def counting_predict(libs, utt, *args):
         predicted.append(utt)
-        return predict(utt, *args)
+        return predict(libs, utt, *args)
 
-    tts.decode, tts.predict_durations = counting_decode, counting_predict
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stream, "decode", counting_decode)
+        mp.setattr(planner, "predict_durations", counting_predict)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             parts = [(p, (len(decoded), len(predicted))) for p in tts.stream(LONG, pack, speed=1.1, seed=5)]
-    finally:
-        del tts.decode, tts.predict_durations
     return [p for p, _ in parts], [n for _, n in parts], caught
 
 
@@ -87,7 +86,7 @@ def test_overflow_is_said_once_naming_the_bucket_and_fix(streamed, tts):
     assert "largest token bucket 12" in messages[0] and "params.yaml" in messages[0], messages
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # control: an input that fits says nothing, and is one chunk
-        chunks = tts.plan("ɐn")
+        chunks = tts.plan("ɐn", "random")
     assert [c.phonemes for c in chunks] == ["ɐn"]
 
 
@@ -113,14 +112,14 @@ def test_voice_row_is_kokoros_for_each_chunk(streamed, pack, tts):
         assert np.array_equal(p.chunk.style, pack[len(p.chunk.phonemes) - 1])
     with pytest.warns(UserWarning, match="outside the Kokoro phoneme vocabulary"):
         (chunk,) = tts.plan("ɐ$n", pack)
-    assert chunk.phonemes == "ɐ$n" and chunk.tokens == 4  # '$' is dropped from the ids ...
+    assert chunk.phonemes == "ɐ$n" and chunk.n_tokens == 4  # '$' is dropped from the ids ...
     assert np.array_equal(chunk.style, pack[2])  # ... but counts for the row, as in kokoro
     assert not np.array_equal(chunk.style, pack[1])  # control: rows differ
 
 
 @pytest.fixture(scope="module")
 def spaced(tts):
-    return tts.synthesize(SPACED, seed=1)
+    return tts.synthesize(SPACED, "random", seed=1)
 
 
 def test_word_times_meet_in_the_middle_of_spaces(spaced):
@@ -140,14 +139,14 @@ def test_word_times_meet_in_the_middle_of_spaces(spaced):
 
 def test_first_clause_makes_a_short_first_chunk(tts):
     ps = "ɐ, n ɪ"
-    assert [c.phonemes for c in tts.plan(ps)] == [ps]
-    assert [c.phonemes for c in tts.plan(ps, first_clause=True)] == ["ɐ,", "n ɪ"]
+    assert [c.phonemes for c in tts.plan(ps, "random")] == [ps]
+    assert [c.phonemes for c in tts.plan(ps, "random", first_clause=True)] == ["ɐ,", "n ɪ"]
 
 
 def test_synthesize_reports_progress_and_timestamps(spaced, tts):
     assert spaced.tokens[-1].end == spaced.audio.size / SR
     seen = []
-    res = tts.synthesize(SPACED, seed=1, progress=lambda done, total, c: seen.append((done, total)))
+    res = tts.synthesize(SPACED, "random", seed=1, progress=lambda done, total, c: seen.append((done, total)))
     assert seen == [(1, 1)] and np.array_equal(res.audio, spaced.audio)  # deterministic in the seed
 
 
@@ -202,15 +201,15 @@ def test_text_word_times_are_kokoros_on_the_predicted_durations(tts):
         pytest.skip(str(e))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the small buckets may cut it
-        chunks = tts.plan(utts)
+        chunks = tts.plan(utts, "random")
     checked = 0
     for i, c in enumerate(chunks):
         tokens = copy.deepcopy(c.words)
         KPipeline.join_timestamps(tokens, torch.from_numpy(c.durations))
-        ours = tts.word_times(c, i)
+        ours = stream.word_times(tts.libraries, c, i)
         assert [(w.text, w.start, w.end) for w in ours] == [(t.text, t.start_ts, t.end_ts) for t in tokens]
         checked += sum(t.start_ts is not None for t in tokens)
     assert checked >= 3
-    shifted = tts.word_times(chunks[0], 0)[0]
+    shifted = stream.word_times(tts.libraries, chunks[0], 0)[0]
     chunks[0].offset = 600  # control: the chunk's place in the audio moves its words
-    assert tts.word_times(chunks[0], 0)[0].start == shifted.start + 600 / SR
+    assert stream.word_times(tts.libraries, chunks[0], 0)[0].start == shifted.start + 600 / SR

@@ -24,7 +24,7 @@ class ArtifactError(KokoroTVMError, RuntimeError):
 
 
 def code_file(kind: str, root: Path = ROOT) -> Path:
-    """The fingerprint of the code one kind of per-library stage runs (pipeline/code.py)."""
+    """The fingerprint of the code one stage kind runs (pipeline/code.py)."""
     return root / "code" / f"{kind}.json"
 
 

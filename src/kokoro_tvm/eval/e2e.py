@@ -22,7 +22,8 @@ from torch.overrides import TorchFunctionMode
 
 from ..errors import KokoroTVMError
 from ..runtime.chunking import MAX_PHONEMES, join
-from ..runtime.synthesizer import BucketSplitWarning, Chunk, KokoroTVM
+from ..runtime.planner import BucketSplitWarning, Chunk
+from ..runtime.synthesizer import KokoroTVM
 from ..spec import SAMPLE_RATE
 from .samples import phonemes as sample_phonemes
 from .validate import audio_verdict, durations_verdict
@@ -105,7 +106,7 @@ def raw_durations(km64, chunk: Chunk, speed: float) -> np.ndarray:
     return reference("duration", km64, (ids, None, style), ids.shape[1], {})[0].reshape(-1).numpy() / speed
 
 
-def compare(tts: KokoroTVM, km, km64, phonemes: str, voice: Any = None, speed: float = 1.0,
+def compare(tts: KokoroTVM, km, km64, phonemes: str, voice: Any = "random", speed: float = 1.0,
             seed: int = 0) -> dict[str, Any]:
     """Synthesize with TVM and with kokoro in float32 and float64; one row of the parity table."""
     import torch
@@ -128,12 +129,12 @@ def compare(tts: KokoroTVM, km, km64, phonemes: str, voice: Any = None, speed: f
     utterances = kokoro_utterances(phonemes) if len(phonemes) <= MAX_PHONEMES else None
     same_utterances = [c.phonemes for c in res.chunks] == utterances
     row: dict[str, Any] = {
-        "phonemes": len(phonemes), "tokens": sum(c.tokens for c in res.chunks),
-        "frames": sum(c.frames for c in res.chunks), "chunks": len(res.chunks),
+        "phonemes": len(phonemes), "tokens": sum(c.n_tokens for c in res.chunks),
+        "frames": sum(c.n_frames for c in res.chunks), "chunks": len(res.chunks),
         "kokoro_utterances": None if utterances is None else len(utterances), "same_utterances": same_utterances,
         "split_beyond_kokoro": split,
         "token_buckets": [c.token_bucket for c in res.chunks], "frame_buckets": [c.frame_bucket for c in res.chunks],
-        "at_bucket": all(c.frames == c.frame_bucket for c in res.chunks),
+        "at_bucket": all(c.n_frames == c.frame_bucket for c in res.chunks),
         "durations_equal": same_dur, "near_boundary": near,
         "rtf_tvm": res.seconds / res.audio_seconds, "rtf_eager": eager_s / res.audio_seconds,
         "audio_s": res.audio_seconds, "result": res, "reference": join([a for a, _ in ref32]),
@@ -144,7 +145,7 @@ def compare(tts: KokoroTVM, km, km64, phonemes: str, voice: Any = None, speed: f
     return row | verdict | {"ok": verdict["ok"] and same_dur and (same_utterances or split)}
 
 
-def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voice: Any = None,
+def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voice: Any = "random",
                 warmup: int = 0, settle_s: float | None = None, seed: int = 0,
                 onnx: dict[str, Any] | None = None, packages: dict[str, Any] | None = None) -> dict[str, Any]:
     """Real-time factors (compute s / audio s) of the runtime, eager kokoro and, given ``onnx``
@@ -222,7 +223,7 @@ def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voic
 def padding_waste(tts: KokoroTVM, row: dict[str, Any]) -> float:
     """The fraction of the decoder's computed frames that are padding: 1 - frames / buckets for a
     padded decoder, 0 for a bounded one (it computes the frames it is given)."""
-    if all(tts.library("decoder", b).bounded for b in row["frame_buckets"]):
+    if all(tts.libraries.get("decoder", b).bounded for b in row["frame_buckets"]):
         return 0.0
     return round(1 - row["frames"] / sum(row["frame_buckets"]), 4)
 

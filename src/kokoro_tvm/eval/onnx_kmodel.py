@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..runtime.chunking import join
-from ..runtime.synthesizer import Chunk
+from ..runtime.planner import Chunk
 from .onnx_export import ort_session, quiet_export
 
 OPSET = 17  # kokoro-onnx's scripts/export.py

@@ -1,22 +1,22 @@
-"""Stages ``code_<kind>``: one fingerprint of the code a kind of per-library stage runs.
+"""Stage ``code``: one fingerprint per stage kind of the code its script runs.
 
-Each per-library stage (export, relax, legalize, tune, build, validate, bench) depends on
-``artifacts/code/<kind>.json`` instead of listing the ~30 package files its script can import.
-The fingerprint holds the hash of each of those files, so it changes exactly when one of them
-does, and the per-library stages rerun exactly as if they listed the files. Why: after every
-stage DVC re-reads and rewrites the whole ``dvc.lock`` through ruamel's round-trip YAML, and 30
-deps times ~100 stages made that lockfile 437 KB and ~4 s of every stage (py-spy: 78 % of a
-stage's DVC time was YAML).
+Every stage depends on ``artifacts/code/<kind>.json`` instead of on source files. The fingerprint
+holds the hash of each file ``stages/<kind>.py`` can import, so it changes exactly when one of
+them does, and DVC reruns exactly the stages whose code changed. The file list is read from the
+sources (``ast``), transitively, so nothing keeps it by hand: the ``code`` stage itself depends
+on the whole ``stages/`` and package directories and reruns, in a second, on any edit. Imports
+inside functions count too: a stage's deps must cover every code path it can take, so this
+over-approximates the imports one run executes, never under-approximates them.
 
-The file list is read from the sources (``ast``), transitively. Imports inside functions count
-too: a stage's deps must cover every code path it can take, so this over-approximates the
-imports one run executes, never under-approximates them. tests/test_stage_deps.py checks that
-dvc.yaml lists the same files as the ``code_<kind>`` stage's deps, so DVC reruns it on an edit.
+Why fingerprints rather than the files as DVC deps: after every stage DVC re-reads and rewrites
+the whole ``dvc.lock`` through ruamel's round-trip YAML, and 30 deps times ~100 stages made that
+lockfile 437 KB and ~4 s of every stage (py-spy: 78 % of a stage's DVC time was YAML).
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 from .. import artifacts as A
@@ -48,7 +48,7 @@ def _imported(src: Path, path: Path) -> set[str]:
     here = _module_name(src, path) if path.is_relative_to(src) else ""
     is_pkg = path.name == "__init__.py"
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _walk_run(tree):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -66,6 +66,17 @@ def _imported(src: Path, path: Path) -> set[str]:
             parts = name.split(".")
             out |= {".".join(parts[:k]) for k in range(1, len(parts) + 1)}  # parents run first
     return {n for n in out if _module_file(src, n) is not None}
+
+
+def _walk_run(tree: ast.Module) -> Iterator[ast.AST]:
+    """Every node of ``tree`` but the body of a module-level ``__getattr__`` (PEP 562): it runs
+    only when code reads a name the module lacks, and the package's lazy API names (``from
+    kokoro_tvm import KokoroTVM``) are read by users, never by the package or its stages
+    (tests/test_stage_deps.py checks that)."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+            continue
+        yield from ast.walk(node)
 
 
 def package_files(script: Path, src: Path) -> set[Path]:
@@ -110,5 +121,11 @@ def fingerprint(kind: str, stages: Path = Path("stages"), src: Path = SRC) -> di
     return {"stage": kind, "files": files}
 
 
-def run(kind: str) -> None:
-    A.write_json(A.code_file(kind), fingerprint(kind))
+def kinds(stages: Path = Path("stages")) -> list[str]:
+    """Every stage kind: the stage scripts, less the shared helper and this stage's own."""
+    return sorted(p.stem for p in stages.glob("*.py") if p.stem not in ("_common", "code"))
+
+
+def run() -> None:
+    for kind in kinds():
+        A.write_json(A.code_file(kind), fingerprint(kind))

@@ -1,4 +1,7 @@
 """Synthesis from built artifacts with numpy and the TVM runtime only (no torch, no kokoro).
 
-Entry points: ``kokoro_tvm.runtime.synthesizer.KokoroTVM`` and the ``kokoro-tvm`` CLI.
+``synthesizer.KokoroTVM`` (also ``from kokoro_tvm import KokoroTVM``) is the API; beneath it
+``libraries`` (a target's verified libraries), ``planner`` (utterances and durations),
+``decoder`` (one chunk's audio) and ``stream`` (chunks out, joined, timed). ``cli`` is the
+``kokoro-tvm`` command.
 """

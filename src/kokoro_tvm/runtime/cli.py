@@ -34,8 +34,8 @@ def _say(args: argparse.Namespace, message: str) -> None:
 
 
 def _chunk_line(chunk, done: str) -> str:
-    return (f"  chunk {done}: {len(chunk.phonemes)} phonemes, {chunk.tokens} tokens (bucket {chunk.token_bucket}), "
-            f"{chunk.frames} frames (bucket {chunk.frame_bucket}), {chunk.seconds:.1f} s")
+    return (f"  chunk {done}: {len(chunk.phonemes)} phonemes, {chunk.n_tokens} tokens (bucket {chunk.token_bucket}), "
+            f"{chunk.n_frames} frames (bucket {chunk.frame_bucket}), {chunk.seconds:.1f} s")
 
 
 def _source(args: argparse.Namespace):
@@ -67,10 +67,12 @@ class _Written:
 def _write_streamed(args: argparse.Namespace, tts, source, unknown: str) -> _Written:
     """Each chunk to the output as soon as it is decoded: a WAV file (header patched at the end)
     or raw samples on stdout."""
+    from .stream import all_word_times
     from .wav import AudioWriter
 
     to_stdout = args.output == "-"
-    _say(args, f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
+    _say(args, f"target {tts.target}; token buckets {tts.libraries.token_buckets}, frame buckets "
+               f"{tts.libraries.frame_buckets}; "
                "streaming")
     t0 = time.perf_counter()
     writer, parts = None, []
@@ -85,7 +87,7 @@ def _write_streamed(args: argparse.Namespace, tts, source, unknown: str) -> _Wri
             _say(args, _chunk_line(part.chunk, f"{part.index + 1}") + f", out at {part.latency:.2f} s")
     chunks = [p.chunk for p in parts]
     return _Written(chunks, writer.samples, parts[0].sample_rate, writer.clipped, [t for p in parts for t in p.tokens],
-                    tts.all_word_times(chunks), time.perf_counter() - t0, parts[0].latency)
+                    all_word_times(tts.libraries, chunks), time.perf_counter() - t0, parts[0].latency)
 
 
 def _write_whole(args: argparse.Namespace, tts, source, unknown: str) -> _Written:
@@ -93,8 +95,9 @@ def _write_whole(args: argparse.Namespace, tts, source, unknown: str) -> _Writte
 
     t0 = time.perf_counter()
     chunks = tts.plan(source, args.voice, args.speed, args.seed, unknown, args.first_clause)
-    _say(args, f"target {tts.target}; token buckets {tts.token_buckets}, frame buckets {tts.frame_buckets}; "
-               f"{len(chunks)} chunk(s), {sum(c.frames for c in chunks)} frames")
+    _say(args, f"target {tts.target}; token buckets {tts.libraries.token_buckets}, frame buckets "
+               f"{tts.libraries.frame_buckets}; "
+               f"{len(chunks)} chunk(s), {sum(c.n_frames for c in chunks)} frames")
     progress = None if args.quiet else (lambda done, total, c: _say(args, _chunk_line(c, f"{done}/{total}")))
     res = tts.render(chunks, args.seed, progress=progress, started=t0)
     clipped = write_wav(args.output, res.audio, res.sample_rate, args.format)
@@ -118,9 +121,6 @@ def synth(args: argparse.Namespace) -> None:
         print("warning: these libraries were built from random weights (params.yaml model.checkpoint: random): "
               "the audio will not be speech; build with trained weights (the default, kokoro-onnx-int8)",
               file=sys.stderr)
-    if args.voice is None:
-        _say(args, f"no --voice: using a random style seeded with {args.seed} (pass a voice: a registry name such "
-                   "as jf_alpha, a Kokoro .pt pack, or FILE:NAME of a kokoro-onnx voices file)")
     unknown = "error" if args.strict else "warn"
     to_stdout = args.output == "-"
     w = (_write_streamed if args.stream or to_stdout else _write_whole)(args, tts, source, unknown)
@@ -188,7 +188,8 @@ def parser() -> argparse.ArgumentParser:
     src.add_argument("--text", help="English text, phonemized by misaki ('-' reads stdin)")
     s.add_argument("--voice", help="a registry voice name (jf_alpha, jm_kumo, ...), a Kokoro voice pack (.pt, "
                                    "[510, 1, 256]), FILE:NAME of a kokoro-onnx voices file (.bin/.npz), or a "
-                                   "blend such as 'jf_alpha:0.6,jm_kumo:0.4'; default: a seeded random style")
+                                   "blend such as 'jf_alpha:0.6,jm_kumo:0.4', or 'random' (a style seeded by --seed, for "
+                                   "random-weight builds); required, as in kokoro")
     s.add_argument("--speed", type=float, default=1.0, help="speaking rate (default 1.0)")
     s.add_argument("--seed", type=int, default=0, help="seeds the decoder noise (and the random style)")
     s.add_argument("-o", "--output", required=True,

@@ -1,0 +1,57 @@
+"""The built libraries of one target, as the runtime uses them: buckets per length axis, and each
+library verified and loaded on first use (weights once per component)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import artifacts as A
+from ..config import load_model_config
+from ..errors import KokoroTVMError
+from ..spec import samples_per_frame
+from .library import CompiledComponent, ComponentWeights, find_entry
+
+COMPONENTS = ("duration", "text_encoder", "decoder")
+
+
+class BucketError(KokoroTVMError, ValueError):
+    """No built bucket can hold the input, even after splitting."""
+
+
+class Libraries:
+    """One target's libraries from a manifest, and the model facts the host code needs."""
+
+    def __init__(self, root: Path, manifest: dict[str, Any], target: str):
+        self.root, self.manifest, self.target = Path(root), manifest, target
+        cfg = load_model_config(manifest["model"]["config"])
+        self.vocab: dict[str, int] = cfg["vocab"]
+        self.samples_per_frame = samples_per_frame(cfg)
+        self.style_width = 2 * cfg["style_dim"]
+        entries = [e for e in manifest["libraries"] if e["target"] == target]
+        buckets = {c: sorted(e["bucket"] for e in entries if e["component"] == c) for c in COMPONENTS}
+        missing = [c for c, b in buckets.items() if not b]
+        if missing:
+            raise A.ArtifactError(f"target {target!r} has no library for {missing}; run `dvc repro`")
+        self.token_buckets = sorted(set(buckets["duration"]) & set(buckets["text_encoder"]))
+        self.frame_buckets = buckets["decoder"]
+        self._weights: dict[str, ComponentWeights] = {}
+        self._libs: dict[tuple[str, int], CompiledComponent] = {}
+
+    def get(self, component: str, bucket: int) -> CompiledComponent:
+        """The VM for one bucket, created on first use."""
+        key = (component, bucket)
+        if key not in self._libs:
+            entry = find_entry(self.manifest, component, bucket, self.target)
+            if component not in self._weights:
+                self._weights[component] = ComponentWeights(self.root, self.manifest["weights"][component])
+            self._libs[key] = CompiledComponent(self.root, entry, self._weights[component])
+        return self._libs[key]
+
+    def bucket(self, axis: str, n: int) -> int:
+        """The smallest built bucket of ``axis`` (``tokens`` or ``frames``) that holds ``n``."""
+        buckets = self.token_buckets if axis == "tokens" else self.frame_buckets
+        fits = [b for b in buckets if b >= n]
+        if not fits:
+            raise BucketError(f"{n} {axis} exceed the largest {axis} bucket {buckets[-1]}")
+        return fits[0]

@@ -1,4 +1,4 @@
-"""Exhaustive check of the sin lowering (``compile.legalize_ops.sin_poly``) over every float32 |x| <= LIMIT on one target.
+"""Exhaustive check of the sin lowering (``compile.legalizations.sin.sin_poly``) over every float32 |x| <= LIMIT on one target.
 
 usage: python benchmarks/sin_accuracy.py '{"kind": "llvm", "mcpu": "x86-64-v3"}' [limit] [--neg]
 Prints the max abs error against float64 np.sin of the float32 input, for |x| <= 1e6 and for
@@ -10,7 +10,7 @@ import numpy as np
 import tvm
 from tvm import te
 import tvm.s_tir as s_tir
-from kokoro_tvm.compile.legalize_ops import sin_poly
+from kokoro_tvm.compile.legalizations.sin import sin_poly
 
 CH = 1 << 24
 

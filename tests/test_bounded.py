@@ -136,10 +136,10 @@ def test_a_derived_length_input_does_not_survive_a_pt2_round_trip():
 
 def test_instance_norm_legalizes_with_a_centred_variance():
     """TVM 0.27's TOPI ``instance_norm`` takes ``E[x^2] - E[x]^2`` in float32, which cancels on a
-    long axis with an offset; ``legalize_ops`` (our legalize map) centres first, as torch does."""
+    long axis with an offset; ``legalizations`` (our legalize map) centres first, as torch does."""
     from tvm import relax
 
-    from kokoro_tvm.compile.legalize_ops import LEGALIZE_MAP
+    from kokoro_tvm.compile.legalizations import LEGALIZE_MAP
 
     rng = np.random.default_rng(0)
     x = (40 + rng.standard_normal((1, 2, 120_000))).astype(np.float32)  # a long generator stage

@@ -479,7 +479,7 @@ def test_row_sum_with_a_tail_is_vectorized_and_exact(extent):
 
 
 class Snake(torch.nn.Module):
-    """The generator's Snake activation: ``sin`` goes through ``legalize_ops.sin_poly``."""
+    """The generator's Snake activation: ``sin`` goes through ``legalizations.sin.sin_poly``."""
 
     def __init__(self, channels=8):
         super().__init__()

@@ -1,4 +1,4 @@
-"""Accuracy of the sin lowering (``legalize_ops.sin_poly``) on FMA (x86-64-v3) and non-FMA (SSE2 baseline, x86-64) targets.
+"""Accuracy of the sin lowering (``legalizations.sin.sin_poly``) on FMA (x86-64-v3) and non-FMA (SSE2 baseline, x86-64) targets.
 
 Requirement: |sin_poly(x) - sin(x)| <= 1e-6 for |x| <= 1e6 (sin of the float32 input, in float64),
 finite and bounded beyond, NaN for NaN/inf. Negative control: the previous lowering (3-part pi,
@@ -16,7 +16,7 @@ tvm = pytest.importorskip("tvm")
 from tvm import te, tirx  # noqa: E402
 import tvm.s_tir as s_tir  # noqa: E402
 
-from kokoro_tvm.compile.legalize_ops import sin_poly  # noqa: E402
+from kokoro_tvm.compile.legalizations.sin import sin_poly  # noqa: E402
 
 TARGETS = {
     "x86-64-v3": {"kind": "llvm", "mcpu": "x86-64-v3"},  # AVX2 + FMA: LLVM contracts a*b+c

@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import passes
+
 
 def make_target(spec: dict[str, Any]):
     import tvm
@@ -61,24 +63,33 @@ def with_flat_transform_params(mod):
     return bb.get()
 
 
-def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None):
-    """Schedule every kernel for the CPU target, then ``tvm.compile``.
+#: The phase, in order; ``tvm.compile`` (TVM's default Relax pipeline, then ``MarkNoAlias`` on
+#: every kernel) ends it.
+PASSES = ["ReshapesAsViews", "FlatTransformParams", "ApplyTuningDatabase", "ScheduleRules"]
+
+
+@passes.register("build", "FlatTransformParams")
+def _flat_transform_params(mod, _ctx: passes.Context):
+    """A weight transform entry that takes each weight as its own argument (``with_flat_transform_params``)."""
+    return with_flat_transform_params(mod)
+
+
+def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: str = ""):
+    """The build phase (``PASSES``), then ``tvm.compile``.
 
     PrimFuncs with a record in the ``tune_db`` database (``tune.tune``: only records that beat
-    the rules are there) take the tuned schedule; the schedule pass does the rest.
+    the rules are there) take the tuned schedule; the schedule rules do the rest.
     Returns the executable, the build seconds (schedule pass included) and the ``ScheduleReport``
     (which rule each PrimFunc got, ``tuned`` included, and which fell back to the generic one).
     """
     import tvm
     from tvm import relax
 
-    from . import schedule, symbolic, tune
+    from . import schedule, symbolic, tune  # noqa: F401  (they register their passes)
 
-    target = make_target(target_spec)
+    ctx = passes.Context(target=make_target(target_spec), tune_db=tune_db, label=label)
     t0 = time.perf_counter()
-    mod = with_flat_transform_params(symbolic.reshapes_as_views(mod))
-    mod, tuned = tune.apply(mod, target, tune_db)
-    mod, report = schedule.apply(mod, target, tuned)
+    mod = passes.run("build", PASSES, mod, ctx)
     pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), mark_noalias()])
-    ex = tvm.compile(mod, target=target, relax_pipeline=pipeline)
-    return ex, time.perf_counter() - t0, report
+    ex = tvm.compile(mod, target=ctx.target, relax_pipeline=pipeline)
+    return ex, time.perf_counter() - t0, ctx.found["report"]

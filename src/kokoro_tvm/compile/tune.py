@@ -28,7 +28,7 @@ from typing import Any
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.ir.utils import derived_object
 
-from . import measure
+from . import measure, passes
 
 log = logging.getLogger(__name__)
 
@@ -275,3 +275,10 @@ def apply(mod, target, db_dir: Path | None):
     changed = {gv.name_hint for gv, f in out.functions.items()
                if isinstance(f, tirx.PrimFunc) and not f.same_as(mod[gv.name_hint])}
     return out, changed
+
+
+@passes.register("build", "ApplyTuningDatabase")
+def _apply_database(mod, ctx: passes.Context):
+    """Kernels with a record in the tune stage's database take the tuned schedule (``apply``)."""
+    mod, ctx.found["tuned"] = apply(mod, ctx.target, ctx.tune_db)
+    return mod

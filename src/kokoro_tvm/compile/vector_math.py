@@ -7,7 +7,7 @@ tokens (x86-64-v4, 1 thread) ALBERT's tanh GELU took 7% and its masked softmax 8
 at ~7 ns per element. The expressions here are plain multiplies, adds, compares and bit
 operations, which LLVM vectorizes at every target's width.
 
-Used by the Relax legalizations below (``legalize_ops.LEGALIZE_MAP``) and by the LSTM
+Used by the Relax legalizations below (``legalizations.LEGALIZE_MAP``) and by the LSTM
 recurrence kernel (``lstm_lowering``), which calls them inside its TVMScript.
 
 Accuracy (float32 input, against the exact function of that input), from
@@ -90,7 +90,7 @@ def sigmoid(x):
     return _f32(1.0) / (_f32(1.0) + exp(-x))
 
 
-# -- Relax legalizations (``legalize_ops.LEGALIZE_MAP``) ---------------------------------------------
+# -- Relax legalizations (``legalizations.LEGALIZE_MAP``) ---------------------------------------------
 
 def _elementwise(fn, name: str):
     def legalize(bb, call):
@@ -151,3 +151,7 @@ def legalize_softmax(bb, call):
         return te.compute(t.shape, norm, name="T_softmax_norm")
 
     return bb.call_te(softmax, x, primfunc_name_hint="softmax")
+
+
+LEGALIZATIONS = {"relax.exp": legalize_exp, "relax.tanh": legalize_tanh, "relax.sigmoid": legalize_sigmoid,
+                 "relax.nn.softmax": legalize_softmax, "relax.nn.gelu_tanh": legalize_gelu_tanh}

@@ -15,6 +15,8 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from . import passes
+
 #: Panel width: 4 AVX2 vectors or 2 AVX-512 vectors, the column span of the matmul rule's tile
 #: on either target, so packing needs no target (legalize runs once for every target).
 SPAN = 32
@@ -78,3 +80,10 @@ def pack_linear_weights(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> t
     out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
     out["main"] = _PackLinear(mod, param_only).visit_expr(func)
     return out
+
+
+
+@passes.register("legalize", "PackLinearWeights")
+def _pack_linear_weights(mod, _ctx: passes.Context):
+    """Linear weights packed as ``[N / SPAN, K, SPAN]`` for the matmul rule's register tile."""
+    return pack_linear_weights(mod)

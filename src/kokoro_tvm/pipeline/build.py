@@ -14,7 +14,7 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     prm.check_bucket(component, bucket)
     prm.check_target(target)
     ex, seconds, report = build(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
-                                A.tune_dir(component, bucket, target))
+                                A.tune_dir(component, bucket, target), f"{component}-{bucket}-{target}")
     lib = A.library_file(component, bucket, target)
     linker = cross.linker_for(prm.targets[target])
     A.export_library(ex, lib, linker)

@@ -18,9 +18,9 @@ injective  only spatial blocks (elementwise, broadcast, transpose, concat, take,
 generic    anything else: parallel + vectorize the outer spatial loops of every block
 ========== ==============================================================================
 
-Strided conv1d and conv_transpose1d reach this pass as stride-1 convs (``legalize_ops``), so the
+Strided conv1d and conv_transpose1d reach this pass as stride-1 convs (``legalizations``), so the
 conv rule tiles them; a conv whose channels and width both miss the lane count arrives with its
-width padded to a multiple of the widest tile (``legalize_ops``), so no vector lane is predicated.
+width padded to a multiple of the widest tile (``legalizations``), so no vector lane is predicated.
 
 Functions that already carry a schedule (hand-written TIR such as ``kokoro_lstm_*``) are left
 alone. ``ScheduleReport`` says which rule each function got and lists the ones that fell back
@@ -38,6 +38,7 @@ import tvm
 from tvm import s_tir, tirx
 
 from . import conv, generic, injective, matmul, reduction
+from .. import passes
 from ..symbolic import upper_bounds
 from .analysis import CPU, assume_bounds, is_scheduled
 
@@ -115,3 +116,10 @@ def _schedule_func(func: tirx.PrimFunc, cpu: CPU, name: str,
             report.errors[name] = f"{rule}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
             log.debug("rule %s failed on %s: %s", rule, name, err)
     return None, "none"
+
+
+@passes.register("build", "ScheduleRules")
+def _schedule_rules(mod, ctx: passes.Context):
+    """Every kernel not tuned gets the first rule that applies (``apply``); the report says which."""
+    mod, ctx.found["report"] = apply(mod, ctx.target, ctx.found.get("tuned", ()))
+    return mod

@@ -1,0 +1,15 @@
+"""Our own legalizations, one per file, for ``LegalizeOps(customize_legalize_map=...)``
+(TVM's public hook): each replaces TOPI's lowering of one Relax op where TOPI's wastes the
+machine (see each module), and falls back to TOPI's outside the cases it handles. The emitted
+ops are ordinary Relax ops or TE computes that ``LegalizeOps`` and the schedule rules take as
+any other. The vector-math ones (``exp``, ``tanh``, ``sigmoid``, ``softmax``, ``gelu_tanh``)
+live in ``compile.vector_math``, which the LSTM lowering shares.
+"""
+
+from __future__ import annotations
+
+from .. import vector_math
+from . import conv1d, conv1d_transpose, instance_norm, power, sin
+
+LEGALIZE_MAP = {**conv1d_transpose.LEGALIZATIONS, **sin.LEGALIZATIONS, **conv1d.LEGALIZATIONS,
+                **power.LEGALIZATIONS, **instance_norm.LEGALIZATIONS, **vector_math.LEGALIZATIONS}

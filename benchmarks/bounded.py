@@ -3,7 +3,7 @@
     python benchmarks/bounded.py text_encoder|duration|decoder 64 [--config kokoro-82m] [--out bounded.json]
 
 Builds the padded library (``flow.compile_component``: masked graph, runs the whole bucket) and
-the bounded one (``flow.compile_bounded``: kokoro's graph at the input's length) from the same
+the bounded one (``flow.compile_component(..., shapes="bounded")``: kokoro's graph at the input's length) from the same
 weights (``artifacts/weights`` when built, else random), checks each at every n against kokoro
 itself (``eval.reference``: max relative error per output; the decoder, whose harmonic source
 runs in float64, against float64 kokoro by log-mel SNR), then times both interleaved
@@ -40,13 +40,13 @@ def main() -> None:
     import tvm
 
     from kokoro_tvm import artifacts as A
-    from kokoro_tvm.compile.flow import compile_bounded, compile_component
+    from kokoro_tvm.compile.export import MIN_LENGTH
+    from kokoro_tvm.compile.flow import compile_component
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.eval.metrics import log_mel_snr
     from kokoro_tvm.eval.reference import as_float64, load_kokoro, reference
     from kokoro_tvm.eval.timing import time_interleaved
-    from kokoro_tvm.model import bounded
-    from kokoro_tvm.model.bounded import MIN_LENGTH
+    from kokoro_tvm.model.inputs import bounded_example_inputs
     from kokoro_tvm.model.inputs import example_inputs
     from kokoro_tvm.model.kmodel import random_kmodel
     from kokoro_tvm.runtime.library import bind_params
@@ -60,7 +60,7 @@ def main() -> None:
         km, weights = random_kmodel(cfg, seed=0), "random"
     target = {"kind": "llvm", "mcpu": a.mcpu}
     comp, B = a.component, a.bucket
-    libs = {"padded": compile_component(comp, B, km, cfg, target), "bounded": compile_bounded(comp, B, km, cfg, target)}
+    libs = {"padded": compile_component(comp, B, km, cfg, target), "bounded": compile_component(comp, B, km, cfg, target, shapes="bounded")}
     vms = {k: c.vm() for k, c in libs.items()}
     params = {k: bind_params(vms[k], libs[k].weights) for k in libs}
     print(f"{comp}-{B} ({a.config}, {weights} weights), build s: "
@@ -68,7 +68,7 @@ def main() -> None:
 
     def call(kind: str, inputs, n: int):
         t = tvm.runtime.tensor
-        args = inputs if kind == "padded" else bounded.example_inputs(comp, B, cfg, n)  # the same values, cut
+        args = inputs if kind == "padded" else bounded_example_inputs(comp, B, cfg, n)  # the same values, cut
         out = vms[kind]["main"](*[t(x.numpy()) for x in args], *params[kind])
         return [out] if hasattr(out, "numpy") else list(out)
 
@@ -106,7 +106,7 @@ def main() -> None:
         for kind, c in libs.items():
             print(f"  {kind}: rules {dict(sorted(c.report.functions.items()))}")
             t = tvm.runtime.tensor
-            args = [t(x.numpy()) for x in (inputs if kind == "padded" else bounded.example_inputs(comp, B, cfg, B))]
+            args = [t(x.numpy()) for x in (inputs if kind == "padded" else bounded_example_inputs(comp, B, cfg, B))]
             _hotspots(c.legalized, c.executable, [*args, *params[kind]], a.top, peak)
     top, quarter = rows[B]["ms"], rows[B // 4]["ms"]
     summary = {"bounded_at_B_over_padded": round(top["bounded"] / top["padded"], 3),

@@ -135,7 +135,7 @@ def ops_table(args) -> None:
     from tvm.relax.frontend.torch import from_exported_program
 
     from kokoro_tvm.compile.build import build
-    from kokoro_tvm.model import masked
+    from kokoro_tvm.model.lengths import Span
     from kokoro_tvm.runtime.library import bind_params
     from kokoro_tvm.eval.timing import SETTLE_S, time_interleaved
     from kokoro_tvm.compile.schedule import reduction, tile
@@ -158,7 +158,7 @@ def ops_table(args) -> None:
             self.norm = torch.nn.InstanceNorm1d(c, affine=True)
 
         def forward(self, x, length):
-            return masked.instance_norm(self.norm, x, masked.Span.of(length, x.shape[-1]))
+            return Span.of(length, x.shape[-1]).instance_norm(self.norm, x)
 
     class Snake(torch.nn.Module):
         def __init__(self, c):

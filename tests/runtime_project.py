@@ -4,7 +4,8 @@ Runs the very stage bodies DVC calls (``kokoro_tvm.pipeline``), in-process and i
 so the artifact layout and manifest are the pipeline's own (every library validated) without
 paying ``dvc``'s per-stage interpreter start-ups. Random tiny weights give ~4 frames per token,
 so tokens [6, 12] with frames [16, 32] make short inputs fit, and 10 phonemes already overflow
-the frame buckets.
+the frame buckets. The libraries are built as ``params.yaml`` ships them (bounded, loop LSTM); the
+DVC tests' project (``conftest.TINY_PARAMS``) is the padded + unroll one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ RUNTIME_PARAMS = {
     "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
     "buckets": {"tokens": [6, 12], "frames": [16, 32]},
     "lstm": {"strategy": "loop"},
+    "shapes": {"tokens": "bounded", "frames": "bounded"},  # what params.yaml ships
     "targets": {"generic": {"kind": "llvm"}},
     "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},

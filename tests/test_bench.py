@@ -18,7 +18,7 @@ from kokoro_tvm.config import load_model_config
 from kokoro_tvm.devices.isa import host_arch
 from kokoro_tvm.eval import bench
 from kokoro_tvm.eval.metrics import rel_err
-from kokoro_tvm.model import components, lstm_op
+from kokoro_tvm.model import components, lengths, lstm_op
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.model.inputs import example_inputs
 
@@ -124,9 +124,9 @@ def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
 
 def test_plain_lstms_is_scoped():
     with onnx_export.plain_lstms():
-        assert components.lstm_with_lengths is not lstm_op.lstm_with_lengths
+        assert lengths.lstm_with_lengths is not lstm_op.lstm_with_lengths
         assert components.SOURCE_DTYPE == torch.float32
-    assert components.lstm_with_lengths is lstm_op.lstm_with_lengths
+    assert lengths.lstm_with_lengths is lstm_op.lstm_with_lengths
     assert components.SOURCE_DTYPE == torch.float64
 
 

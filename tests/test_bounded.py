@@ -1,7 +1,7 @@
 """Bounded-length libraries (issue 17) on the tiny config: one library per component and bucket
 runs every length up to the bucket, computing only that length, and equals kokoro at it.
 
-Token components only so far (``model.bounded``). Each build takes seconds; the pipeline test
+Each component exported with ``shapes="bounded"`` (``compile.export``). Each build takes seconds; the pipeline test
 builds one tiny project (~2 min) with ``shapes.tokens: bounded`` through the stage bodies.
 """
 
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import tvm
 
 from kokoro_tvm import artifacts as A
-from kokoro_tvm.compile.flow import compile_bounded
+from kokoro_tvm.compile.flow import compile_component
 from kokoro_tvm.config import load_model_config
 from kokoro_tvm.eval.metrics import rel_err
 from kokoro_tvm.eval.reference import reference
@@ -22,12 +22,12 @@ from kokoro_tvm.model.inputs import example_inputs
 from kokoro_tvm.model.kmodel import random_kmodel
 from kokoro_tvm.eval.e2e import compare
 from kokoro_tvm.eval.reference import as_float64
-from kokoro_tvm.model import bounded
+from kokoro_tvm.model import lengths
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.runtime import alignment, chunking
 from kokoro_tvm.runtime.library import bind_params
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
-from runtime_project import RUNTIME_PARAMS, build_artifacts
+from runtime_project import RUNTIME_PARAMS, runtime_artifacts
 from test_runtime import find_phonemes
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
@@ -49,7 +49,7 @@ def _run(vm, params, component: str, inputs, n: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("component", ["text_encoder", "duration"])
 def test_one_library_equals_kokoro_at_every_length(tiny, component):
     cfg, km = tiny
-    lib = compile_bounded(component, BUCKET, km, cfg, V3)
+    lib = compile_component(component, BUCKET, km, cfg, V3, shapes="bounded")
     assert not lib.report.fallbacks  # every kernel got a rule, symbolic extents and all
     main = lib.legalized["main"]
     assert list(dict(main.attrs["tir_var_upper_bound"]).values()) == [BUCKET]  # the one length, bounded
@@ -67,7 +67,7 @@ def test_a_length_past_the_bound_is_refused_not_computed(tiny):
     """Memory is planned for the bound: TVM's VM refuses a longer input at allocation (the
     runtime checks lengths first, with an error that names the bucket: see the pipeline test)."""
     cfg, km = tiny
-    lib = compile_bounded("text_encoder", BUCKET, km, cfg, V3)
+    lib = compile_component("text_encoder", BUCKET, km, cfg, V3, shapes="bounded")
     vm = lib.vm()
     params = bind_params(vm, lib.weights)
     with pytest.raises(Exception, match="storage allocation failure"):
@@ -91,10 +91,10 @@ def _samples(x):  # [1, C, n, 600] -> [1, C, 600 n], as SineGen's input (the len
 
 
 @pytest.mark.parametrize("stock,ours,shape", [
-    (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), lambda x: bounded.upsample_nearest(x, 2), (1, 3, 8)),
-    (lambda x: F.interpolate(x, scale_factor=300, mode="linear"), lambda x: bounded.resample_linear(x, 300), (1, 3, 8)),
+    (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), lambda x: lengths.upsample_nearest(x, 2), (1, 3, 8)),
+    (lambda x: F.interpolate(x, scale_factor=300, mode="linear"), lambda x: lengths.resample_linear(x, 300), (1, 3, 8)),
     (lambda x: F.interpolate(_samples(x), scale_factor=1 / 300, mode="linear"),
-     lambda x: bounded.resample_linear(_samples(x), 1 / 300), (1, 3, 8, 600)),
+     lambda x: lengths.resample_linear(_samples(x), 1 / 300), (1, 3, 8, 600)),
 ], ids=["nearest_x2", "linear_x300", "linear_div300"])
 def test_interpolate_on_a_symbolic_length_needs_the_written_out_form(stock, ours, shape):
     """TVM 0.27's importer cannot express ``F.interpolate``'s float size arithmetic on a symbolic
@@ -163,14 +163,12 @@ def test_instance_norm_legalizes_with_a_centred_variance():
 
 # -- the pipeline: shapes = bounded -------------------------------------------------------------
 
-BOUNDED_PARAMS = {**RUNTIME_PARAMS, "shapes": {"tokens": "bounded", "frames": "bounded"}}
-
-
 @pytest.fixture(scope="module")
 def bounded_project(tmp_path_factory):
-    """The runtime tests' project (tokens [6, 12], frames [16, 32]) with bounded libraries, each
-    validated by the validate stage at the lengths padded ones are validated at."""
-    return build_artifacts(tmp_path_factory.mktemp("bounded") / "repo", BOUNDED_PARAMS)
+    """The runtime tests' project (tokens [6, 12], frames [16, 32], bounded as params.yaml ships),
+    each library validated by the validate stage at the lengths padded ones are validated at."""
+    assert RUNTIME_PARAMS["shapes"] == {"tokens": "bounded", "frames": "bounded"}
+    return runtime_artifacts(tmp_path_factory)
 
 
 def test_pipeline_builds_validates_and_runs_bounded_libraries(bounded_project):

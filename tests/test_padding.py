@@ -17,7 +17,7 @@ from kokoro_tvm.model import components
 from kokoro_tvm.model.inputs import example_inputs
 from kokoro_tvm.eval import validate as V
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.model.masked import Span, instance_norm
+from kokoro_tvm.model.lengths import Span
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.eval.metrics import log_mel_snr
 from kokoro_tvm.eval.reference import as_float64, reference
@@ -106,7 +106,7 @@ def test_unmasked_instance_norm_fails_the_check(tiny):
     x[..., 11:] = 0
     ref = norm(x[..., :11])
     span = Span.of(torch.tensor([11]), 20)
-    assert torch.allclose(instance_norm(norm, x, span)[..., :11], ref, atol=1e-5)
+    assert torch.allclose(span.instance_norm(norm, x)[..., :11], ref, atol=1e-5)
     assert not torch.allclose(norm(x)[..., :11], ref, atol=1e-2)
 
 

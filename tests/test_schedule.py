@@ -426,16 +426,16 @@ def test_library_binding_runs_transform_params_once(tmp_path):
 
 
 class MaskedNorm(torch.nn.Module):
-    """Length-masked instance norm (``masked.instance_norm``): the decoder's AdaIN statistics."""
+    """Length-masked instance norm (``lengths.Span.instance_norm``): the decoder's AdaIN statistics."""
 
     def __init__(self, channels=16):
         super().__init__()
         self.norm = torch.nn.InstanceNorm1d(channels, affine=True)
 
     def forward(self, x, length):
-        from kokoro_tvm.model import masked
+        from kokoro_tvm.model.lengths import Span
 
-        return masked.instance_norm(self.norm, x, masked.Span.of(length, x.shape[-1]))
+        return Span.of(length, x.shape[-1]).instance_norm(self.norm, x)
 
 
 @pytest.mark.parametrize("size,length", [(64, 37), (64, 64), (256, 3), (61, 40), (24, 24), (1537, 1537),
@@ -579,13 +579,13 @@ def test_every_shipped_target_gets_a_rule_for_every_kernel(component, bucket):
     from kokoro_tvm.compile.legalize import legalize
     from kokoro_tvm.compile.schedule.analysis import CPU
     from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.model import bounded
+    from kokoro_tvm.compile.export import export
     from kokoro_tvm.model.checkpoint import build_kmodel
 
     targets = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())["targets"]
     cfg = load_model_config("tiny")
     km = build_kmodel(cfg, "random", seed=0)
-    mod, _ = to_relax(bounded.export(component, bucket, km, cfg), component, bucket, cfg, "loop")
+    mod, _ = to_relax(export(component, bucket, km, cfg, "bounded"), component, bucket, cfg, "loop")
     mod = symbolic.reshapes_as_views(legalize(mod))
     shapes = {}
     for name, spec in targets.items():

@@ -71,7 +71,7 @@ class TensorSpec:
 def length_axes(component: str, cfg: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """Per input that spans the length: (axis, samples per length unit). A bounded library takes
     these inputs cut to ``scale * n`` along ``axis`` (and that axis split into ``[n, scale]``
-    when ``scale > 1``: ``model.bounded`` says why), no lengths input, and the others whole."""
+    when ``scale > 1``: ``model.components.BoundedDecoder`` says why), no lengths input, and the others whole."""
     if COMPONENTS[check_component(component)] == "tokens":
         return {"input_ids": (1, 1)}
     return {"en": (2, 1), "asr": (2, 1), "noise": (1, samples_per_frame(cfg))}

@@ -1,4 +1,10 @@
-"""``torch.export`` of one component at one static bucket, without parameter values."""
+"""``torch.export`` of one component at one bucket, without parameter values: the one export path.
+
+``shapes="padded"``: traced at the full bucket, the valid length a runtime input. ``"bounded"``:
+the length a ``torch.export.Dim`` in ``MIN_LENGTH..bucket``, so the library takes unpadded inputs
+of any length up to its bucket (TVM plans memory for that bound from ``tir_var_upper_bound``).
+Both trace the same component code (``model.components``), over their length policy.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +12,29 @@ from typing import Any
 
 import torch
 
-from ..model.inputs import example_inputs
 from ..model.components import build_component
+from ..model.inputs import bounded_example_inputs, example_inputs
+
+#: Shortest input a bounded library takes, per component (the ``Dim``'s min; the decoder's
+#: instance norms need 2 frames, and kokoro's shortest utterance has 3 tokens of >= 1 frame).
+MIN_LENGTH = {"text_encoder": 1, "duration": 1, "decoder": 3}
 
 
-def export(component: str, bucket: int, km, cfg: dict[str, Any]) -> torch.export.ExportedProgram:
-    """The component traced at full bucket length (every length is a runtime input)."""
-    module = build_component(component, km)
-    args = example_inputs(component, bucket, cfg)
+def export(component: str, bucket: int, km, cfg: dict[str, Any], shapes: str = "padded") -> torch.export.ExportedProgram:
+    """``component`` of ``km`` traced for a ``shapes`` library of ``bucket``."""
+    module = build_component(component, km, shapes)
+    if shapes == "padded":
+        args, dynamic = example_inputs(component, bucket, cfg), None
+    elif shapes == "bounded":
+        # the example is at neither bound (a bound as example specialises it)
+        args = bounded_example_inputs(component, bucket, cfg, max(MIN_LENGTH[component] + 1, bucket // 2))
+        n = torch.export.Dim("n", min=MIN_LENGTH[component], max=bucket)
+        dynamic = {"text_encoder": ({1: n},), "duration": ({1: n}, None),
+                   "decoder": ({2: n}, {2: n}, None, None, {1: n})}[component]
+    else:
+        raise ValueError(f"unknown shapes {shapes!r}; choose padded or bounded")
     with torch.no_grad():
-        return torch.export.export(module, args, strict=False)
+        return torch.export.export(module, args, dynamic_shapes=dynamic, strict=False)
 
 
 def without_parameter_values(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:

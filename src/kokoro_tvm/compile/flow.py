@@ -32,22 +32,14 @@ class Compiled:
 
 
 def compile_component(component: str, bucket: int, km, cfg: dict[str, Any], target: dict[str, Any],
-                      lstm_strategy: str = "loop") -> Compiled:
-    """export -> relax -> legalize -> build of one component at one bucket."""
-    mod, sig = to_relax(export(component, bucket, km, cfg), component, bucket, cfg, lstm_strategy)
+                      lstm_strategy: str = "loop", shapes: str = "padded") -> Compiled:
+    """export -> relax -> legalize -> build of one component at one bucket. A bounded library
+    (``shapes="bounded"``) takes the loop LSTM strategy, the only one with a symbolic length."""
+    if shapes == "bounded" and lstm_strategy != "loop":
+        raise ValueError("a bounded library needs lstm_strategy 'loop' (unroll needs a static length)")
+    ep = export(component, bucket, km, cfg, shapes)
+    mod, sig = to_relax(ep, component, bucket, cfg, lstm_strategy)
     legal = legalize(mod)
     ex, seconds, report = build(legal, target)
-    weights = component_weights(component, km)
-    return Compiled(ex, sig, report, legal, seconds, [weights[n].numpy() for n in sig.params])
-
-
-def compile_bounded(component: str, bucket: int, km, cfg: dict[str, Any], target: dict[str, Any]) -> Compiled:
-    """The bounded-length library of ``component`` (``model.bounded``): unpadded inputs of any
-    length up to ``bucket``; the LSTMs take the loop strategy (the only one with a symbolic T)."""
-    from ..model import bounded
-
-    mod, sig = to_relax(bounded.export(component, bucket, km, cfg), component, bucket, cfg, "loop")
-    legal = legalize(mod)
-    ex, seconds, report = build(legal, target)
-    weights = component_weights(component, km)  # the bounded wrappers' parameters are the padded ones'
+    weights = component_weights(component, km)  # the same parameters for both shapes
     return Compiled(ex, sig, report, legal, seconds, [weights[n].numpy() for n in sig.params])

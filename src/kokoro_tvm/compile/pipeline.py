@@ -1,6 +1,6 @@
 """The whole compile flow, phase by phase, as ``python -m kokoro_tvm.compile.pipeline`` prints it.
 
-    import   torch.export (compile.export, model.bounded) -> from_exported_program with our
+    import   torch.export (compile.export over model.components) -> from_exported_program with our
              converters (compile.convert_map, compile.lstm_lowering) -> detach_params (compile.importer)
     legalize compile.legalize.PASSES
     build    compile.build.PASSES -> tvm.compile (TVM's default Relax pipeline, MarkNoAlias)

@@ -2,9 +2,10 @@
 
 ONNX has no ``kokoro_tvm::lstm``. At full bucket length the length-aware LSTM equals a plain
 ``nn.LSTM`` call, so the export swaps ``lstm_with_lengths`` for ``module(x)[0]`` while it traces
-(``plain_lstms``), and ONNX gets its native LSTM node. The swap patches the name the component
-wrappers look up at call time instead of editing ``components.py`` / ``lstm_op.py``: those files
-are DVC deps of every export stage, and a benchmark-only flag in them would rebuild everything.
+(``plain_lstms``), and ONNX gets its native LSTM node. The swap patches the name the length
+policies (``model.lengths``) look up at call time instead of editing ``lengths.py`` /
+``lstm_op.py``: those files are in every export stage's code fingerprint, and a benchmark-only
+flag in them would rebuild everything.
 
 An exported model is therefore exact only at full bucket length (what the benchmark feeds it);
 on padded input its backward LSTM direction would read the padding.
@@ -24,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import KokoroTVMError
-from ..model import components
+from ..model import components, lengths
 from ..model.inputs import example_inputs
 from ..spec import input_specs
 
@@ -45,12 +46,12 @@ def plain_lstms() -> Iterator[None]:
     """Within the block, component wrappers run plain ``nn.LSTM`` instead of the custom op, and
     their harmonic source in float32 (as kokoro's own ONNX export does: ONNX Runtime's CPU convs
     take float32 only)."""
-    original = components.lstm_with_lengths, components.SOURCE_DTYPE
-    components.lstm_with_lengths, components.SOURCE_DTYPE = _full_length_lstm, torch.float32
+    original = lengths.lstm_with_lengths, components.SOURCE_DTYPE
+    lengths.lstm_with_lengths, components.SOURCE_DTYPE = _full_length_lstm, torch.float32
     try:
         yield
     finally:
-        components.lstm_with_lengths, components.SOURCE_DTYPE = original
+        lengths.lstm_with_lengths, components.SOURCE_DTYPE = original
 
 
 @contextlib.contextmanager

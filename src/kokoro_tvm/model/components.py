@@ -1,7 +1,11 @@
-"""Export wrappers: the three compiled components, written over kokoro's own submodules.
+"""The three compiled components, written once over kokoro's own submodules.
 
-Each wrapper reads like kokoro's ``forward_with_tokens`` slice it replaces, with three changes
-that make it exportable and bucketable (DESIGN.md §3):
+Each component reads like kokoro's ``forward_with_tokens`` slice it replaces, computed over a
+length policy (``lengths``): ``Whole`` for a bounded library (kokoro's computation at the
+input's own length, a ``torch.export.Dim``), ``Span`` for a padded one (exact on the valid prefix
+of a bucket). The export wrappers differ only in their signature: a padded one takes the valid
+length as an input, a bounded one reads it from its inputs' shapes. Three changes from kokoro
+make them exportable (DESIGN.md §3):
 - every LSTM is the length-aware ``kokoro_tvm::lstm`` op (packing does not export);
 - the decoder's random draws (phase ``rand``, sine noise ``randn``) are explicit inputs;
 - the STFT is kokoro's default ``TorchSTFT`` in real arithmetic (complex ops do not import).
@@ -18,8 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..spec import check_component
-from .lstm_op import lstm_with_lengths
-from .masked import Span, adain_resblk1d, adain_resblock1
+from .lengths import Lengths, Span, Whole
 from .stft import RealSTFT
 
 
@@ -31,13 +34,11 @@ def fold_weight_norm(module: nn.Module) -> nn.Module:
     return module
 
 
-def _valid_mask(lengths: torch.Tensor, size: int) -> torch.Tensor:
-    """[B, size] bool, True on valid positions."""
-    return torch.arange(size, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
-
+# -- token side ---------------------------------------------------------------------------------
 
 class DurationPredictor(nn.Module):
-    """ALBERT -> bert_encoder -> DurationEncoder -> LSTM -> duration_proj (per-token durations)."""
+    """ALBERT -> bert_encoder -> DurationEncoder -> LSTM -> duration_proj (per-token durations).
+    Padded: ``(input_ids, input_lengths, style)``."""
 
     def __init__(self, km):
         super().__init__()
@@ -48,62 +49,74 @@ class DurationPredictor(nn.Module):
             delattr(self.predictor, name)
 
     def forward(self, input_ids, input_lengths, style):
-        valid = _valid_mask(input_lengths, input_ids.shape[1])
-        bert_dur = self.bert(input_ids, attention_mask=valid.int())
-        d_en = self.bert_encoder(bert_dur).transpose(-1, -2)
-        d = duration_encoder(self.predictor.text_encoder, d_en, style, input_lengths, valid)
-        x = lstm_with_lengths(self.predictor.lstm, d, input_lengths)
-        duration = self.predictor.duration_proj(x)
-        duration = torch.sigmoid(duration).sum(dim=-1)
+        return self.compute(input_ids, style, Span.of(input_lengths, input_ids.shape[1]))
+
+    def compute(self, input_ids, style, tokens: Lengths):
+        bert_dur = self.bert(input_ids, attention_mask=tokens.attention_mask(input_ids))
+        d = duration_encoder(self.predictor.text_encoder, self.bert_encoder(bert_dur).transpose(-1, -2), style, tokens)
+        duration = torch.sigmoid(self.predictor.duration_proj(tokens.lstm(self.predictor.lstm, d))).sum(dim=-1)
         return duration, d
 
 
-def duration_encoder(enc, x, style, lengths, valid):
-    """kokoro ``DurationEncoder.forward`` with the length-aware LSTM. Returns [B, T, d_model+sty]."""
+class BoundedDurationPredictor(DurationPredictor):
+    """``(input_ids, style)`` at the input's length."""
+
+    def forward(self, input_ids, style):
+        return self.compute(input_ids, style, Whole())
+
+
+def duration_encoder(enc, x, style, tokens: Lengths):
+    """kokoro ``DurationEncoder.forward`` with the length-aware LSTM. Returns [B, T, d_model + style]."""
     from kokoro.modules import AdaLayerNorm
 
-    pad = ~valid  # [B, T]
     x = x.permute(2, 0, 1)  # [T, B, C]
     s = style.expand(x.shape[0], x.shape[1], -1)
-    x = torch.cat([x, s], dim=-1)
-    x = x.masked_fill(pad.transpose(0, 1).unsqueeze(-1), 0.0)
-    x = x.permute(1, 2, 0)  # [B, C, T]
+    x = tokens.zero_pad(torch.cat([x, s], dim=-1).permute(1, 2, 0))  # [B, C, T]
     for block in enc.lstms:
         if isinstance(block, AdaLayerNorm):
             x = block(x.transpose(-1, -2), style).transpose(-1, -2)
-            x = torch.cat([x, s.permute(1, 2, 0)], dim=1)
-            x = x.masked_fill(pad.unsqueeze(1), 0.0)
+            x = tokens.zero_pad(torch.cat([x, s.permute(1, 2, 0)], dim=1))
         else:
-            x = lstm_with_lengths(block, x.transpose(-1, -2), lengths).transpose(-1, -2)
+            x = tokens.lstm(block, x.transpose(-1, -2)).transpose(-1, -2)
     return x.transpose(-1, -2)
 
 
 class TextEncoder(nn.Module):
-    """Embedding -> CNN -> BiLSTM, kokoro ``TextEncoder.forward`` with the length-aware LSTM."""
+    """Embedding -> CNN -> BiLSTM, kokoro ``TextEncoder.forward``. Padded: ``(input_ids, input_lengths)``."""
 
     def __init__(self, km):
         super().__init__()
         self.te = fold_weight_norm(copy.deepcopy(km.text_encoder))
 
     def forward(self, input_ids, input_lengths):
-        pad = (~_valid_mask(input_lengths, input_ids.shape[1])).unsqueeze(1)  # [B, 1, T]
-        x = self.te.embedding(input_ids).transpose(1, 2)
-        x = x.masked_fill(pad, 0.0)
-        for c in self.te.cnn:
-            x = c(x).masked_fill(pad, 0.0)
-        x = lstm_with_lengths(self.te.lstm, x.transpose(1, 2), input_lengths).transpose(-1, -2)
-        return x.masked_fill(pad, 0.0)
+        return self.compute(input_ids, Span.of(input_lengths, input_ids.shape[1]))
 
+    def compute(self, input_ids, tokens: Lengths):
+        x = tokens.zero_pad(self.te.embedding(input_ids).transpose(1, 2))
+        for c in self.te.cnn:
+            x = tokens.zero_pad(c(x))
+        return tokens.zero_pad(tokens.lstm(self.te.lstm, x.transpose(1, 2)).transpose(-1, -2))
+
+
+class BoundedTextEncoder(TextEncoder):
+    """``(input_ids)`` at the input's length."""
+
+    def forward(self, input_ids):
+        return self.compute(input_ids, Whole())
+
+
+# -- frame side ---------------------------------------------------------------------------------
 
 class Decoder(nn.Module):
-    """F0/N prediction (``predictor.F0Ntrain``) + iSTFTNet decoder, exact on padded frames.
+    """F0/N prediction (``predictor.F0Ntrain``) + iSTFTNet decoder.
 
     ``rand_ini`` is SineGen's initial-phase draw ([B, harmonics]; column 0 is zeroed as kokoro
-    does) and ``noise`` its ``randn_like`` ([B, samples, harmonics]). Only the first
-    ``frame_lengths`` frames are valid: norms, convolutions and the STFT see exactly what kokoro
-    sees on the unpadded input (``masked``), and audio past ``frame_lengths * 600`` samples is 0.
-    Time resolutions: frames (m) -> F0/N rate (2m) -> generator stages (2m * prod(ups[:i+1]),
-    +1 after the reflection pad) -> samples (2m * prod(ups) * hop).
+    does) and ``noise`` its ``randn_like`` ([B, samples, harmonics]). Padded:
+    ``(en, asr, frame_lengths, ref_s, rand_ini, noise)``; only the first ``frame_lengths`` frames
+    are valid, norms, convolutions and the STFT see exactly what kokoro sees on the unpadded
+    input, and audio past ``frame_lengths * 600`` samples is 0. Time resolutions: frames (m) ->
+    F0/N rate (2m) -> generator stages (2m * prod(ups[:i+1]), +1 after the reflection pad) ->
+    samples (2m * prod(ups) * hop).
     """
 
     def __init__(self, km):
@@ -116,37 +129,60 @@ class Decoder(nn.Module):
         self.stft = RealSTFT.from_torch_stft(km.decoder.generator.stft).to(SOURCE_DTYPE)
 
     def forward(self, en, asr, frame_lengths, ref_s, rand_ini, noise):
+        return self.compute(en, asr, ref_s, rand_ini, noise, Span.of(frame_lengths, en.shape[-1]))
+
+    def compute(self, en, asr, ref_s, rand_ini, noise, frames: Lengths):
         s_dec, s_pros = ref_s[:, :128], ref_s[:, 128:]
-        frames = Span.of(frame_lengths, en.shape[-1])
-        f0, n = self.f0n(en, s_pros, frames)
-        return self.decode(asr, f0, n, s_dec, rand_ini, noise, frames)
-
-    def f0n(self, en, s, frames: Span):
-        """F0 and N curves at twice the frame rate, zero past ``2 * length``."""
         p = self.predictor
-        x = lstm_with_lengths(p.shared, en.transpose(-1, -2), frames.length).transpose(-1, -2)
-        f0, n, f0_span = x, x, frames
+        x = frames.lstm(p.shared, en.transpose(-1, -2)).transpose(-1, -2)
+        f0, n, f0_span, n_span = x, x, frames, frames
         for block in p.F0:
-            f0, f0_span = adain_resblk1d(block, f0, s, f0_span)
-        n_span = frames
+            f0, f0_span = adain_resblk1d(block, f0, s_pros, f0_span)
         for block in p.N:
-            n, n_span = adain_resblk1d(block, n, s, n_span)
-        return f0_span.zero_pad(p.F0_proj(f0)).squeeze(1), n_span.zero_pad(p.N_proj(n)).squeeze(1)
-
-    def decode(self, asr, f0_curve, n, s, rand_ini, noise, frames: Span):
+            n, n_span = adain_resblk1d(block, n, s_pros, n_span)
+        f0_curve, n = f0_span.zero_pad(p.F0_proj(f0)).squeeze(1), n_span.zero_pad(p.N_proj(n)).squeeze(1)
         d = self.decoder
-        f0 = d.F0_conv(f0_curve.unsqueeze(1))
-        n = d.N_conv(n.unsqueeze(1))
-        x, span = adain_resblk1d(d.encode, torch.cat([asr, f0, n], dim=1), s, frames)
+        f0, n = d.F0_conv(f0_curve.unsqueeze(1)), d.N_conv(n.unsqueeze(1))
+        x, span = adain_resblk1d(d.encode, torch.cat([asr, f0, n], dim=1), s_dec, frames)
         asr_res = d.asr_res(asr)
         res = True
         for block in d.decode:
             if res:
                 x = torch.cat([x, asr_res, f0, n], dim=1)
-            x, span = adain_resblk1d(block, x, s, span)
+            x, span = adain_resblk1d(block, x, s_dec, span)
             if block.upsample_type != "none":
                 res = False
-        return generator(d.generator, self.stft, x, s, f0_curve, rand_ini, noise, span)
+        return generator(d.generator, self.stft, x, s_dec, f0_curve, rand_ini, noise, span)
+
+
+class BoundedDecoder(Decoder):
+    """``(en, asr, ref_s, rand_ini, noise)`` at ``n = en.shape[-1]`` frames. ``noise`` comes as
+    [1, n, 600, harmonics] (the runtime's view of [1, 600 n, harmonics]): an input with a derived
+    length (``600 * n``) exports, but torch 2.13 cannot decompose it after a ``.pt2`` round trip
+    ("expected sympy.Symbol" in ``_replace_unbacked_bindings``), and the pipeline stores ``.pt2``
+    between stages."""
+
+    def forward(self, en, asr, ref_s, rand_ini, noise):
+        noise = noise.reshape(noise.shape[0], -1, noise.shape[-1])  # [B, n, 600, H] -> [B, 600 n, H]
+        return self.compute(en, asr, ref_s, rand_ini, noise, Whole())
+
+
+def adain_resblk1d(block, x, s, span: Lengths):
+    """kokoro ``AdainResBlk1d`` (F0/N and decoder blocks); returns the output and its span.
+
+    An upsampling block doubles the time axis: its depthwise transposed conv (``pool``) adds a
+    bias, so a padded output is re-zeroed before ``conv1`` reads it.
+    """
+    up = block.upsample_type != "none"
+    out = span.upsampled(2) if up else span
+    r = block.pool(block.actv(span.adain(block.norm1, x, s)))
+    if up:
+        r = out.zero_pad(r)
+    r = block.conv2(block.actv(out.adain(block.norm2, block.conv1(r), s)))
+    shortcut = span.upsample_nearest(x, 2) if up else x
+    if block.learned_sc:
+        shortcut = block.conv1x1(shortcut)
+    return out.zero_pad((r + shortcut) * (2.0 ** -0.5)), out
 
 
 #: The harmonic source and its STFT run in float64: float32 accumulates the sine phase (the 9th
@@ -168,7 +204,7 @@ def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tens
     Padding needs no special case: f0 is 0 there, so the phase increments are 0 and the
     cumulative phase holds its last valid value, which is exactly how kokoro's linear
     upsampling clamps at the end of the unpadded signal. ``resample``: another form of
-    ``interpolate_linear`` (a bounded export's, ``model.bounded``).
+    ``interpolate_linear`` (``lengths.Whole``'s, written out for a symbolic length).
     """
     gen = src.l_sin_gen
     harmonics = torch.arange(1, gen.dim + 1, dtype=f0.dtype, device=f0.device)
@@ -187,51 +223,53 @@ def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tens
     return torch.tanh(F.linear(sine_waves, linear.weight.to(f0.dtype), linear.bias.to(f0.dtype)))
 
 
-def generator(g, stft: RealSTFT, x, s, f0_curve, rand_ini, noise, span: Span):
+def generator(g, stft: RealSTFT, x, s, f0_curve, rand_ini, noise, span: Lengths):
     """kokoro ``Generator.forward`` over explicit noise, exact on the valid ``span`` of ``x``.
 
     Its STFT is kokoro's default ``TorchSTFT`` (``torch.stft``/``istft``) in real arithmetic
-    (``stft.RealSTFT``), which reflects the harmonic source at its *valid* end, zeroes the STFT
-    frames past it, and leaves the padding frames out of the inverse and its window envelope.
+    (``stft.RealSTFT``); padded, it reflects the harmonic source at its *valid* end, zeroes the
+    STFT frames past it, and leaves the padding frames out of the inverse and its window envelope.
     """
     upsample = int(g.f0_upsamp.scale_factor)  # F0 rate (``span``) -> samples
-    f0 = g.f0_upsamp(f0_curve[:, None]).transpose(1, 2)
+    f0 = span.upsample_nearest(f0_curve[:, None], upsample).transpose(1, 2)
     samples = span.scaled(upsample, f0.shape[1])
-    noise = noise * samples.mask.transpose(1, 2)
+    noise = samples.zero_pad(noise, channels_last=True)
     exact = stft.forward_basis.dtype  # SOURCE_DTYPE when the wrapper was built
-    source = sine_source(g.m_source, f0.to(exact), rand_ini.to(exact), noise.to(exact))
-    har = torch.cat(stft.transform(source.transpose(1, 2).squeeze(1), samples.length), dim=1).to(x.dtype)
+    source = sine_source(g.m_source, f0.to(exact), rand_ini.to(exact), noise.to(exact), span.resample_linear)
+    har = torch.cat(samples.stft(stft, source.transpose(1, 2).squeeze(1)), dim=1).to(x.dtype)
+    last = g.num_upsamples - 1
     for i in range(g.num_upsamples):
         x = F.leaky_relu(x, negative_slope=0.1)
+        x_source = g.noise_convs[i](har)  # at this stage's rate: after ``ups[i]`` (and the last stage's pad)
+        span = span.scaled(g.ups[i].stride[0], x_source.shape[-1], offset=int(i == last))
+        x_source = span.resblock1(g.noise_res[i], span.zero_pad(x_source), s)
         x = g.ups[i](x)
-        span = span.scaled(g.ups[i].stride[0], x.shape[-1])
-        if i == g.num_upsamples - 1:
+        if i == last:
             x = g.reflection_pad(x)
-            span = span.scaled(1, x.shape[-1], offset=1)
-        x_source = adain_resblock1(g.noise_res[i], span.zero_pad(g.noise_convs[i](har)), s, span)
         x = span.zero_pad(x) + x_source
-        xs = adain_resblock1(g.resblocks[i * g.num_kernels], x, s, span)
+        xs = span.resblock1(g.resblocks[i * g.num_kernels], x, s)
         for j in range(1, g.num_kernels):
-            xs = xs + adain_resblock1(g.resblocks[i * g.num_kernels + j], x, s, span)
+            xs = xs + span.resblock1(g.resblocks[i * g.num_kernels + j], x, s)
         x = xs / g.num_kernels
     x = g.conv_post(F.leaky_relu(x))
     spec = torch.exp(x[:, : g.post_n_fft // 2 + 1, :])
     phase = torch.sin(x[:, g.post_n_fft // 2 + 1 :, :])
-    return stft.inverse(spec.to(exact), phase.to(exact), span.length).to(x.dtype)
+    return span.istft(stft, spec.to(exact), phase.to(exact), f0.shape[1]).to(x.dtype)
 
 
-WRAPPERS: dict[str, Callable[[Any], nn.Module]] = {
-    "duration": DurationPredictor,
-    "text_encoder": TextEncoder,
-    "decoder": Decoder,
+#: The export wrapper of each component, per library shape (``params.yaml`` ``shapes``).
+WRAPPERS: dict[str, dict[str, Callable[[Any], nn.Module]]] = {
+    "padded": {"duration": DurationPredictor, "text_encoder": TextEncoder, "decoder": Decoder},
+    "bounded": {"duration": BoundedDurationPredictor, "text_encoder": BoundedTextEncoder, "decoder": BoundedDecoder},
 }
 
 
-def build_component(component: str, km) -> nn.Module:
-    return WRAPPERS[check_component(component)](km).eval()
+def build_component(component: str, km, shapes: str = "padded") -> nn.Module:
+    return WRAPPERS[shapes][check_component(component)](km).eval()
 
 
 def component_weights(component: str, km) -> dict[str, torch.Tensor]:
-    """Every parameter of a component by FQN: what a library takes after its inputs."""
+    """Every parameter of a component by FQN: what a library takes after its inputs (the same
+    for both shapes: the bounded wrappers only change the signature)."""
     module = build_component(component, km)
     return {k: v.detach().contiguous() for k, v in module.named_parameters()}

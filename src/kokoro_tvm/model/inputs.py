@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..spec import input_specs, samples_per_frame
+from ..spec import input_specs, length_axes, samples_per_frame, unpadded
 
 
 def example_inputs(component: str, bucket: int, cfg: dict[str, Any], length: int | None = None,
@@ -40,3 +40,13 @@ def example_inputs(component: str, bucket: int, cfg: dict[str, Any], length: int
                 x[..., length:] = 0
             out.append(x)
     return tuple(out)
+
+
+def bounded_example_inputs(component: str, bucket: int, cfg: dict[str, Any], length: int) -> tuple[torch.Tensor, ...]:
+    """What a bounded library of ``component`` takes at ``length``: the padded example cut as
+    the runtime cuts it (``spec.unpadded``)."""
+    names = [s.name for s in input_specs(component, bucket, cfg)]
+    named = dict(zip(names, example_inputs(component, bucket, cfg, length=length)))
+    cut = unpadded(named, length_axes(component, cfg), length)
+    # contiguous, as the runtime passes them: torch.export guards on a view's strides (the bucket)
+    return tuple(x.contiguous() for x in cut.values())

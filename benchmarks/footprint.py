@@ -81,7 +81,7 @@ def main() -> int:
     from kokoro_tvm.eval import onnx_kmodel
     from kokoro_tvm.eval.samples import phonemes as sample_phonemes
     from kokoro_tvm.eval.timing import cpu_name
-    from kokoro_tvm.model.onnx_weights import registry_onnx_bytes
+    from kokoro_tvm.model.onnx_checkpoint import registry_onnx_bytes
 
     root = Path(args.artifacts)
     work = Path(tempfile.mkdtemp(prefix="footprint-"))

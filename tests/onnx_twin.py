@@ -1,4 +1,4 @@
-"""Validation helpers for ``onnx_weights``: a float twin of a quantized graph, and determinism.
+"""Validation helpers for ``model.onnx_checkpoint``: a float twin of a quantized graph, and determinism.
 
 Why: checking a recovered checkpoint against the int8 graph itself mixes two errors (activation
 quantization, which eager fp32 kokoro does not do, and any mapping error). The *float twin* is the
@@ -21,12 +21,13 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from kokoro_tvm.model import onnx_weights as ow
+from kokoro_tvm.model import onnx_checkpoint as ow
+from kokoro_tvm.model.onnx_checkpoint import dequantize as ow_dequantize, graph as ow_graph, names as ow_names, nodes as ow_nodes, target as ow_target
 
 
-def _chain_to_scale_mul(g: ow._Graph, node: onnx.NodeProto) -> tuple[list[onnx.NodeProto], onnx.NodeProto]:
+def _chain_to_scale_mul(g: ow_graph.Graph, node: onnx.NodeProto) -> tuple[list[onnx.NodeProto], onnx.NodeProto]:
     """The nodes between an integer op and its output-scale Mul (inclusive of the Mul)."""
-    _, mul = ow._integer_op_scale(g, node)
+    _, mul = ow_dequantize.integer_op_scale(g, node)
     chain, t = [], node.output[0]
     while True:
         c = g.only_consumer(t)
@@ -41,7 +42,7 @@ def float_twin(model: onnx.ModelProto) -> onnx.ModelProto:
 
     Tensor names downstream of each replaced op are kept, so intermediates can be compared by name.
     """
-    g = ow._Graph(model)
+    g = ow_graph.Graph(model)
     replace: dict[int, onnx.NodeProto] = {}  # index of the integer op -> its float replacement
     drop: set[int] = set()
     new_inits: list[onnx.TensorProto] = []
@@ -58,7 +59,7 @@ def float_twin(model: onnx.ModelProto) -> onnx.ModelProto:
 
     for i, n in enumerate(g.nodes):
         if n.op_type == "MatMulInteger":
-            scale, _ = ow._integer_op_scale(g, n)
+            scale, _ = ow_dequantize.integer_op_scale(g, n)
             zp = g.const(n.input[3]) if len(n.input) > 3 else None
             W = ow.dequantize(g.consts[n.input[1]], scale, zp, axis=1)
             chain, mul = _chain_to_scale_mul(g, n)
@@ -66,7 +67,7 @@ def float_twin(model: onnx.ModelProto) -> onnx.ModelProto:
             replace[i] = helper.make_node("MatMul", [float_input(n.input[0]), w], [mul.output[0]], name=n.name + "__twin")
             drop.update(index[id(c)] for c in chain)
         elif n.op_type == "ConvInteger":
-            read = ow._read_node(g, n)
+            read = ow_nodes.read_node(g, n)
             _, tensors, _ = read
             chain, mul = _chain_to_scale_mul(g, n)
             ins = [float_input(n.input[0]), add_init(f"{n.name}__twin_W", tensors["weight"])]
@@ -95,10 +96,10 @@ def float_twin(model: onnx.ModelProto) -> onnx.ModelProto:
                 node.input.pop()
             replace[i] = node
         elif n.op_type == "Gather" and n.input[0] in g.consts and g.consts[n.input[0]].dtype != np.float32:
-            read = ow._read_node(g, n)
+            read = ow_nodes.read_node(g, n)
             if read is None:
                 continue
-            dq = ow._dequantize_after(g, n.output[0])  # may sit after a Transpose: keep that, in float
+            dq = ow_dequantize.dequantize_after(g, n.output[0])  # may sit after a Transpose: keep that, in float
             w = add_init(f"{n.name}__twin_W", read[1]["weight"])
             replace[i] = helper.make_node("Gather", [w, n.input[1]], list(n.output), name=n.name + "__twin")
             replace[i].attribute.extend(n.attribute)
@@ -198,22 +199,22 @@ def module_tensors(model: onnx.ModelProto, cfg: dict[str, Any], modules: list[st
     Found by node scope like the converter does. The input is the float one in a float twin
     (in a quantized graph it is the 8-bit tensor); the output includes a Linear's bias Add.
     """
-    target = ow._Target.build(cfg)
-    g = ow._Graph(model)
+    target = ow_target.Target.build(cfg)
+    g = ow_graph.Graph(model)
     found: dict[str, list[tuple[str, str]]] = {}
     for n in g.nodes:
-        read = ow._read_node(g, n)
+        read = ow_nodes.read_node(g, n)
         if read is None:
             continue
         kind = read[0]
-        cands = [m for m in ow._resolve(ow._scope(n.name), target.modules)
-                 if ow._accepts(target.modules[m], kind) and ow._fits(target, m, read[1])]
+        cands = [m for m in ow_names.resolve(ow_names.scope(n.name), target.modules)
+                 if ow_nodes.accepts(target.modules[m], kind) and ow_nodes.fits(target, m, read[1])]
         if len(cands) != 1 or cands[0] not in modules:
             continue
         out = n.output[0]
         if n.op_type in ("MatMulInteger", "ConvInteger"):
-            out = ow._integer_op_scale(g, n)[1].output[0]
-        bias = ow._bias_after(g, out)
+            out = ow_dequantize.integer_op_scale(g, n)[1].output[0]
+        bias = ow_dequantize.bias_after(g, out)
         if bias is not None and bias[1].op_type == "Add":  # Linear as MatMul + Add; ORT 1.31's ConvInteger
             out = bias[1].output[0]
         found.setdefault(cands[0], []).append((n.input[0], out))

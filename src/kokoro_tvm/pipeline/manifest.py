@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import artifacts as A
 from ..params import Params
-from ..runtime.library import bounded_fields
+from ..manifest_entry import check_validated, library_entry
 from ..spec import COMPONENTS
 
 
@@ -21,19 +21,16 @@ def _library(component: str, bucket: int, target: str, weights_sha: dict[str, st
     info = A.read_json(A.build_info_file(component, bucket, target), "build info")
     check = A.read_json(A.validation_file(component, bucket, target), "validation metrics")
     sha = A.sha256(lib)
-    ran = (check.get("library_sha256"), check.get("weights_sha256"))
-    if info.get("sha256") != sha or ran != (sha, weights_sha[component]):
-        raise A.ArtifactError(f"{lib} or {A.weights_file(component)} is not what was built and validated "
-                              "(tampered, or a stage was skipped); run `dvc repro` to rebuild and revalidate it")
+    if info.get("sha256") != sha:
+        raise A.ArtifactError(f"{lib} is not what was built and validated (its build recorded other bytes: "
+                              "tampered, or a stage was skipped); run `dvc repro` to rebuild and revalidate it")
+    check_validated(check, sha, weights_sha[component], lib)
     sig = info["signature"]
     validation = {k: v for k, v in check.items() if k.startswith("worst_") or k.endswith("_sha256")}
     validation |= {"lengths": sorted(int(n) for n in check["lengths"]), "device": check["device"],
                    "emulated": check["emulated"]}
-    return {"component": component, "bucket": bucket, "target": target,
-            "path": lib.relative_to(A.ROOT).as_posix(), "sha256": sha, "bytes": lib.stat().st_size,
-            "inputs": sig["inputs"], "outputs": sig["outputs"], "params": sig["params"],
-            "lstm_strategy": sig["info"]["lstm_strategy"], **bounded_fields(sig),
-            "validation": validation}
+    return library_entry(component, bucket, target, lib.relative_to(A.ROOT).as_posix(), sha, sig,
+                         bytes=lib.stat().st_size, lstm_strategy=sig["info"]["lstm_strategy"], validation=validation)
 
 
 def validated_targets(prm: Params) -> tuple[list[str], dict[str, str]]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import artifacts as A
 from ..devices import isa
+from ..manifest_entry import check_validated, library_entry
 from ..spec import unpadded
 from ..toolchain import ToolchainError, runtime_versions
 
@@ -149,7 +150,7 @@ class CompiledComponent:
             weights = ComponentWeights(root, weights, session)
         validation = entry.get("validation")
         if validation is not None:
-            check_validated(entry, validation, weights.sha256, lib_path)
+            check_validated(validation, entry["sha256"], weights.sha256, lib_path)
         self.weights_sha256 = weights.sha256
         self.dev = weights.dev
         self.stateful = weights.session.stateful  # an RPC device (``devices.session.RemoteSession``)
@@ -230,15 +231,6 @@ class CompiledComponent:
                              f"{lo}..{hi}; pick a bucket that fits (or split the input)")
 
 
-def bounded_fields(signature: dict[str, Any]) -> dict[str, Any]:
-    """The manifest fields that tell a bounded library's entry from a padded one's (none for
-    padded, whose entries predate them)."""
-    info = signature.get("info", {})
-    if info.get("shapes") != "bounded":
-        return {}
-    return {"shapes": "bounded", "length_axes": info["length_axes"]}
-
-
 def find_entry(manifest: dict[str, Any], component: str, bucket: int, target: str) -> dict[str, Any]:
     for entry in manifest["libraries"]:
         if (entry["component"], entry["bucket"], entry["target"]) == (component, bucket, target):
@@ -267,14 +259,6 @@ def verify_file(path: Path, expected: str, source: str) -> str:
     return actual
 
 
-def check_validated(entry: dict[str, Any], validation: dict[str, Any], weights_sha256: str, path: Path) -> None:
-    """Refuse a library whose validation ran other bytes (of the library or of its weights)."""
-    ran = (validation.get("library_sha256"), validation.get("weights_sha256"))
-    if ran != (entry["sha256"], weights_sha256):
-        raise A.ArtifactError(f"{path} (or its weights) is not the file its validation ran; "
-                              "rerun validation with `dvc repro`")
-
-
 def load_built(root: Path, component: str, bucket: int, target: str,
                validated: bool = False, session=None) -> CompiledComponent:
     """One library straight from its build outputs, for the stages that run before the manifest.
@@ -298,9 +282,8 @@ def load_built(root: Path, component: str, bucket: int, target: str,
             f"target {target!r} needs CPU features this machine lacks ({', '.join(lacks)}), so its libraries "
             "cannot run here; run them on a device that has them (params.yaml 'devices')")
     sig = info["signature"]
-    entry = {"component": component, "bucket": bucket, "target": target, "path": lib.relative_to(root).as_posix(),
-             "sha256": info["sha256"], "sha256_source": f"{A.build_info_file(component, bucket, target, root)}",
-             "inputs": sig["inputs"], "outputs": sig["outputs"], "params": sig["params"], **bounded_fields(sig)}
+    entry = library_entry(component, bucket, target, lib.relative_to(root).as_posix(), info["sha256"], sig,
+                          sha256_source=f"{A.build_info_file(component, bucket, target, root)}")
     if validated:
         entry["validation"] = A.read_json(A.validation_file(component, bucket, target, root), "validation")
     return CompiledComponent(root, entry, {"path": weights.relative_to(root).as_posix(),

@@ -1,0 +1,36 @@
+"""One library's manifest entry, and the check that it is the bytes its validation ran: shared by
+the ``manifest`` stage that writes entries and the runtime that loads them (and by ``validate``
+and ``bench``, which load a library straight from its build outputs before any manifest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .artifacts import ArtifactError
+
+
+def library_entry(component: str, bucket: int, target: str, path: str, sha256: str,
+                  signature: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """What the runtime needs to load and call one library: where it is, its bytes, and its
+    signature; a bounded library also says so and which axis of each input is its length."""
+    return {"component": component, "bucket": bucket, "target": target, "path": path, "sha256": sha256,
+            "inputs": signature["inputs"], "outputs": signature["outputs"], "params": signature["params"],
+            **bounded_fields(signature), **more}
+
+
+def bounded_fields(signature: dict[str, Any]) -> dict[str, Any]:
+    """The fields that tell a bounded library's entry from a padded one's (none for padded, whose
+    entries predate them)."""
+    info = signature.get("info", {})
+    if info.get("shapes") != "bounded":
+        return {}
+    return {"shapes": "bounded", "length_axes": info["length_axes"]}
+
+
+def check_validated(validation: dict[str, Any], library_sha256: str, weights_sha256: str, path: Path | str) -> None:
+    """Refuse a library whose validation ran other bytes, of the library or of its weights."""
+    ran = (validation.get("library_sha256"), validation.get("weights_sha256"))
+    if ran != (library_sha256, weights_sha256):
+        raise ArtifactError(f"{path} (or its weights) is not what was built and validated (tampered, or a stage "
+                            "was skipped); run `dvc repro` to rebuild and revalidate it")

@@ -107,6 +107,27 @@ def test_a_remote_that_refuses_writes_is_one_error_line(built_project: Project, 
     assert not remote.objects()  # nothing was written
 
 
+def test_a_remote_that_never_answers_is_one_error_line_in_bounded_time(built_project: Project, tmp_path):
+    """A remote that accepts connections and answers nothing (a listening socket nobody reads):
+    dvc would wait for ever; the push fails after its timeout, in one line that says so.
+    Negative control of the bound: the refusing remote above fails at once, without it."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # the kernel completes the handshakes; nothing ever reads a request
+        env = {"DVC_REMOTE_URL": "s3://silent/cache", "DVC_REMOTE_ENDPOINT_URL": f"http://127.0.0.1:{silent.getsockname()[1]}",
+               "AWS_ACCESS_KEY_ID": "key", "AWS_SECRET_ACCESS_KEY": "secret"}
+        job = checkout(built_project, tmp_path / "job")
+        job.run("python", "-m", "kokoro_tvm.pipeline.ci", "remote", env=env)
+        t0 = time.monotonic()
+        p = job.run("python", "-m", "kokoro_tvm.pipeline.ci", "push", "--timeout-s", "10", env=env, check=False)
+        assert time.monotonic() - t0 < 40
+    assert p.returncode == 1
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith("error: dvc push to remote 's3://silent/cache' did not finish in 10 s") and "does not answer" in line
+
+
 def test_missing_remote_secret_is_a_clear_error(built_project: Project, tmp_path):
     job = checkout(built_project, tmp_path / "job")
     p = job.run("python", "-m", "kokoro_tvm.pipeline.ci", "remote", env={"DVC_REMOTE_URL": ""}, check=False)

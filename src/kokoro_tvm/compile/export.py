@@ -8,6 +8,7 @@ Both trace the same component code (``model.components``), over their length pol
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -44,8 +45,6 @@ def without_parameter_values(ep: torch.export.ExportedProgram) -> torch.export.E
     is all a ``.pt2`` needs to carry; otherwise each decoder bucket would cache and push 250 MB of
     identical weights. Buffers (STFT bases, position ids) stay: the importer binds them.
     """
-    import warnings
-
     names = {name for name, _ in ep.named_parameters()}
     for name in names:
         value = ep.state_dict[name]
@@ -53,3 +52,4 @@ def without_parameter_values(ep: torch.export.ExportedProgram) -> torch.export.E
             torch.zeros((), dtype=value.dtype).expand(value.shape), requires_grad=False)
     warnings.filterwarnings("ignore", message="No complete tensor found in the group")  # zero strides
     return ep
+

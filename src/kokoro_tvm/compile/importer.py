@@ -7,7 +7,9 @@ target, and the ``Signature`` records which weight each argument is.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..spec import input_specs, length_axes
@@ -89,3 +91,15 @@ def _output_types(func) -> list:
 
     ty = func.ret_ty
     return list(ty.fields) if isinstance(ty, relax.TupleType) else [ty]
+
+
+def load_export(path: Path):
+    """A ``.pt2`` as ``torch.export.load`` reads it, without the FutureWarning torch 2.13 raises on
+    every load (``isinstance(treespec, LeafSpec)`` is deprecated: its own unpickling of the call
+    spec's pytree, nothing this project does)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                                category=FutureWarning)
+        import torch
+
+        return torch.export.load(path)

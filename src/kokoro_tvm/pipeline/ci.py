@@ -102,13 +102,24 @@ def configure_remote(env: dict[str, str] | None = None, root: Path = Path(".")) 
     return url
 
 
-def push(root: Path = Path("."), log: Path | None = None) -> None:
+#: A push that takes longer is a remote that never answers (``rclone serve s3 --read-only`` never
+#: answers a PUT; dvc then waits for ever): the job fails with the cause instead of its own timeout.
+PUSH_TIMEOUT_S = 1800
+
+
+def push(root: Path = Path("."), log: Path | None = None, timeout_s: float = PUSH_TIMEOUT_S) -> None:
     """``dvc push --run-cache``: outputs and the run records that let other jobs skip the stages.
     DVC's own report of a failure is several lines of retries; this raises one line that names
     the remote, what it answered, and the fix, and keeps DVC's output in ``log``."""
     log = log or root / ".dvc" / "tmp" / "ci-push.log"
-    p = subprocess.run(["dvc", "push", "--run-cache"], cwd=root, capture_output=True, text=True)
     log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        p = subprocess.run(["dvc", "push", "--run-cache"], cwd=root, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        log.write_text(_text(e.stdout) + _text(e.stderr))
+        raise CIError(f"dvc push to remote {_remote_url(root)!r} did not finish in {timeout_s:g} s: the remote "
+                      f"accepts connections but does not answer; check it takes writes (DVC's output is in {log})"
+                      ) from None
     log.write_text(p.stdout + p.stderr)
     if p.returncode == 0:
         print(p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "everything is up to date")
@@ -116,6 +127,10 @@ def push(root: Path = Path("."), log: Path | None = None) -> None:
     raise CIError(f"dvc push to remote {_remote_url(root)!r} failed: {_cause(p.stdout + p.stderr)}. "
                   "The remote must accept writes with this job's credentials (secrets DVC_REMOTE_URL, "
                   f"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY); DVC's output is in {log}")
+
+
+def _text(out: str | bytes | None) -> str:
+    return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
 
 
 def _remote_url(root: Path) -> str:
@@ -150,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("stages", help="the stages of one job: `shared`, or TARGET AXIS")
     st.add_argument("job", nargs="+")
     sub.add_parser("remote", help="configure the DVC remote from $DVC_REMOTE_URL")
-    sub.add_parser("push", help="dvc push --run-cache, one error line on failure")
+    pu = sub.add_parser("push", help="dvc push --run-cache, one error line on failure")
+    pu.add_argument("--timeout-s", type=float, default=PUSH_TIMEOUT_S, help="fail a push that takes longer")
     re_ = sub.add_parser("reused", help="fail if a dvc repro log shows a library stage running")
     re_.add_argument("log", type=Path)
     a = ap.parse_args(argv)
@@ -168,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         elif a.cmd == "remote":
             print(f"DVC remote {REMOTE!r}: {configure_remote()}")
         elif a.cmd == "push":
-            push()
+            push(timeout_s=a.timeout_s)
         elif a.cmd == "reused":
             ran = library_stages_ran(a.log.read_text())
             if ran:

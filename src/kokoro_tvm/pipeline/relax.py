@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import torch
-
 from .. import artifacts as A
-from ..compile.importer import to_relax
+from ..compile.importer import load_export, to_relax
 from ..config import load_model_config
-from ..model import lstm_op  # noqa: F401  (registers kokoro_tvm::lstm for torch.export.load)
+from ..model import lstm_op  # noqa: F401  (registers kokoro_tvm::lstm for load_export)
 from ..params import Params
 
 
@@ -16,7 +14,7 @@ def run(prm: Params, component: str, bucket: int) -> None:
     path = A.export_file(component, bucket)
     if not path.exists():
         raise A.ArtifactError(f"{path} is missing; run `dvc repro`")
-    ep = torch.export.load(path)
+    ep = load_export(path)
     mod, sig = to_relax(ep, component, bucket, load_model_config(prm.model_config), prm.lstm_strategy)
     A.save_ir(A.relax_file(component, bucket), mod)
     A.write_json(A.signature_file(component, bucket), sig.as_dict())

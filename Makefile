@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 EXTRAS := build,weights,text,test,bench,tune,cross,ci
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup repro test test-slow lock
+.PHONY: setup repro test test-fast test-slow lock
 setup: $(VENV)/.installed
 
 # torch first and exactly: an unpinned torch pulls several GB of CUDA wheels. Then every
@@ -27,8 +27,11 @@ repro: setup  # dvc.lock pruned of removed stages' entries (DVC keeps them) befo
 	dvc repro
 	$(PY) -m kokoro_tvm.pipeline.lockfile
 
-test: setup
+test: setup  # everything CI runs
 	$(PY) -m pytest
+
+test-fast: setup  # the fast tier: all but the whole-project DVC, CI-workflow and qemu tests
+	$(PY) -m pytest -m "not slow and not pipeline"
 
 test-slow: setup  # only the full-size Kokoro-82M checks (not the default suite)
 	$(PY) -m pytest -m slow -s

@@ -22,12 +22,12 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from kokoro_tvm.model import onnx_checkpoint as ow
-from kokoro_tvm.model.onnx_checkpoint import dequantize as ow_dequantize, graph as ow_graph, names as ow_names, nodes as ow_nodes, target as ow_target
+from kokoro_tvm.model.onnx_checkpoint import quantization as ow_quantization, graph as ow_graph, names as ow_names, nodes as ow_nodes, target as ow_target
 
 
 def _chain_to_scale_mul(g: ow_graph.Graph, node: onnx.NodeProto) -> tuple[list[onnx.NodeProto], onnx.NodeProto]:
     """The nodes between an integer op and its output-scale Mul (inclusive of the Mul)."""
-    _, mul = ow_dequantize.integer_op_scale(g, node)
+    _, mul = ow_quantization.integer_op_scale(g, node)
     chain, t = [], node.output[0]
     while True:
         c = g.only_consumer(t)
@@ -59,7 +59,7 @@ def float_twin(model: onnx.ModelProto) -> onnx.ModelProto:
 
     for i, n in enumerate(g.nodes):
         if n.op_type == "MatMulInteger":
-            scale, _ = ow_dequantize.integer_op_scale(g, n)
+            scale, _ = ow_quantization.integer_op_scale(g, n)
             zp = g.const(n.input[3]) if len(n.input) > 3 else None
             W = ow.dequantize(g.consts[n.input[1]], scale, zp, axis=1)
             chain, mul = _chain_to_scale_mul(g, n)
@@ -99,7 +99,7 @@ def float_twin(model: onnx.ModelProto) -> onnx.ModelProto:
             read = ow_nodes.read_node(g, n)
             if read is None:
                 continue
-            dq = ow_dequantize.dequantize_after(g, n.output[0])  # may sit after a Transpose: keep that, in float
+            dq = ow_quantization.dequantize_after(g, n.output[0])  # may sit after a Transpose: keep that, in float
             w = add_init(f"{n.name}__twin_W", read[1]["weight"])
             replace[i] = helper.make_node("Gather", [w, n.input[1]], list(n.output), name=n.name + "__twin")
             replace[i].attribute.extend(n.attribute)
@@ -213,8 +213,8 @@ def module_tensors(model: onnx.ModelProto, cfg: dict[str, Any], modules: list[st
             continue
         out = n.output[0]
         if n.op_type in ("MatMulInteger", "ConvInteger"):
-            out = ow_dequantize.integer_op_scale(g, n)[1].output[0]
-        bias = ow_dequantize.bias_after(g, out)
+            out = ow_quantization.integer_op_scale(g, n)[1].output[0]
+        bias = ow_quantization.bias_after(g, out)
         if bias is not None and bias[1].op_type == "Add":  # Linear as MatMul + Add; ORT 1.31's ConvInteger
             out = bias[1].output[0]
         found.setdefault(cands[0], []).append((n.input[0], out))

@@ -18,6 +18,9 @@ from conftest import BIN, REPO, TINY_PARAMS, Project, S3Remote, S3Server, make_p
 from kokoro_tvm.pipeline import ci
 
 
+pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make test-fast`
+
+
 def job_checkout(proj: Project, root: Path, remote: S3Remote, share_cache: bool = True) -> Project:
     """A CI job's checkout of ``proj``'s last commit, its remote configured the way the workflow's
     setup step does (from the job's secrets). ``share_cache``: the job has built what ``proj`` has

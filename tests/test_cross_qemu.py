@@ -139,6 +139,7 @@ def run_remote(remote, lib: Path, inputs: list[np.ndarray]) -> np.ndarray:
     return vm["main"](*[tvm.runtime.tensor(a, dev) for a in inputs]).numpy()
 
 
+@pytest.mark.pipeline
 def test_qemu_rpc_result_equals_x86(aarch64_lib, inputs, x86_result):
     from tvm import rpc
 
@@ -148,6 +149,7 @@ def test_qemu_rpc_result_equals_x86(aarch64_lib, inputs, x86_result):
     np.testing.assert_allclose(out, x86_result, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.pipeline
 def test_tracker_finds_the_qemu_server_by_key(aarch64_lib, inputs, x86_result):
     """The pipeline's tracker path (``devices.session.open_session`` on an ``rpc`` device record,
     as params ``devices.<target>: {tracker, key}`` make it): the server registered under the key
@@ -181,6 +183,7 @@ def processes() -> dict[int, str]:
     return out
 
 
+@pytest.mark.pipeline
 def test_server_leaves_no_process_behind():
     from tvm import rpc
 
@@ -198,6 +201,7 @@ def test_server_leaves_no_process_behind():
     assert not running, f"processes of the server left running: {running}"
 
 
+@pytest.mark.pipeline
 def test_server_that_dies_reports_its_log(monkeypatch):
     need_qemu()
     monkeypatch.setenv("PYTHONHASHSEED", "not-a-number")  # the guest Python refuses to start

@@ -16,6 +16,9 @@ import yaml
 from conftest import TINY_PARAMS, Project
 
 
+pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make test-fast`
+
+
 def _stage_names(proj: Project, *fragments: str) -> set[str]:
     """Stages named with every fragment (the code fingerprint stage aside)."""
     return {s for s in proj.stages() if all(f in s for f in fragments) and s != "code"}

@@ -23,7 +23,7 @@ import torch
 import onnx_twin as tw
 from kokoro_tvm.config import load_model_config
 from kokoro_tvm.model import onnx_checkpoint as ow
-from kokoro_tvm.model.onnx_checkpoint import convert as ow_convert, registry as ow_registry
+from kokoro_tvm.model.onnx_checkpoint import convert as ow_convert, nodes as ow_nodes, registry as ow_registry
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.model.kmodel import RANDOM_F0_GAIN
 
@@ -337,7 +337,7 @@ def test_harness_positive_control_fp32_graph_matches_eager(tiny):
 
 def test_harness_negative_control_wrong_gate_order_is_caught(tiny, twin_run, monkeypatch):
     """Reading LSTM gates in ONNX order (a plausible bug) must fail both checks."""
-    monkeypatch.setattr(ow, "_LSTM_GATES", (0, 1, 2, 3))
+    monkeypatch.setattr(ow_nodes, "LSTM_GATES", (0, 1, 2, 3))
     bad = ow.state_dict_from_onnx(tiny.int8, tiny.cfg)
     k = "predictor.lstm.weight_ih_l0"
     assert float((bad["predictor"]["lstm.weight_ih_l0"] - tiny.original["predictor"]["lstm.weight_ih_l0"]).abs().max()) > \

@@ -169,6 +169,7 @@ def arm_artifacts(tmp_path_factory):
     return build_artifacts(tmp_path_factory.mktemp("arm") / "repo", ARM_PARAMS)
 
 
+@pytest.mark.pipeline
 def test_aarch64_libraries_are_validated_under_qemu(arm_artifacts):
     """The pipeline's own stages on the tiny model: an aarch64 library cross-linked on this host,
     validated against float64 kokoro through an RPC server under qemu-user (the validation
@@ -191,6 +192,7 @@ def test_aarch64_libraries_are_validated_under_qemu(arm_artifacts):
             explain_pick(m)
 
 
+@pytest.mark.pipeline
 def test_emulated_validation_can_fail(arm_artifacts):
     """Negative control of the test above: the same aarch64 library on the same qemu device,
     held to a float64 reference 1 % off (float32 kokoro moved with it, so the bound stays

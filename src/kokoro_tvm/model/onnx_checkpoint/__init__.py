@@ -33,7 +33,7 @@ W/R are int8 ``[dirs, in, 4H]`` with per-direction (or per-column) scales, ONNX 
 i,o,f,c; embeddings are 8-bit Gather + DequantizeLinear. Scales of MatMulInteger/ConvInteger are
 not node inputs: they are found by following the output to the ``Mul(x, a_scale * w_scale)``.
 
-Modules: ``graph`` (reading the ONNX graph), ``dequantize`` (scales and zero points),
+Modules: ``graph`` (reading the ONNX graph), ``quantization`` (scales and zero points),
 ``names`` (scopes and names to parameters), ``target`` (kokoro's modules for the config),
 ``nodes`` (what each node holds), ``convert`` (both passes, cross-checked), ``registry`` (the
 PyPI copy).
@@ -42,7 +42,7 @@ PyPI copy).
 from __future__ import annotations
 
 from .convert import ConversionReport, state_dict_from_onnx
-from .dequantize import dequantize
+from .quantization import dequantize
 from .graph import OnnxCheckpointError, OnnxSource
 from .registry import (REGISTRY_INSTALL_HINT, REGISTRY_MODEL_SHA256, REGISTRY_MODEL_SIZE, REGISTRY_PART_DISTS,
                        registry_onnx_bytes, registry_part_paths)

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from torch import nn
 
-from .dequantize import bias_after, dequantize, dequantize_after, integer_op_scale, trace_const_back
+from .quantization import bias_after, dequantize, dequantize_after, integer_op_scale, trace_const_back
 from .graph import Graph, OnnxCheckpointError, attrs
 from .target import Target
 

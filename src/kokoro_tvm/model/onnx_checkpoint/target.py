@@ -19,7 +19,7 @@ def skeleton(cfg: dict[str, Any]) -> nn.Module:
     ``disable_complex=False`` (TorchSTFT) because kokoro's checkpoints were saved with it: it has
     no buffers, so the state dict holds exactly the trained parameters.
     """
-    from .kmodel import construct
+    from ..kmodel import construct
 
     try:
         with torch.device("meta"):

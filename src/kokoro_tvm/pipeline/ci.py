@@ -31,6 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..commands import exit_status
 from ..errors import KokoroTVMError
 from ..spec import COMPONENTS
 
@@ -170,31 +171,30 @@ def main(argv: list[str] | None = None) -> int:
     re_ = sub.add_parser("reused", help="fail if a dvc repro log shows a library stage running")
     re_.add_argument("log", type=Path)
     a = ap.parse_args(argv)
-    try:
-        if a.cmd == "matrix":
-            print(json.dumps(matrix(_targets(a.params))))
-        elif a.cmd == "stages":
-            names, targets = stage_names(), _targets(a.params)
-            if a.job == ["shared"]:
-                print(" ".join(shared(names, targets)))
-            elif len(a.job) == 2 and a.job[0] in targets:
-                print(" ".join(owned(names, *a.job)))
-            else:
-                raise CIError(f"`stages` takes `shared` or TARGET AXIS with TARGET one of {targets}, got {a.job}")
-        elif a.cmd == "remote":
-            print(f"DVC remote {REMOTE!r}: {configure_remote()}")
-        elif a.cmd == "push":
-            push(timeout_s=a.timeout_s)
-        elif a.cmd == "reused":
-            ran = library_stages_ran(a.log.read_text())
-            if ran:
-                raise CIError(f"gather built {len(ran)} library stage(s) that a build job should have pushed: "
-                              f"{', '.join(ran)}. Check that job's `dvc push` step and the remote")
-            print("gather built no library: every one came from the remote")
-    except KokoroTVMError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return exit_status(lambda: _run(a))
+
+
+def _run(a: argparse.Namespace) -> None:
+    if a.cmd == "matrix":
+        print(json.dumps(matrix(_targets(a.params))))
+    elif a.cmd == "stages":
+        names, targets = stage_names(), _targets(a.params)
+        if a.job == ["shared"]:
+            print(" ".join(shared(names, targets)))
+        elif len(a.job) == 2 and a.job[0] in targets:
+            print(" ".join(owned(names, *a.job)))
+        else:
+            raise CIError(f"`stages` takes `shared` or TARGET AXIS with TARGET one of {targets}, got {a.job}")
+    elif a.cmd == "remote":
+        print(f"DVC remote {REMOTE!r}: {configure_remote()}")
+    elif a.cmd == "push":
+        push(timeout_s=a.timeout_s)
+    elif a.cmd == "reused":
+        ran = library_stages_ran(a.log.read_text())
+        if ran:
+            raise CIError(f"gather built {len(ran)} library stage(s) that a build job should have pushed: "
+                          f"{', '.join(ran)}. Check that job's `dvc push` step and the remote")
+        print("gather built no library: every one came from the remote")
 
 
 if __name__ == "__main__":

@@ -217,18 +217,17 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..errors import KokoroTVMError
+    from ..commands import exit_status
 
     args = parser().parse_args(argv)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("always")
-            warnings.showwarning = lambda msg, *a, **k: print(f"warning: {msg}", file=sys.stderr)
-            (synth if args.command == "synth" else info)(args)
-    except KokoroTVMError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return exit_status(lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda msg, *a, **k: print(f"warning: {msg}", file=sys.stderr)
+        (synth if args.command == "synth" else info)(args)
 
 
 if __name__ == "__main__":

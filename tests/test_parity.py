@@ -11,6 +11,8 @@ from conftest import Project
 from kokoro_tvm.eval import validate as V
 from kokoro_tvm.runtime.library import load_component
 
+pytestmark = pytest.mark.pipeline  # the DVC-built project (conftest.built_project): `make test`, not `make test-fast`
+
 
 def test_validation_metrics_cover_every_library_at_padded_lengths(built_project: Project):
     shown = json.loads(built_project.run("dvc", "metrics", "show", "--json").stdout)

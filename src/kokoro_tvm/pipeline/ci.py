@@ -38,6 +38,9 @@ from ..spec import COMPONENTS
 REMOTE = "ci"
 #: Stages a library's build or check runs in: ``gather`` must find every one of them built.
 LIBRARY_KINDS = ("tune", "build", "validate", "bench")
+#: DVC of this interpreter's environment, whether or not its ``bin`` is on PATH (a job's step, or a
+#: test run as ``.venv/bin/python -m pytest``)
+DVC = [sys.executable, "-m", "dvc"]
 _RAN = re.compile(r"Running stage '([^']+)'")
 
 
@@ -46,7 +49,7 @@ class CIError(KokoroTVMError):
 
 
 def stage_names(root: Path = Path(".")) -> list[str]:
-    out = subprocess.run(["dvc", "stage", "list", "--name-only"], cwd=root, check=True,
+    out = subprocess.run([*DVC, "stage", "list", "--name-only"], cwd=root, check=True,
                          capture_output=True, text=True).stdout
     return out.split()
 
@@ -95,7 +98,7 @@ def configure_remote(env: dict[str, str] | None = None, root: Path = Path(".")) 
     if not url:
         raise CIError("DVC_REMOTE_URL is not set: add it to the repository's secrets "
                       "(e.g. s3://bucket/kokoro-tvm; README 'Scaling out')")
-    dvc = ["dvc", "remote"]
+    dvc = [*DVC, "remote"]
     subprocess.run([*dvc, "add", "--local", "--default", "--force", REMOTE, url], cwd=root, check=True)
     endpoint = env.get("DVC_REMOTE_ENDPOINT_URL", "").strip()
     if endpoint:  # S3-compatible servers (MinIO, rclone, R2, ...): AWS itself needs none
@@ -115,7 +118,7 @@ def push(root: Path = Path("."), log: Path | None = None, timeout_s: float = PUS
     log = log or root / ".dvc" / "tmp" / "ci-push.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        p = subprocess.run(["dvc", "push", "--run-cache"], cwd=root, capture_output=True, text=True, timeout=timeout_s)
+        p = subprocess.run([*DVC, "push", "--run-cache"], cwd=root, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as e:
         log.write_text(_text(e.stdout) + _text(e.stderr))
         raise CIError(f"dvc push to remote {_remote_url(root)!r} did not finish in {timeout_s:g} s: the remote "
@@ -135,7 +138,7 @@ def _text(out: str | bytes | None) -> str:
 
 
 def _remote_url(root: Path) -> str:
-    p = subprocess.run(["dvc", "remote", "list"], cwd=root, capture_output=True, text=True)
+    p = subprocess.run([*DVC, "remote", "list"], cwd=root, capture_output=True, text=True)
     for line in p.stdout.splitlines():
         name, _, url = line.partition("\t")
         if name.strip() == REMOTE:

@@ -5,9 +5,10 @@
 
 What ``tune@…`` runs when ``devices.<target>`` names a tracker (``compile.tune.tune`` with the
 device record): a local tracker and N servers registered under one key, each server one thread,
-i.e. one core per device, as separate boards would be. The runs alternate (1, 2, 1, 2, ...), each
-with the same seed and trial budget; the table gives each wall time, the median ratio and the
-load average. Without ``--legalized`` the module is a conv (128 -> 128 channels, k = 7, 256
+i.e. one core per device, as separate boards would be. ``--warmup`` untimed searches come first
+(the first search in a process pays ~35 s of start-up: imports, the cost model, LLVM). Then the
+runs alternate (1, 2, 1, 2, ...), each with the same seed and trial budget; the table gives each
+wall time, the median ratio and the load average. Without ``--legalized`` the module is a conv (128 -> 128 channels, k = 7, 256
 frames) and a 128 x 512 linear, the two kernel kinds the decoder and ALBERT spend their time in.
 """
 
@@ -48,6 +49,7 @@ def main() -> None:
     ap.add_argument("--legalized", type=Path, default=None, help="a legalize stage's output (default: synthetic)")
     ap.add_argument("--trials", type=int, default=32, help="trials per task")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=1, help="untimed searches first (1 server)")
     ap.add_argument("--mcpu", default="x86-64-v3")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
@@ -62,6 +64,12 @@ def main() -> None:
     cores = os.cpu_count() or 1
     rows = []
     with local_tracker() as tracker:
+        for w in range(a.warmup):
+            with local_servers(tracker, f"warmup-{w}", 1), tempfile.TemporaryDirectory() as db:
+                record = {"device": "rpc", "target": a.mcpu, "tracker": tracker, "key": f"warmup-{w}", "timeout_s": 60}
+                t0 = time.perf_counter()
+                tune.tune(lambda: mod, spec, a.trials, Path(db), cores, device=record)
+                print(f"warm-up search {w + 1}/{a.warmup}: {time.perf_counter() - t0:.1f} s (not counted)", flush=True)
         for r in range(a.rounds):
             for servers in (1, 2):
                 key = f"bench-{servers}-{r}"

@@ -171,6 +171,38 @@ def test_tracker_finds_the_qemu_server_by_key(aarch64_lib, inputs, x86_result):
     np.testing.assert_allclose(out, x86_result, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.pipeline
+def test_an_aarch64_target_is_tuned_on_an_emulated_board(tmp_path, capsys):
+    """A cross target tuned on its own device: MetaSchedule's aarch64 candidates are linked on
+    this host (the sysroot, like a minimal board image, has no compiler) and measured on a qemu
+    board registered with a tracker; the kept record then schedules the aarch64 build."""
+    import re
+
+    from kokoro_tvm.compile import tune
+    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile.legalize import legalize
+
+    need_qemu()
+    need_linker()
+    mod = conv_module()
+    mod["main"] = mod["main"].with_attr("num_input", 1)  # x; the weight is a parameter
+    mod = legalize(mod)
+    key = "kokoro-tvm-test-aarch64-tune"
+    extra = qemu.sysroot() / qemu.RUNTIME_EXTRA
+    with local_tracker() as tracker, qemu.rpc_server(tracker=tracker, key=key, load_library=[extra], threads=1):
+        board = {"device": "rpc", "target": "aarch64", "tracker": tracker, "key": key, "timeout_s": 120}
+        report = tune.tune(lambda: mod, AARCH64, 4, tmp_path, 2, device=board, min_gain=0.0)
+    out = capsys.readouterr().out
+    n = len(report["tasks"])
+    assert n >= 1 and report["measured_on"].startswith("1 device(s)")
+    _, _, sched = build(mod, AARCH64, tmp_path)
+    for i, task in enumerate(report["tasks"]):
+        # every candidate failing to load (a tar the board cannot link) leaves no "best", no record
+        assert re.search(rf"tune \[{i + 1}/{n}\] {task['task']}: 4/4 trials, best [0-9.e-]+ ms", out), out
+        assert task["kept"] and task["tuned_ms"] > 0 and task["rules_ms"] > 0
+        assert sched.functions[task["task"]] == "tuned"
+
+
 def processes() -> dict[int, str]:
     """pid -> command line of every process."""
     out = {}

@@ -12,6 +12,7 @@ import pytest
 from runtime_project import runtime_artifacts
 
 from kokoro_tvm.runtime import g2p, voices
+from kokoro_tvm.runtime.chunking import InputError
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 MISSING_VOICE = 'tts.create("Hello world.", voice=None)'
@@ -59,5 +60,5 @@ def test_no_voice_is_an_error_that_lists_the_voices(ran):
     assert MISSING_VOICE in _example()
     with pytest.raises(voices.VoiceError, match=r"no voice given.*jf_alpha, jf_gongitsune"):
         exec(MISSING_VOICE, ran)
-    with pytest.raises(voices.VoiceError, match="lang 'fr-fr' is not served"):
+    with pytest.raises(InputError, match="lang .fr-fr. is not served"):
         ran["tts"].create("Bonjour.", voice="jf_alpha", lang="fr-fr")

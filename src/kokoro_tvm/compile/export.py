@@ -42,8 +42,8 @@ def without_parameter_values(ep: torch.export.ExportedProgram) -> torch.export.E
     """Replace every parameter by a zero-stride placeholder of the same shape and dtype, in place.
 
     Libraries take weights as inputs (``weights`` stores them once per component), so the graph
-    is all a ``.pt2`` needs to carry; otherwise each decoder bucket would cache and push 250 MB of
-    identical weights. Buffers (STFT bases, position ids) stay: the importer binds them.
+    is all a ``.pt2`` needs to carry; otherwise each decoder bucket would cache and push its own
+    copy of the same weights. Buffers (STFT bases, position ids) stay: the importer binds them.
     """
     names = {name for name, _ in ep.named_parameters()}
     for name in names:

@@ -4,8 +4,7 @@
 tunes them with MetaSchedule's evolutionary search and XGBoost cost model, then times every
 task's best tuned schedule against the schedule pass's rule on the same PrimFunc, interleaved in
 one process. Only records that win go into the output database, so ``tune.trials`` can only make
-a library faster: a 32-trial search that finds a 40 GFLOP/s conv does not replace a 100 GFLOP/s
-rule. ``apply`` (called by ``compiler.build``) puts the kept records into a module before the
+a library faster: a short search that finds a conv slower than the rule's does not replace it. ``apply`` (called by ``compiler.build``) puts the kept records into a module before the
 rules run; the rules then skip those PrimFuncs, which the build report lists as ``tuned``.
 
 Candidates are measured where the target's libraries run (``measure.py``): this CPU, or every
@@ -104,7 +103,9 @@ def tune(load_mod: Callable[[], Any], target_spec: dict[str, Any], trials: int, 
         t0 = time.perf_counter()
         tasks, found = search(load_mod(), target, trials, Path(work), seed, measurer)
         report["search_s"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
         report["tasks"] = keep_winners(tasks, found, target, db_dir, min_gain, measurer)
+        report["keep_s"] = round(time.perf_counter() - t0, 1)
     report["kept"] = sum(r["kept"] for r in report["tasks"])
     report["measured_on"] = measurer.describe()
     return report
@@ -137,7 +138,8 @@ def search(mod, target, trials: int, work: Path, seed: int = 0,
         tasks=contexts, task_weights=weights, work_dir=str(work),
         max_trials_global=trials * len(contexts), max_trials_per_task=trials,
         num_trials_per_iter=min(64, trials), cost_model="xgb",
-        builder=ms.builder.LocalBuilder(f_build=build_candidate, max_workers=target.attrs["num-cores"]),
+        builder=ms.builder.LocalBuilder(f_build=build_candidate, f_export=measurer.export(target),
+                                        max_workers=target.attrs["num-cores"]),
         runner=measurer.runner(),
         measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
                            Progress([t.task_name for t in tasks], trials)])
@@ -179,24 +181,28 @@ def keep_winners(tasks: list, found, target, db_dir: Path, min_gain: float | Non
     ``min_gain`` faster to ``db_dir`` (replacing what was there). Returns one row per task."""
     from tvm.s_tir import meta_schedule as ms
 
+    from . import schedule
+
     min_gain = MIN_GAIN if min_gain is None else min_gain
     measurer = measurer or measure.for_device(None)
     write_empty(db_dir)
     kept = _database(db_dir)
-    rows = []
+    rows, timed = [], []
     for task in tasks:
         func_mod = task.dispatched[0]
         record = _best(found, func_mod)
-        row: dict[str, Any] = {"task": task.task_name, "kept": False, "tuned_ms": None}
+        rows.append({"task": task.task_name, "kept": False, "tuned_ms": None})
         if record is not None:  # None: every candidate failed to build or run
-            tuned = _apply_record(func_mod, record)
-            row["tuned_ms"], row["rules_ms"] = _time_pair(tuned, func_mod, target, measurer)
-            if row["tuned_ms"] * min_gain < row["rules_ms"]:
-                kept.commit_tuning_record(ms.database.TuningRecord(
-                    record.trace, kept.commit_workload(func_mod), record.run_secs,
-                    record.target, record.args_info))
-                row["kept"] = True
-        rows.append(row)
+            ruled, _ = schedule.apply(func_mod, target)
+            timed.append((rows[-1], record, func_mod, [_apply_record(func_mod, record), ruled]))
+    # built here, timed on the devices (several at once with several boards)
+    pairs = measurer.map(lambda job, device: _time_pair(job[3], job[2]["main"], target, device), timed)
+    for (row, record, func_mod, _), (row["tuned_ms"], row["rules_ms"]) in zip(timed, pairs):
+        if row["tuned_ms"] * min_gain < row["rules_ms"]:
+            kept.commit_tuning_record(ms.database.TuningRecord(
+                record.trace, kept.commit_workload(func_mod), record.run_secs,
+                record.target, record.args_info))
+            row["kept"] = True
     return rows
 
 
@@ -204,8 +210,8 @@ def build_candidate(mod, target, _params):
     """MetaSchedule's default build minus ``import tvm.s_tir.tensor_intrin``.
 
     The default runs in a fresh worker process per batch and starts with that import, which
-    takes ~60 s here (it parses every TVMScript tensor intrinsic): longer than the builder's 30 s
-    timeout, so every candidate failed. Float32 CPU schedules use no tensor intrinsics.
+    parses every TVMScript tensor intrinsic: longer than the builder's timeout, so every
+    candidate failed (README, "Measurements behind the code"). Float32 CPU schedules use no tensor intrinsics.
     """
     from tvm.driver import build
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
@@ -228,16 +234,14 @@ def _apply_record(func_mod, record):
     return sch.mod
 
 
-def _time_pair(tuned_mod, func_mod, target, measurer, rounds: int = 5) -> tuple[float, float]:
-    """Median ms of the tuned and the rule-scheduled PrimFunc on random inputs, interleaved
-    rounds of ``time_evaluator`` (each at least 20 ms of calls, so microsecond kernels count)."""
+def _time_pair(mods: list, func, target, device, rounds: int = 5) -> tuple[float, float]:
+    """Median ms of the tuned and the rule-scheduled PrimFunc (``mods``) on random inputs for
+    ``func``'s arguments, interleaved rounds of ``time_evaluator`` (``measure.TIMING``) on
+    ``device`` (a measurer's ``map``)."""
     import numpy as np
 
-    from . import schedule
-
-    ruled, _ = schedule.apply(func_mod, target)
-    evaluators, dev = measurer.evaluators([tuned_mod, ruled], target)
-    args = _random_args(func_mod["main"], dev)
+    evaluators, dev = device.evaluators(mods, target)
+    args = _random_args(func, dev)
     samples: list[list[float]] = [[], []]
     for _ in range(rounds):
         for i, evaluate in enumerate(evaluators):

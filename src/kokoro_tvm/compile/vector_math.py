@@ -2,9 +2,8 @@
 
 TVM 0.27 lowers ``tir.exp`` to ``llvm.exp``, which LLVM expands to one libm ``expf`` call per lane
 (no vector math library is configured), and ``tir.tanh``/``tir.sigmoid`` to expressions of
-``tir.exp``: every softmax, tanh-GELU and LSTM gate ran scalar. On the duration predictor at 256
-tokens (x86-64-v4, 1 thread) ALBERT's tanh GELU took 7% and its masked softmax 8% of the time,
-at ~7 ns per element. The expressions here are plain multiplies, adds, compares and bit
+``tir.exp``: every softmax, tanh-GELU and LSTM gate ran scalar, a visible share of the duration
+predictor (README, "Measurements behind the code"). The expressions here are plain multiplies, adds, compares and bit
 operations, which LLVM vectorizes at every target's width.
 
 Used by the Relax legalizations below (``legalizations.LEGALIZE_MAP``) and by the LSTM

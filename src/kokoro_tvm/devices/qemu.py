@@ -22,6 +22,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -36,58 +37,12 @@ WRAPPER = "usr/local/bin/python3.11-qemu"
 MANIFEST = "kokoro-tvm-sysroot.json"  # written last by setup: its presence means "complete"
 FORMAT = 1  # bump when the layout changes: status() then asks for a rebuild
 
-# Debian bookworm (arm64) packages unpacked into the sysroot: python3.11's Depends closure without
-# Recommends, less what only installing needs (dpkg, debconf, tar, readline-common, gcc-12-base),
-# plus libstdc++6 for the TVM runtime. Exact versions as of bookworm 12.15 / bookworm-security;
-# Debian keeps only the newest of each in the archive, so setup falls back to the candidate (with a
-# warning naming the pin to update) once one is superseded, and records what it unpacked.
-DEBIAN_SUITE = "bookworm"
-DEBIAN_PACKAGES: dict[str, str] = {
-    "python3.11": "3.11.2-6+deb12u9",
-    "python3.11-minimal": "3.11.2-6+deb12u9",
-    "libpython3.11-minimal": "3.11.2-6+deb12u9",
-    "libpython3.11-stdlib": "3.11.2-6+deb12u9",
-    "libc6": "2.36-9+deb12u14",
-    "libgcc-s1": "12.2.0-14+deb12u1",
-    "libstdc++6": "12.2.0-14+deb12u1",
-    "zlib1g": "1:1.2.13.dfsg-1",
-    "libexpat1": "2.5.0-1+deb12u5",
-    "libssl3": "3.0.22-1~deb12u2",
-    "libffi8": "3.4.4-1",
-    "libbz2-1.0": "1.0.8-5+b1",
-    "liblzma5": "5.4.1-1+deb12u2",
-    "libcrypt1": "1:4.4.33-2",
-    "libdb5.3": "5.3.28+dfsg2-1",
-    "libncursesw6": "6.4-4",
-    "libtinfo6": "6.4-4",
-    "libnsl2": "1.3.0-2",
-    "libtirpc3": "1.3.3+ds-1",
-    "libtirpc-common": "1.3.3+ds-1",
-    "libreadline8": "8.2-1.3",
-    "libsqlite3-0": "3.40.1-2+deb12u2",
-    "libuuid1": "2.38.1-5+deb12u3",
-    "media-types": "10.0.0",
-    "libgssapi-krb5-2": "1.20.1-2+deb12u5",
-    "libkrb5-3": "1.20.1-2+deb12u5",
-    "libk5crypto3": "1.20.1-2+deb12u5",
-    "libkrb5support0": "1.20.1-2+deb12u5",
-    "libkeyutils1": "1.6.3-2",
-    "libcom-err2": "1.47.0-2+b2",
-}
-
-# aarch64 wheels for the sysroot's site-packages: the versions the host venv pins (the runtime
-# and its imports; cloudpickle for TVM's PopenWorker, which the RPC server starts; psutil lets the
-# server kill a timed-out session's children).
-WHEEL_PLATFORM = "manylinux_2_28_aarch64"
-WHEELS: dict[str, str] = {
-    "apache-tvm": "0.27.0.post1",
-    "apache-tvm-ffi": "0.1.14.post0",
-    "numpy": "2.4.6",
-    "ml-dtypes": "0.6.0",
-    "typing-extensions": "4.16.0",
-    "cloudpickle": "3.1.2",
-    "psutil": "7.2.2",
-}
+# What the sysroot is built from: data, in data/sysroot_pins.toml (Debian packages, aarch64 wheels).
+_PINS = tomllib.loads((Path(__file__).parents[1] / "data" / "sysroot_pins.toml").read_text(encoding="utf-8"))
+DEBIAN_SUITE: str = _PINS["debian"]["suite"]
+DEBIAN_PACKAGES: dict[str, str] = _PINS["debian"]["packages"]
+WHEEL_PLATFORM: str = _PINS["wheels"]["platform"]
+WHEELS: dict[str, str] = _PINS["wheels"]["packages"]
 # Left out of the unpacked wheels: the compiler (~240 MB; TVM_USE_RUNTIME_LIB=1 loads the runtime
 # only) and the CUDA runtime.
 WHEEL_EXCLUDE = ("tvm/lib/libtvm_compiler.so", "tvm/lib/libtvm_runtime_cuda.so")
@@ -197,14 +152,15 @@ def run_python(args: Sequence[str], env: Mapping[str, str] | None = None, root: 
 @contextlib.contextmanager
 def rpc_server(*, key: str = "", tracker: str | None = None, host: str = "127.0.0.1",
                load_library: Sequence[str | os.PathLike] = (), startup_timeout: float = 120.0,
-               root: Path | None = None) -> Iterator[tuple[str, int]]:
+               root: Path | None = None, threads: int | None = None) -> Iterator[tuple[str, int]]:
     """A TVM RPC server on the emulated aarch64 (``python -m tvm.exec.rpc_server``), listening on
     ``host`` at a free port, optionally registered with ``tracker`` ("HOST:PORT") under ``key``.
 
     Yields (host, port) once it answers the RPC handshake (and, with a tracker, once the tracker
     lists it); on exit its whole process group is killed. A compiled library needs no
     ``load_library``: ``remote.load_module`` dlopens it inside the session; MetaSchedule's runner
-    needs ``load_library=[sysroot()/RUNTIME_EXTRA]``.
+    needs ``load_library=[sysroot()/RUNTIME_EXTRA]``. ``threads``: TVM's thread pool size on the
+    guest (default: TVM's, one per host core), e.g. 1 for one emulated board per core.
     """
     root = root or sysroot()
     wrapper = require(root)
@@ -224,7 +180,8 @@ def rpc_server(*, key: str = "", tracker: str | None = None, host: str = "127.0.
         log = Path(tmp) / "server.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    cwd=tmp, env=_guest_env({"PYTHONUNBUFFERED": "1", "TMPDIR": tmp}),
+                                    cwd=tmp, env=_guest_env({"PYTHONUNBUFFERED": "1", "TMPDIR": tmp}
+                                                   | ({"TVM_NUM_THREADS": str(threads)} if threads else {})),
                                     start_new_session=True)  # its own process group: killed whole
         try:
             port = _wait_listening(proc, log, host, time.monotonic() + startup_timeout)

@@ -5,7 +5,7 @@
   the ``ziglang`` wheel (pip, anyone);
 - the aarch64 sysroot ``qemu.py`` runs (no root: a private apt state downloads the arm64 .debs).
 
-Idempotent and quick when everything is in place (~0.1 s: it runs only the cross gcc's
+Idempotent and quick when everything is in place (it runs only the cross gcc's
 ``-print-file-name`` and ``-dumpversion``).
 ``--check`` changes nothing: one line per missing thing with the command that installs it, exit 1.
 """
@@ -158,7 +158,7 @@ def build_sysroot(root: Path) -> None:
         _hide_host_paths(new)
         # Debian's .debs ship no bytecode (their postinst compiles it) and the environment may set
         # PYTHONDONTWRITEBYTECODE: compile here, on the host (3.11 bytecode is arch-independent),
-        # or every emulated start spends seconds compiling (import tvm: 6.7 s -> 2.9 s).
+        # or every emulated start spends seconds compiling (README, "Measurements behind the code").
         for d in (new / "usr/lib/python3.11", new / qemu.SITE):
             compileall.compile_dir(d, quiet=2, workers=0)
         old = work / "old"

@@ -37,10 +37,9 @@ RUNNERS = ("eager", "ort", "tvm")
 #: milliseconds. Eager's first call decides for all three runners: if it took ``WARM_AFTER_S`` or
 #: more, the agreement check's calls (each timed after the settle pause) are the first timed
 #: round, since milliseconds are lost in such calls and a further round of the large decoders
-#: costs the bench stage a minute. ``python benchmarks/settle.py decoder 512 --ort --first-calls``
-#: (ms, rounds 1-3): eager 6187/5998/6029, TVM 5053/4996/4984, ORT 5681/5857/5598: a first call
-#: is at most 3 % slow, once, and a median of three absorbs it. Short calls keep a warmup: at
-#: duration-128 the first calls were 3-6 % slow (eager 197/189/186, TVM 281/273/272).
+#: costs the bench stage a minute: a long first call is barely slow, once, and a median of three
+#: absorbs it, while short first calls are slower by more and keep a warm-up (README,
+#: "Measurements behind the code": ``benchmarks/settle.py --first-calls``).
 DEFAULT_WARMUP = 2
 WARM_AFTER_S = 1.0
 #: Runners whose float64 verdict must pass for the bench to report anything: the library under

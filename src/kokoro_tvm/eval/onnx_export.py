@@ -84,9 +84,9 @@ def export_onnx(component: str, bucket: int, km, cfg: dict[str, Any], path: Path
     ``dynamo=False`` (default) is the TorchScript exporter (deprecated, still in torch 2.13):
     ``torch.onnx.export``'s default until torch 2.9, and so what kokoro-onnx's ``scripts/export.py``
     ran (it passes no ``dynamo``). ``True`` is the dynamo exporter (needs ``onnxscript``). Both map
-    ``nn.LSTM`` to ONNX's LSTM node, give the same parity (tests/test_bench.py) and ran alike on ONNX Runtime (decoder-512: 5815 vs 5826 ms median), but
-    TorchScript exports 3.5-8x sooner (decoder-512: 13 vs 45 s; duration-128: 1.9 vs 14.8 s), time
-    every bench stage pays (``python benchmarks/onnx_exporters.py decoder 512``).
+    ``nn.LSTM`` to ONNX's LSTM node, give the same parity (tests/test_bench.py) and run alike on
+    ONNX Runtime, but TorchScript exports several times sooner, time every bench stage pays
+    (README, "Measurements behind the code": ``benchmarks/onnx_exporters.py``).
     """
     with plain_lstms():
         module = components.build_component(component, km)

@@ -8,8 +8,8 @@ A speedup over eager says nothing about how much is left. The roofline view does
   256-bit halves, so a v4 kernel there peaks where v3 does, not 2x higher, and a formula with 16
   lanes x 2 pipes overstates its peak by 2x.
 - ``model_flops``: the component's FLOPs on the benchmarked inputs, counted by torch's
-  ``FlopCounterMode`` on kokoro's own modules (matmuls and convolutions, 2 per multiply-add: the
-  count the issue quotes, 1.30 GFLOP per decoder frame).
+  ``FlopCounterMode`` on kokoro's own modules (matmuls and convolutions, 2 per multiply-add, as
+  issue 27 counts them).
 - ``kernel_profile``: per compiled kernel, its time in one run (the Relax VM's instrument hook),
   its multiply-add FLOPs from the legalized module's reduction blocks with the symbolic lengths
   of a bounded library bound to this call's shapes, and the bytes its arguments span.

@@ -10,9 +10,9 @@ from typing import Any
 
 #: Pause before each timed call. PyTorch's OpenMP, ONNX Runtime and TVM all keep their worker
 #: threads spinning for a while after a run; on 2 cores the next runtime then shares the cores
-#: with the previous one's spinners. ``python benchmarks/settle.py duration 64 --ort`` (medians,
-#: ms): with no pause eager ran at 266 next to ORT's spinners against 136 with 0.3 s, and a
-#: 0.05 s pause caught ORT's threads mid-way to sleep (ORT 150-167 against 82-93 at 0.3-1 s).
+#: with the previous one's spinners: without a pause eager ran at half speed next to ORT's, and a
+#: much shorter pause caught ORT's threads mid-way to sleep (README, "Measurements behind the
+#: code": ``benchmarks/settle.py``).
 SETTLE_S = 0.3
 
 

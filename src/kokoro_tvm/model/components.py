@@ -192,19 +192,15 @@ def adain_resblk1d(block, x, s, span: Lengths):
 SOURCE_DTYPE = torch.float64
 
 
-def interpolate_linear(x: torch.Tensor, factor: float) -> torch.Tensor:
-    """SineGen's resampling of [B, C, L] by ``factor`` (kokoro's call, align_corners=False)."""
-    return F.interpolate(x, scale_factor=factor, mode="linear")
-
-
 def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tensor,
-                resample: Callable[[torch.Tensor, float], torch.Tensor] = interpolate_linear) -> torch.Tensor:
+                resample: Callable[[torch.Tensor, float], torch.Tensor]) -> torch.Tensor:
     """``SourceModuleHnNSF`` + ``SineGen`` with the draws passed in. f0: [B, L, 1].
 
     Padding needs no special case: f0 is 0 there, so the phase increments are 0 and the
     cumulative phase holds its last valid value, which is exactly how kokoro's linear
-    upsampling clamps at the end of the unpadded signal. ``resample``: another form of
-    ``interpolate_linear`` (``lengths.Whole``'s, written out for a symbolic length).
+    upsampling clamps at the end of the unpadded signal. ``resample``: the length policy's
+    linear resampling (``Span``'s is kokoro's ``F.interpolate``; ``Whole`` writes it out for a
+    symbolic length).
     """
     gen = src.l_sin_gen
     harmonics = torch.arange(1, gen.dim + 1, dtype=f0.dtype, device=f0.device)

@@ -3,8 +3,7 @@
 DVC keeps the entry of a stage removed from the pipeline (treeverse/dvc#5293; here every removed
 bucket or target leaves ~5 per-library entries). They change nothing DVC decides, but DVC
 re-reads and rewrites the whole lockfile through ruamel's round-trip YAML after every stage, so
-they cost every stage of every later repro: 62 stale entries made this project's lockfile 256 KB
-instead of 114 KB, and a forced tune stage 7.5 s instead of 5.5 s (3.7 s of it the script).
+they cost every stage of every later repro (README, "Measurements behind the code").
 The run-cache (``.dvc/cache/runs``) is separate and keeps what those stages built.
 
 Their outputs stay in the workspace too (a removed bucket's libraries, validation and bench

@@ -95,8 +95,8 @@ class ComponentWeights:
 
     A library built with ``LiftTransformParams`` binds transformed copies of most weights (packed,
     transposed, weight-normed); the raw tensors it transformed are then released (``release``), so
-    the process holds each weight once rather than raw and transformed (Kokoro-82M: ~330 MB of
-    the ~1.3 GB peak of a 510-phoneme utterance). Weights a library passes through stay here,
+    the process holds each weight once rather than raw and transformed (a quarter of the peak
+    RSS of a long utterance: README, "Measurements behind the code"). Weights a library passes through stay here,
     shared by every bucket; another bucket of the component re-reads the released ones from the
     file, checked against the verified hash again.
     """

@@ -8,7 +8,7 @@ Draws are seeded by ``seed`` in chunk order, so both give the same audio.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,12 +76,8 @@ class Synthesis:
 def stream(libs: Libraries, pending: list[Utterance], pack: np.ndarray, speed: float, seed: int,
            started: float) -> Iterator[ChunkAudio]:
     """Plan and decode ``pending`` one chunk at a time (``started``: the call's perf_counter)."""
-    rng = np.random.default_rng(seed)
-    offset = 0
-    for i, chunk in enumerate(chunks(libs, pending, pack, speed)):
-        decode(libs, chunk, rng)
-        chunk.offset, last = offset, not pending
-        offset += chunk.audio.size
+    for i, chunk in _decoded(libs, chunks(libs, pending, pack, speed), seed):
+        last = not pending  # planning consumed the last utterance
         yield ChunkAudio(i, chunk, seams.segment(chunk.audio, i == 0, last), last,
                          time.perf_counter() - started, token_times(libs, chunk, i), word_times(libs, chunk, i))
 
@@ -95,16 +91,23 @@ def joined(libs: Libraries, parts: list[ChunkAudio], started: float) -> Synthesi
 
 def render(libs: Libraries, planned: list[Chunk], seed: int, progress: Progress | None, started: float) -> Synthesis:
     """Decode planned chunks (draws seeded by ``seed``, in chunk order) and join them."""
-    rng = np.random.default_rng(seed)
-    offset = 0
-    for i, chunk in enumerate(planned):
-        decode(libs, chunk, rng)
-        chunk.offset, offset = offset, offset + chunk.audio.size
+    for i, chunk in _decoded(libs, planned, seed):
         if progress is not None:
             progress(i + 1, len(planned), chunk)
     return Synthesis(seams.join([c.audio for c in planned]), planned, time.perf_counter() - started,
                      tokens=[t for i, c in enumerate(planned) for t in token_times(libs, c, i)],
                      words=all_word_times(libs, planned))
+
+
+def _decoded(libs: Libraries, planned: Iterable[Chunk], seed: int) -> Iterator[tuple[int, Chunk]]:
+    """Each chunk decoded in order, draws from one generator seeded by ``seed``, and its
+    ``offset`` in the joined audio set."""
+    rng = np.random.default_rng(seed)
+    offset = 0
+    for i, chunk in enumerate(planned):
+        decode(libs, chunk, rng)
+        chunk.offset, offset = offset, offset + chunk.audio.size
+        yield i, chunk
 
 
 def token_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:

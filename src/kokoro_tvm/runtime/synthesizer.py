@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import artifacts as A
 from . import planner, stream, voices
+from .chunking import InputError, Utterance
 from .libraries import BucketError, Libraries
 from .library import check_toolchain, explain_pick, pick_target, read_manifest
 from .planner import BucketSplitWarning, Chunk, Source
@@ -98,8 +99,8 @@ class KokoroTVM:
         if is_phonemes:
             return text
         if lang not in LANGS:
-            raise voices.VoiceError(f"lang {lang!r} is not served: the English G2P takes {sorted(LANGS)}; "
-                                    "pass phonemes with is_phonemes=True for other languages")
+            raise InputError(f"lang {lang!r} is not served: the English G2P takes {sorted(LANGS)}; "
+                             "pass phonemes with is_phonemes=True for other languages")
         from .g2p import text_utterances
 
         return text_utterances(text, british=LANGS[lang], first_clause=first_clause)
@@ -126,9 +127,8 @@ class KokoroTVM:
         """Every chunk with its predicted durations, each fitting a built bucket; ``render``
         decodes them. ``unknown``: ``warn`` drops symbols outside the vocabulary (kokoro's
         behaviour), ``error`` refuses them."""
-        planner.check_speed(speed)
-        pending = planner.utterances(self.libraries, phonemes, unknown, first_clause)
-        return list(planner.chunks(self.libraries, pending, self.voice_pack(voice, seed), speed))
+        pending, pack = self._prepare(phonemes, voice, speed, seed, unknown, first_clause)
+        return list(planner.chunks(self.libraries, pending, pack, speed))
 
     def render(self, chunks: list[Chunk], seed: int = 0, progress: Progress | None = None,
                started: float | None = None) -> Synthesis:
@@ -146,10 +146,16 @@ class KokoroTVM:
         Draws are seeded by ``seed`` in chunk order, so the audio equals ``synthesize``'s.
         """
         t0 = time.perf_counter()
+        pending, pack = self._prepare(phonemes, voice, speed, seed, unknown, first_clause)
+        return stream.stream(self.libraries, pending, pack, speed, seed, t0)
+
+    def _prepare(self, phonemes: Source, voice: Any, speed: float, seed: int, unknown: str,
+                 first_clause: bool) -> tuple[list[Utterance], np.ndarray]:
+        """Checked input: the utterances still to plan and the voice pack (bad input raises here,
+        before any library runs)."""
         planner.check_speed(speed)
         pack = self.voice_pack(voice, seed)
-        pending = planner.utterances(self.libraries, phonemes, unknown, first_clause)
-        return stream.stream(self.libraries, pending, pack, speed, seed, t0)
+        return planner.utterances(self.libraries, phonemes, unknown, first_clause), pack
 
     def synthesize(self, phonemes: Source, voice: Any, speed: float = 1.0, seed: int = 0,
                    unknown: str = "warn", progress: Progress | None = None,

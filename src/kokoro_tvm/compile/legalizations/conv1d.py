@@ -60,7 +60,7 @@ def _conv1d_lane_padded(bb, call):
     """A stride-1 conv1d whose output width and output channels both miss the vector lanes
     (conv_post: 22 channels x 120m+1 samples) as a conv over a right-padded input of a width
     that divides by ``WIDTH_SPAN``, then a crop. Without it the register tile needs a lane
-    predicate, which LLVM scalarizes: conv_post ran at 4-6 GFLOP/s, 7-10% of the decoder."""
+    predicate, which LLVM scalarizes (README, "Measurements behind the code")."""
     from tvm import ir, relax
 
     attrs = call.attrs

@@ -50,7 +50,7 @@ def conv1d_transpose_polyphase(bb, call):
         length, l_out = int(length), int(l_out)
         need = -(-(pad_l + l_out) // s)  # output rows m needed (phases interleave to m*s + r)
         # rows up to a lane multiple, so the conv rule tiles the width with full vectors (2m+1 rows
-        # left a lane tail: the channel-vectorized fallback ran the upsamplers at 20-50 GFLOP/s)
+        # left a lane tail, and the channel-vectorized fallback ran the upsamplers slowly)
         m = max(length, need) + -max(length, need) % lane_span(max(length, need))
         right = m - length
     else:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 def power_by_multiplies(bb, call):
     """``x ** n`` for a constant small integer ``n`` as ``n - 1`` multiplies. TOPI calls libm
-    ``powf`` once per lane; ALBERT's tanh GELU (``x + 0.044715 * x**3`` on 64 x 2048 values, 12
-    times per duration-64 call) spent ~6% of the duration predictor there."""
+    ``powf`` once per lane, and ALBERT's tanh GELU (``x + 0.044715 * x**3``, 12 times per call)
+    spent a visible share of the duration predictor there."""
     from tvm import ir, relax
     from tvm.ir.expr import Constant
 

@@ -18,8 +18,8 @@ _SIN_COEFS = (-0.1666666716337204, 0.008333343081176281, -0.0001984172995435074,
 def sin_poly(x):
     """TE ``sin`` (float32) built from vectorizable arithmetic only. ``T.sin`` lowers to one libm
     ``sinf`` call per lane (no vector sin in LLVM's default lowering): the generator's Snake
-    activations (``x + sin(a*x)^2 / a`` over 128 x 120m samples, 24 times) spent ~10% of the decoder
-    there. No ``round`` either (LLVM turns it into scalar ``nearbyintf`` calls on SSE2-only
+    activations (``x + sin(a*x)^2 / a`` over 128 x 120m samples, 24 times) spent a visible share
+    of the decoder there. No ``round`` either (LLVM turns it into scalar ``nearbyintf`` calls on SSE2-only
     targets). The sine source takes sin of phases up to ~1e6 rad (the 9th harmonic within a
     minute of audio), hence the accurate reduction below.
 

@@ -18,10 +18,9 @@ from .tile import OuterProduct, Tile, match, pick_tile, tile_reduction
 
 #: Output width from which a conv keeps its output channels in the vector lanes (weights packed,
 #: ``Tile.along_rows``) on a 16-register CPU, with ``LONG_TILE``. ``pick_tile``'s score counts
-#: loads, not where they come from. On the decoder's long convs (128-1024 channels x 256-7681
-#: samples, AVX2), 5 samples x 2 vectors of channels ran 1.16-2.14x faster than its choice in two
-#: runs of ``benchmarks/kernels.py --tiles`` (the cheapest, k3 over 7681 samples: 0.85x, 1.31x);
-#: at 64-128 samples its choice was ahead (LONG_TILE 0.59-0.98x).
+#: loads, not where they come from. On the decoder's long convs, 5 samples x 2 vectors of channels
+#: ran faster than its choice, and below ``LONG_WIDTH`` its choice was ahead (README,
+#: "Measurements behind the code": ``benchmarks/kernels.py --tiles``).
 LONG_WIDTH = 256
 LONG_TILE = Tile(rows=5, vectors=2, along_rows=True)
 

@@ -97,8 +97,8 @@ def pick_tile(cpu: CPU, rows_extent: int, cols_extent: int, can_pack_rows: bool)
     A tile holds ``rows * vectors`` accumulators, the ``vectors`` streamed vectors every row
     reuses, and one broadcast: all of them must fit the registers, or LLVM spills in the inner
     loop (``registers_needed``). With a flat 4 registers left for loads, AVX2's 16 allowed 3 x 4,
-    17 registers: duration-512's packed linears ran at 56 GFLOP/s on one Zen 4 thread against
-    103-106 with 6 x 2 or 2 x 4 (each tile forced on the legalized ``matmul1``, interleaved). The
+    17 registers, which spilled at about half the speed of 6 x 2 or 2 x 4 (README, "Measurements
+    behind the code"). The
     vector axis must divide by ``vectors * lanes`` (no lane predicate); the unrolled axis may have
     a tail.
     """

@@ -7,9 +7,9 @@ What ``tune@…`` runs when ``devices.<target>`` names a tracker (``compile.tune
 device record): a local tracker and N servers registered under one key, each server one thread,
 i.e. one core per device, as separate boards would be. ``--device qemu`` makes the servers
 emulated aarch64 boards (qemu-user, ``python -m kokoro_tvm.devices.setup``) tuning the aarch64
-target: boards slower than the host, where measuring is most of a search. ``--warmup`` untimed
-searches come first (the first search in a process pays the imports, the cost model and LLVM's
-start-up). Then the runs alternate (1, 2, 1, 2, ...), each with the same seed and trial budget;
+target: boards slower than the host, where measuring is most of a search. ``--warmup`` short
+untimed searches come first (``WARMUP_TRIALS`` trials: the first search in a process pays the
+imports, the cost model and LLVM's start-up, whatever its length). Then the runs alternate (1, 2, 1, 2, ...), each with the same seed and trial budget;
 the table gives each wall time, the median ratio and the load average. Without ``--legalized``
 the module is ``synthetic()``'s two convs.
 """
@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+WARMUP_TRIALS = 8
 #: the aarch64 target of params.yaml, measured on emulated boards with --device qemu
 AARCH64 = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}
 
@@ -90,7 +91,7 @@ def main() -> None:
             with servers(a.device, tracker, f"warmup-{w}", 1), tempfile.TemporaryDirectory() as db:
                 record = {"device": "rpc", "target": name, "tracker": tracker, "key": f"warmup-{w}", "timeout_s": 60}
                 t0 = time.perf_counter()
-                tune.tune(lambda: mod, spec, a.trials, Path(db), cores, device=record)
+                tune.tune(lambda: mod, spec, min(a.trials, WARMUP_TRIALS), Path(db), cores, device=record)
                 print(f"warm-up search {w + 1}/{a.warmup}: {time.perf_counter() - t0:.1f} s (not counted)", flush=True)
         for r in range(a.rounds):
             for count in (1, 2):

@@ -80,7 +80,9 @@ def test_a_push_killed_mid_upload_leaves_nothing_half_written(built_project: Pro
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    time.sleep(0.5)  # the server drops the broken upload's temp file
+    deadline = time.monotonic() + 30  # the server drops the broken upload's temp file
+    while list(remote.dir.rglob(".rclone_temp*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not remote.corrupt(), "a killed upload left a half-written object"
     assert not list(remote.dir.rglob(".rclone_temp*"))
     # the next run completes, and a fresh runner pulls good bytes only

@@ -8,6 +8,8 @@ library shape (``compile.export``): bounded (the default) or padded.
 
 from __future__ import annotations
 
+import io
+
 import torch
 
 from .. import artifacts as A
@@ -22,5 +24,9 @@ def run(prm: Params, component: str, bucket: int) -> None:
     cfg = load_model_config(prm.model_config)
     km = random_kmodel(cfg, seed=0)
     ep = without_parameter_values(export(component, bucket, km, cfg, prm.shapes(component)))
+    # saved through a buffer: given a path, torch names the archive's root folder after the file,
+    # and the atomic write's random temp name made every export's bytes differ
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
     with A.atomic_path(A.export_file(component, bucket), suffix=".pt2") as tmp:
-        torch.export.save(ep, tmp)
+        tmp.write_bytes(buf.getvalue())

@@ -12,6 +12,14 @@ untimed searches come first (``WARMUP_TRIALS`` trials: the first search in a pro
 imports, the cost model and LLVM's start-up, whatever its length). Then the runs alternate (1, 2, 1, 2, ...), each with the same seed and trial budget;
 the table gives each wall time, the median ratio and the load average. Without ``--legalized``
 the module is ``synthetic()``'s two convs.
+
+``--compare-local`` (host servers only) then asks whether the tracker's database builds the library
+local tuning would pick: one search measured on this CPU, one on two servers, same seed, trials
+and one thread per measurement on both sides; per task whether both kept a record and whether it
+is the same schedule (trace), then the module built three ways (rules, local database, tracker
+database), timed interleaved on one thread. Two searches that measure on different processes
+are not expected to agree candidate for candidate (a timing a few percent off steers the
+evolutionary search elsewhere), so the library's speed is the comparison that can hold.
 """
 
 from __future__ import annotations
@@ -68,13 +76,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--legalized", type=Path, default=None, help="a legalize stage's output (default: synthetic)")
     ap.add_argument("--trials", type=int, default=32, help="trials per task")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2, help="0: no 1-vs-2 timing (with --compare-local)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed searches first (1 server)")
     ap.add_argument("--mcpu", default="x86-64-v3", help="with --device host")
     ap.add_argument("--device", choices=("host", "qemu"), default="host",
                     help="servers: host processes (x86 candidates), or qemu-user aarch64 boards")
+    ap.add_argument("--compare-local", action="store_true",
+                    help="then tune locally and through 2 servers and compare the picks and libraries (host only)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
+    if a.compare_local and a.device != "host":
+        ap.error("--compare-local needs --device host: an emulated board's target cannot be tuned locally")
+    if a.compare_local:  # before TVM's thread pool starts: one core per measurement, here as on a server
+        os.environ["TVM_NUM_THREADS"] = "1"
 
     from kokoro_tvm import artifacts as A
     from kokoro_tvm.compile import tune
@@ -105,12 +119,77 @@ def main() -> None:
                              "search_s": report["search_s"], "keep_s": report["keep_s"],
                              "kept": report["kept"], "tasks": len(report["tasks"])})
                 print(json.dumps(rows[-1]), flush=True)
-    med = {n: statistics.median(x["wall_s"] for x in rows if x["servers"] == n) for n in (1, 2)}
-    result = {"cpu": cpu_name(), "device": a.device, "target": name, "trials_per_task": a.trials, "rows": rows,
-              "median_wall_s": med, "ratio_2_over_1": round(med[2] / med[1], 3)}
+    result = {"cpu": cpu_name(), "device": a.device, "target": name, "trials_per_task": a.trials, "rows": rows}
+    if rows:  # --rounds 0: only --compare-local
+        med = {n: statistics.median(x["wall_s"] for x in rows if x["servers"] == n) for n in (1, 2)}
+        result.update(median_wall_s=med, ratio_2_over_1=round(med[2] / med[1], 3))
+    if a.compare_local:
+        with local_tracker() as tracker:
+            result["compare_local"] = compare_local(mod, spec, a.trials, cores, tracker)
     print(json.dumps(result, indent=1))
     if a.out:
         a.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def compare_local(mod, spec: dict, trials: int, cores: int, tracker: str, rounds: int = 7) -> dict:
+    """The same search measured here and on two servers of ``tracker``; see the module docstring."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    from kokoro_tvm.compile import tune
+    from kokoro_tvm.compile.build import build
+
+    assert os.environ.get("TVM_NUM_THREADS") == "1", "main() sets one thread before TVM starts"
+    with tempfile.TemporaryDirectory() as work:
+        dbs = {"local": Path(work, "local"), "tracker": Path(work, "tracker")}
+        reports = {"local": tune.tune(lambda: mod, spec, trials, dbs["local"], cores)}
+        with servers("host", tracker, "compare", 2):
+            record = {"device": "rpc", "target": "host", "tracker": tracker, "key": "compare", "timeout_s": 60}
+            reports["tracker"] = tune.tune(lambda: mod, spec, trials, dbs["tracker"], cores, device=record)
+        picks = {where: _kept_traces(db) for where, db in dbs.items()}
+        kept = {where: [r["task"] for r in rep["tasks"] if r["kept"]] for where, rep in reports.items()}
+        both = sorted(set(picks["local"]) & set(picks["tracker"]))
+        same = [h for h in both if picks["local"][h] == picks["tracker"][h]]
+        vms = {}
+        for where, db in {"rules": None, **dbs}.items():
+            ex, _, report = build(mod, spec, tune_db=db)
+            vms[where] = relax.VirtualMachine(ex, tvm.cpu())
+        rng = np.random.default_rng(0)
+        inputs = [tvm.runtime.tensor(rng.standard_normal([int(d) for d in p.ty.shape]).astype("float32"))
+                  for p in mod["main"].params]
+        outputs = {where: _first(vm["main"](*inputs)).numpy() for where, vm in vms.items()}
+        timers = {where: vm.time_evaluator("main", tvm.cpu(), number=3, repeat=1) for where, vm in vms.items()}
+        samples: dict[str, list[float]] = {where: [] for where in vms}
+        for r in range(rounds):  # interleaved, the order rotated each round
+            order = list(vms)[r % len(vms):] + list(vms)[:r % len(vms)]
+            for where in order:
+                samples[where].append(timers[where](*inputs).mean)
+    ms = {where: round(1e3 * statistics.median(s), 4) for where, s in samples.items()}
+    result = {"tasks": len(reports["local"]["tasks"]), "kept": kept, "kept_by_both": len(both),
+              "same_schedule": len(same), "library_ms": ms, "tracker_over_local": round(ms["tracker"] / ms["local"], 3),
+              "max_abs_diff_tracker_vs_local": float(np.abs(outputs["tracker"] - outputs["local"]).max()),
+              "load": os.getloadavg()[0]}
+    print(json.dumps(result, indent=1), flush=True)
+    return result
+
+
+def _first(out):
+    """The module's output tensor (the Relax function returns a one-element tuple)."""
+    return out if hasattr(out, "numpy") else out[0]
+
+
+def _kept_traces(db_dir: Path) -> dict[str, str]:
+    """Workload (its structural hash) -> the kept record's schedule trace (JSON), from a tune database."""
+    from kokoro_tvm.compile import tune
+
+    workloads, records = (p.read_text().splitlines() for p in tune.database_files(db_dir))
+    hashes = [json.loads(w)[0] for w in workloads]  # a workload line is [structural hash, module]
+    found = {}
+    for line in records:
+        index, record = json.loads(line)
+        found[hashes[index]] = json.dumps(record[0], sort_keys=True)
+    return found
 
 
 if __name__ == "__main__":

@@ -161,6 +161,38 @@ def test_instance_norm_legalizes_with_a_centred_variance():
     assert stock > 1e-2 and ours < stock / 30
 
 
+
+def test_instance_norm_stores_no_full_size_temporary():
+    """The variance reads ``x`` and its mean in one reduction: once fused, the only full-size
+    tensor the norm writes is its output (the Relax form also stored ``x - mean`` and its square).
+    The importer's axes for ``InstanceNorm1d``, ``[0, 2]``, take that path too; the values stay
+    torch's, in float64."""
+    from tvm import relax
+
+    from kokoro_tvm.compile.legalizations import LEGALIZE_MAP
+
+    rng = np.random.default_rng(1)
+    x = (3 + rng.standard_normal((1, 4, 5000))).astype(np.float32)
+    gamma, beta = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    bb = relax.BlockBuilder()
+    args = [relax.Var(n, relax.TensorType(a.shape, "float32")) for n, a in (("x", x), ("g", gamma), ("b", beta))]
+    with bb.function("main", args):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.instance_norm(*args, channel_axis=1, axes=[0, 2]))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps(customize_legalize_map=LEGALIZE_MAP)(bb.get())
+    mod = tvm.transform.Sequential([relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps(),
+                                    relax.transform.FuseTIR()])(mod)
+    full = [b.var for blk in mod["main"].body.blocks for b in blk.bindings
+            if [int(d) for d in b.var.ty.shape] == list(x.shape)]
+    assert len(full) == 1, mod["main"]
+    got = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())["main"](
+        *[tvm.runtime.tensor(a) for a in (x, gamma, beta)]).numpy()
+    want = torch.nn.functional.instance_norm(torch.from_numpy(x).double(), weight=torch.from_numpy(gamma).double(),
+                                             bias=torch.from_numpy(beta).double(), eps=1e-5).numpy()
+    np.testing.assert_allclose(got, want, atol=2e-5)
+
+
 # -- the pipeline: shapes = bounded -------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -119,19 +119,20 @@ def main() -> None:
                              "search_s": report["search_s"], "keep_s": report["keep_s"],
                              "kept": report["kept"], "tasks": len(report["tasks"])})
                 print(json.dumps(rows[-1]), flush=True)
+        if a.compare_local:
+            compared = compare_local(mod, spec, a.trials, cores, tracker)
     result = {"cpu": cpu_name(), "device": a.device, "target": name, "trials_per_task": a.trials, "rows": rows}
     if rows:  # --rounds 0: only --compare-local
         med = {n: statistics.median(x["wall_s"] for x in rows if x["servers"] == n) for n in (1, 2)}
         result.update(median_wall_s=med, ratio_2_over_1=round(med[2] / med[1], 3))
     if a.compare_local:
-        with local_tracker() as tracker:
-            result["compare_local"] = compare_local(mod, spec, a.trials, cores, tracker)
+        result["compare_local"] = compared
     print(json.dumps(result, indent=1))
     if a.out:
         a.out.write_text(json.dumps(result, indent=1) + "\n")
 
 
-def compare_local(mod, spec: dict, trials: int, cores: int, tracker: str, rounds: int = 7) -> dict:
+def compare_local(mod, spec: dict, trials: int, cores: int, tracker: str, rounds: int = 15) -> dict:
     """The same search measured here and on two servers of ``tracker``; see the module docstring."""
     import numpy as np
     import tvm
@@ -139,6 +140,7 @@ def compare_local(mod, spec: dict, trials: int, cores: int, tracker: str, rounds
 
     from kokoro_tvm.compile import tune
     from kokoro_tvm.compile.build import build
+    from kokoro_tvm.eval.timing import time_interleaved
 
     assert os.environ.get("TVM_NUM_THREADS") == "1", "main() sets one thread before TVM starts"
     with tempfile.TemporaryDirectory() as work:
@@ -153,18 +155,14 @@ def compare_local(mod, spec: dict, trials: int, cores: int, tracker: str, rounds
         same = [h for h in both if picks["local"][h] == picks["tracker"][h]]
         vms = {}
         for where, db in {"rules": None, **dbs}.items():
-            ex, _, report = build(mod, spec, tune_db=db)
+            ex, _, _ = build(mod, spec, tune_db=db)
             vms[where] = relax.VirtualMachine(ex, tvm.cpu())
         rng = np.random.default_rng(0)
         inputs = [tvm.runtime.tensor(rng.standard_normal([int(d) for d in p.ty.shape]).astype("float32"))
                   for p in mod["main"].params]
         outputs = {where: _first(vm["main"](*inputs)).numpy() for where, vm in vms.items()}
-        timers = {where: vm.time_evaluator("main", tvm.cpu(), number=3, repeat=1) for where, vm in vms.items()}
-        samples: dict[str, list[float]] = {where: [] for where in vms}
-        for r in range(rounds):  # interleaved, the order rotated each round
-            order = list(vms)[r % len(vms):] + list(vms)[:r % len(vms)]
-            for where in order:
-                samples[where].append(timers[where](*inputs).mean)
+        samples = time_interleaved({where: (lambda vm=vm: vm["main"](*inputs)) for where, vm in vms.items()},
+                                   rounds, warmup=1)
     ms = {where: round(1e3 * statistics.median(s), 4) for where, s in samples.items()}
     result = {"tasks": len(reports["local"]["tasks"]), "kept": kept, "kept_by_both": len(both),
               "same_schedule": len(same), "library_ms": ms, "tracker_over_local": round(ms["tracker"] / ms["local"], 3),
@@ -179,17 +177,16 @@ def _first(out):
     return out if hasattr(out, "numpy") else out[0]
 
 
-def _kept_traces(db_dir: Path) -> dict[str, str]:
-    """Workload (its structural hash) -> the kept record's schedule trace (JSON), from a tune database."""
+def _kept_traces(db_dir: Path) -> dict[int, str]:
+    """Workload (its structural hash) -> the kept record's schedule trace, from a tune database."""
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
     from kokoro_tvm.compile import tune
 
-    workloads, records = (p.read_text().splitlines() for p in tune.database_files(db_dir))
-    hashes = [json.loads(w)[0] for w in workloads]  # a workload line is [structural hash, module]
-    found = {}
-    for line in records:
-        index, record = json.loads(line)
-        found[hashes[index]] = json.dumps(record[0], sort_keys=True)
-    return found
+    workloads, records = tune.database_files(db_dir)
+    db = ms.database.JSONDatabase(path_workload=str(workloads), path_tuning_record=str(records))
+    return {tvm_ffi.structural_hash(r.workload.mod): str(r.trace) for r in db.get_all_tuning_records()}
 
 
 if __name__ == "__main__":

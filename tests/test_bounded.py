@@ -161,7 +161,6 @@ def test_instance_norm_legalizes_with_a_centred_variance():
     assert stock > 1e-2 and ours < stock / 30
 
 
-
 def test_instance_norm_stores_no_full_size_temporary():
     """The variance reads ``x`` and its mean in one reduction: once fused, the only full-size
     tensor the norm writes is its output (the Relax form also stored ``x - mean`` and its square).

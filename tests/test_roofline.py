@@ -119,3 +119,16 @@ def test_fma_peak_kernel_is_vector_fma_at_a_real_clock(mcpu, reg):
     # the clock two pipes of these lanes would need: a loop the compiler removed, or scalar code,
     # lands far outside (x1000 or /lanes)
     assert 0.3 < peak["implied_ghz"] * (2 if reg == "zmm" else 1) < 8, peak
+
+
+def test_summary_keeps_a_tiny_model_s_rates_exact():
+    """A tiny model's 0.0205 GFLOP at 17.8 ms is 1.15 GFLOP/s: fixed decimals (``round(x, 1)``,
+    which CI once met) gave 1.2, 4 % off what the metrics' own GFLOP and milliseconds imply."""
+    flops, ms = 20_512_345, {"tvm": 17.81, "eager": 40.2}
+    s = roofline.summary(flops, ms, {"gflops": 333.3}, {"run_ms": 1.0, "top": []})
+    for name, t in ms.items():
+        assert s[f"{name}_gflops"] == pytest.approx(s["gflop"] / t * 1e3, rel=1e-3)
+    assert s["tvm_of_peak"] == pytest.approx(s["tvm_gflops"] / 333.3, rel=1e-3)
+    assert "top" not in s["kernel_profile"]
+    # negative control: one decimal place is 4 % off at this size
+    assert round(flops / (ms["tvm"] * 1e-3) / 1e9, 1) != pytest.approx(s["gflop"] / ms["tvm"] * 1e3, rel=1e-2)

@@ -237,11 +237,17 @@ def kernel_profile(vm, run: Callable[[], Any], legalized, peak_gflops: float | N
             "kernels": len(rows), "top": rows[:top]}
 
 
+def significant(x: float, digits: int = 4) -> float:
+    """``x`` to ``digits`` significant figures: a fixed number of decimals would leave a tiny
+    model's 0.02 GFLOP (or 1.2 GFLOP/s) with a rounding error of several percent."""
+    return float(f"{x:.{digits}g}")
+
+
 def summary(flops: int, ms: dict[str, float], peak: dict[str, Any], kernels: dict[str, Any]) -> dict[str, Any]:
     """The bench metrics of the roofline view: the component's GFLOP, each runner's GFLOP/s on
     them (``ms``: median milliseconds by runner), the measured peak and the library's share of
     it, and the instrumented run's totals (``kernel_profile`` without its per-kernel rows)."""
-    rates = {f"{name}_gflops": round(flops / (t * 1e-3) / 1e9, 1) for name, t in ms.items()}
-    return {"gflop": round(flops / 1e9, 3), **rates, "peak_gflops": peak["gflops"],
-            "tvm_of_peak": round(rates["tvm_gflops"] / peak["gflops"], 3), "peak": peak,
+    rates = {f"{name}_gflops": significant(flops / (t * 1e-3) / 1e9) for name, t in ms.items()}
+    return {"gflop": significant(flops / 1e9), **rates, "peak_gflops": peak["gflops"],
+            "tvm_of_peak": significant(rates["tvm_gflops"] / peak["gflops"]), "peak": peak,
             "kernel_profile": {k: v for k, v in kernels.items() if k != "top"}}

@@ -5,7 +5,7 @@ so the artifact layout and manifest are the pipeline's own (every library valida
 paying ``dvc``'s per-stage interpreter start-ups. Random tiny weights give ~4 frames per token,
 so tokens [6, 12] with frames [16, 32] make short inputs fit, and 10 phonemes already overflow
 the frame buckets. The libraries are built as ``params.yaml`` ships them (bounded, loop LSTM); the
-DVC tests' project (``conftest.TINY_PARAMS``) is the padded + unroll one.
+DVC tests' project (``conftest.TINY_PARAMS``) is a padded one.
 """
 
 from __future__ import annotations

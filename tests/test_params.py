@@ -67,11 +67,19 @@ def test_bad_params_name_the_key(path, value, key):
     ("shapes.tokens", "bounde", r"'shapes\.tokens' is 'bounde'; choose one of \['padded', 'bounded'\]; did you mean"),
     ("shapes.frames", "masked", r"'shapes\.frames' is 'masked'; choose one of \['padded', 'bounded'\]"),
     ("shapes.token", "bounded", r"unknown key 'shapes\.token'; did you mean 'shapes\.tokens'\?"),
-    ("shapes.tokens", "bounded", r"'shapes\.tokens' is 'bounded' but 'lstm\.strategy' is 'unroll': only the loop LSTM"),
 ])
 def test_unknown_keys_and_typos_suggest_the_valid_spelling(path, value, message):
     with pytest.raises(P.ParamsError, match=message):
         P.parse(_with(path, value))
+
+
+def test_bounded_shapes_need_the_loop_lstm():
+    raw = _with("lstm.strategy", "unroll")
+    raw["shapes"]["tokens"] = "bounded"
+    with pytest.raises(P.ParamsError, match=r"'shapes\.tokens' is 'bounded' but 'lstm\.strategy' is 'unroll': only the loop LSTM"):
+        P.parse(raw)
+    raw["lstm"]["strategy"] = "loop"  # the same params with the loop LSTM pass
+    assert P.parse(raw).shapes("duration") == "bounded"
 
 
 @pytest.mark.parametrize("spec,message", [

@@ -55,7 +55,7 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
             continue
         vm = VirtualMachine(tvm.runtime.load_module(str(so)), tvm.cpu())
         params = bind_params(vm, [tvm.runtime.tensor(weights[n].numpy()) for n in info["signature"]["params"]])
-        loaded[f"{info['target']}:{so.parent.name}/{so.name}"] = (vm, params)
+        loaded[str(so)] = (vm, params)
         axes = info["signature"]["info"]["length_axes"]
     wrapper = BoundedDecoder(km).eval()
     rows = []

@@ -28,6 +28,20 @@ import sys
 from pathlib import Path
 
 
+def _without_g2p() -> None:
+    """kokoro's package imports its G2P (misaki, and spaCy through it) when imported; the decoder
+    needs neither, so a machine without them (a runtime-only box) gets empty stand-ins."""
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec("misaki") is not None:
+        return
+    misaki = types.ModuleType("misaki")
+    misaki.en, misaki.espeak = types.ModuleType("misaki.en"), types.ModuleType("misaki.espeak")
+    misaki.en.MToken = object  # a type annotation of KPipeline's
+    sys.modules.update({"misaki": misaki, "misaki.en": misaki.en, "misaki.espeak": misaki.espeak})
+
+
 def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> list[dict]:
     import numpy as np
     import torch
@@ -44,6 +58,7 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
     from kokoro_tvm.runtime.library import bind_params
     from kokoro_tvm.spec import unpadded
 
+    _without_g2p()
     km = build_kmodel(load_model_config("kokoro-82m"), "random", 0)
     weights = component_weights("decoder", km)
     loaded, axes = {}, None
@@ -114,7 +129,7 @@ def main() -> None:
         env = dict(os.environ, TVM_NUM_THREADS=str(threads), **({"TVM_USE_RUNTIME_LIB": "1"} if a.runtime_only else {}))
         cmd = [sys.executable, __file__, *map(str, a.libs), "--child", str(threads), "--frames",
                *map(str, a.frames), "--rounds", str(a.rounds)]
-        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
         rows += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         for line in out.splitlines():
             print(line, flush=True)

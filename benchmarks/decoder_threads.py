@@ -46,13 +46,14 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
     import numpy as np
     import torch
 
-    torch.set_num_threads(threads)
+    from kokoro_tvm.eval.timing import apply_threads, time_interleaved
+
+    apply_threads(threads)  # before TVM's pool starts
     import tvm
     from tvm.runtime.vm import VirtualMachine
 
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.devices import isa
-    from kokoro_tvm.eval.timing import time_interleaved
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.model.components import BoundedDecoder, component_weights
     from kokoro_tvm.runtime.library import bind_params
@@ -72,6 +73,8 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
         params = bind_params(vm, [tvm.runtime.tensor(weights[n].numpy()) for n in info["signature"]["params"]])
         loaded[str(so)] = (vm, params)
         axes = info["signature"]["info"]["length_axes"]
+    if not loaded:
+        raise SystemExit("no library given runs on this CPU")
     wrapper = BoundedDecoder(km).eval()
     rows = []
     for n in frames:
@@ -88,8 +91,8 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
 
         def eager():
             with torch.inference_mode():
-                f0, noise = km.predictor.F0Ntrain(en, s[:, 128:])
-                return km.decoder(asr, f0, noise, s[:, :128])
+                f0, n_curve = km.predictor.F0Ntrain(en, s[:, 128:])
+                return km.decoder(asr, f0, n_curve, s[:, :128])
 
         runners = {name: (lambda vm=vm, p=p: vm["main"](*args, *p)) for name, (vm, p) in loaded.items()}
         with torch.inference_mode():
@@ -126,7 +129,7 @@ def main() -> None:
 
     rows = []
     for threads in a.threads:
-        env = dict(os.environ, TVM_NUM_THREADS=str(threads), **({"TVM_USE_RUNTIME_LIB": "1"} if a.runtime_only else {}))
+        env = dict(os.environ, **({"TVM_USE_RUNTIME_LIB": "1"} if a.runtime_only else {}))
         cmd = [sys.executable, __file__, *map(str, a.libs), "--child", str(threads), "--frames",
                *map(str, a.frames), "--rounds", str(a.rounds)]
         out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout

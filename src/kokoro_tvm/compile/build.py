@@ -65,7 +65,7 @@ def with_flat_transform_params(mod):
 
 #: The phase, in order; ``tvm.compile`` (TVM's default Relax pipeline, then ``MarkNoAlias`` on
 #: every kernel) ends it.
-PASSES = ["ReshapesAsViews", "FlatTransformParams", "ApplyTuningDatabase", "ScheduleRules"]
+PASSES = ["ReshapesAsViews", "ApplyTuningDatabase", "ScheduleRules", "PrepackWeights", "FlatTransformParams"]
 
 
 @passes.register("build", "FlatTransformParams")
@@ -85,7 +85,7 @@ def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: 
     import tvm
     from tvm import relax
 
-    from . import schedule, symbolic, tune  # noqa: F401  (they register their passes)
+    from . import prepack, schedule, symbolic, tune  # noqa: F401  (they register their passes)
 
     ctx = passes.Context(target=make_target(target_spec), tune_db=tune_db, label=label)
     t0 = time.perf_counter()

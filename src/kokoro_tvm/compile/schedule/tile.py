@@ -17,6 +17,7 @@ import tvm
 import tvm.sym
 from tvm import s_tir, tirx
 
+from ..prepack import PREPROC
 from .analysis import CPU, SYMBOLIC_EXTENT, Block, assumed_extent, extent_of, split_with_tail, vars_in
 
 #: Fewest static tiles a bounded kernel with one symbolic axis runs in parallel: with fewer (a
@@ -170,6 +171,9 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
         ndim = len(sch.get(packed).iter_vars)
         row_pos = _row_position(op)
         sch.transform_layout(packed, ("write", 0), _pack_map(ndim, row_pos, span))
+        if _is_argument(sch, op.block.stmt.reads[op.broadcast].source):
+            # a weight: packed once at load rather than on every call (compile.prepack)
+            sch.annotate(packed, PREPROC, True)
     # a symbolic axis keeps its tile loop out of the parallel fuse (a fused index hides the tail
     # from LoopPartition, and the cropping epilogue of a padded-to-tile conv cannot be computed
     # at a fused loop); split_with_tail adds the partition hint only where a tail is possible
@@ -242,6 +246,12 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
             from .injective import parallel_vectorize
 
             parallel_vectorize(sch, blk_rv, cpu)
+
+
+def _is_argument(sch: s_tir.Schedule, buffer) -> bool:
+    """``buffer`` is one the kernel is given (a weight it can be handed packed), not one it computes."""
+    func = sch.mod["main"]
+    return any(getattr(p.ty, "shape", None) is not None and p.name == buffer.name for p in func.params)
 
 
 def _row_position(op: OuterProduct) -> int:

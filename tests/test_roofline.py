@@ -130,3 +130,27 @@ def test_summary_keeps_a_tiny_model_s_rates_exact():
         assert s[f"{name}_gflops"] == pytest.approx(s["gflop"] / t * 1e3, rel=1e-3)
     assert s["tvm_of_peak"] == pytest.approx(s["tvm_gflops"] / 333.3, rel=1e-3)
     assert "top" not in s["kernel_profile"]
+
+
+def test_kernel_profile_counts_a_prepacked_conv():
+    """A conv whose weight packing moved to load time (``compile.prepack``) runs as
+    ``<kernel>_prepacked``, a name the legalized module lacks: its FLOPs are its source kernel's."""
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.runtime.library import bind_params
+
+    channels, k, length = 32, 5, 90
+    conv = torch.nn.Conv1d(channels, channels, k, padding=2).eval()
+    dim = torch.export.Dim("n", min=8, max=256)
+    ep = torch.export.export(conv, (torch.randn(1, channels, 64),), dynamic_shapes=({2: dim},))
+    mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    legal = legalize(mod)
+    ex, _, _ = build(legal, {"kind": "llvm", "mcpu": "x86-64-v3"})
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    bound = bind_params(vm, [p.numpy() for p in params["main"]])
+    x = tvm.runtime.tensor(np.random.rand(1, channels, length).astype("float32"))
+    prof = roofline.kernel_profile(vm, lambda: vm["main"](x, *bound), legal)
+    (conv_row,) = [r for r in prof["top"] if r["kernel"].endswith("_prepacked")]
+    assert conv_row["gflop"] == pytest.approx(2 * channels * channels * k * length / 1e9, rel=1e-6)

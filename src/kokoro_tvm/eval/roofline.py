@@ -183,6 +183,20 @@ def _shape_values(func, args) -> dict[str, int]:
     return values
 
 
+#: TVM's ``SplitLayoutRewritePreproc`` names the halves of a kernel K whose weight packing
+#: ``compile.prepack`` moved to load time ``K_prepacked`` (the compute) and ``K_weight_prepack``.
+SPLIT_SUFFIXES = ("_prepacked", "_weight_prepack")
+
+
+def source_kernel(name: str) -> str:
+    """The legalized kernel a built kernel came from (``K`` for both halves of a split ``K``): the
+    compute half does ``K``'s FLOPs, with its weight already packed."""
+    for suffix in SPLIT_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
 def kernel_profile(vm, run: Callable[[], Any], legalized, peak_gflops: float | None = None,
                    top: int = 12) -> dict[str, Any]:
     """One instrumented ``run()`` of ``vm``: per kernel its time, FLOPs (``reduction_flops``
@@ -202,7 +216,8 @@ def kernel_profile(vm, run: Callable[[], Any], legalized, peak_gflops: float | N
             return 0
         seconds = time.perf_counter() - started.pop()
         name = str(name)
-        values = _shape_values(funcs[name], call_args) if name in funcs else {}
+        source = source_kernel(name)
+        values = _shape_values(funcs[source], call_args) if source in funcs else {}
         nbytes = sum(int(np.prod(a.shape)) * np.dtype(str(a.dtype)).itemsize
                      for a in call_args if hasattr(a, "shape") and hasattr(a, "dtype"))
         calls.append((name, seconds, values, nbytes))
@@ -221,7 +236,8 @@ def kernel_profile(vm, run: Callable[[], Any], legalized, peak_gflops: float | N
         row["calls"] += 1
         row["seconds"] += seconds
         row["bytes"] += nbytes
-        flops = reduction_flops(funcs[name], values) if name in funcs else None
+        source = source_kernel(name)  # a conv whose weight packing moved to load time (compile.prepack)
+        flops = reduction_flops(funcs[source], values) if source in funcs else None
         row["flops"] += flops or 0
     rows = []
     for name, r in sorted(spent.items(), key=lambda kv: -kv[1]["seconds"]):

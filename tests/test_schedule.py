@@ -696,3 +696,42 @@ def test_conv_weights_are_packed_once_at_load_not_per_call(target):
         out = out[0] if not hasattr(out, "numpy") else out
         with torch.no_grad():
             assert _rel(out.numpy(), conv(x).numpy()) < 1e-5
+
+
+def test_attention_scores_accumulate_in_one_register_tile():
+    """QK^T over a symbolic n x n (ALBERT's attention in a bounded duration library) has a tail on
+    both tiled axes. Predicated, TVM 0.27 cannot bound its accumulators to one tile and keeps an
+    n x n buffer in memory (duration-512's QK^T ran at 17 % of the FMA peak); the rule pads the
+    iteration space to whole tiles instead (``conv.pad_to_tiles``). After TVM's buffer compaction
+    every local buffer has a static shape. Numbers equal torch's at tails of both axes."""
+    import tvm
+    from tvm import relax, s_tir
+    from tvm.relax.frontend.torch import from_exported_program
+
+    class Scores(torch.nn.Module):
+        def forward(self, q, k):
+            return q @ k.transpose(-1, -2)
+
+    n = torch.export.Dim("n", min=2, max=512)
+    example = (torch.randn(12, 64, 64), torch.randn(12, 64, 64))
+    ep = torch.export.export(Scores(), example, dynamic_shapes=({1: n}, {1: n}))
+    mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    v4 = {"kind": "llvm", "mcpu": "x86-64-v4"}
+    scheduled, report = schedule.apply(legalize(mod), v4)
+    (name,) = [k for k, rule in report.functions.items() if rule in ("conv", "matmul")]  # (NCW-shaped)
+    func = scheduled[name]
+    (var,) = {str(d) for p in func.params for d in p.ty.shape if not isinstance(d, tvm.tirx.IntImm)}
+    lowered = tvm.transform.Sequential([
+        s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.CompactBufferAllocation(),
+    ])(tvm.IRModule({"main": func}))
+    local = [line.strip() for line in lowered.script().splitlines() if 'scope="local"' in line]
+    assert local and not [line for line in local if var in line], local
+
+    ex, _, _ = build(legalize(mod), v4)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    for length in (5, 65, 200):
+        q, k = torch.randn(12, length, 64), torch.randn(12, length, 64)
+        out = vm["main"](tvm.runtime.tensor(q.numpy()), tvm.runtime.tensor(k.numpy()))
+        out = out[0] if not hasattr(out, "numpy") else out
+        assert _rel(out.numpy(), Scores()(q, k).numpy()) < 1e-5

@@ -735,3 +735,42 @@ def test_attention_scores_accumulate_in_one_register_tile():
         out = vm["main"](tvm.runtime.tensor(q.numpy()), tvm.runtime.tensor(k.numpy()))
         out = out[0] if not hasattr(out, "numpy") else out
         assert _rel(out.numpy(), Scores()(q, k).numpy()) < 1e-5
+
+
+def test_attention_mask_add_fuses_into_the_scores_kernel():
+    """``torch.matmul`` of 4-D tensors is exported as reshape -> bmm -> reshape; a bounded module
+    keeps those reshapes as Relax ops, which ``FuseOps`` does not cross, so the mask's add ran as
+    a kernel of its own over the 12 n^2 scores. ``FoldBatchMatmulReshapes`` keeps the product in
+    4-D: the kernel that reads the mask is the one that reduces over the head dimension. Numbers
+    equal torch's."""
+    import tvm
+    from tvm import relax, s_tir
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm.compile.schedule.analysis import root_blocks
+
+    class MaskedScores(torch.nn.Module):
+        def forward(self, q, k, mask):
+            return q @ k.transpose(-1, -2) + mask
+
+    n = torch.export.Dim("n", min=2, max=512)
+    example = (torch.randn(1, 12, 64, 64), torch.randn(1, 12, 64, 64), torch.randn(1, 1, 64, 64))
+    ep = torch.export.export(MaskedScores(), example, dynamic_shapes=({2: n}, {2: n}, {2: n, 3: n}))
+    mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    legal = legalize(mod)
+    main, call_tir = legal["main"], tvm.ir.Op.get("relax.call_tir")
+    mask = main.params[2]
+    readers = []
+    relax.analysis.post_order_visit(main.body, lambda e: readers.append(e.args[0].name_hint) if isinstance(
+        e, relax.Call) and e.op.same_as(call_tir) and any(a.same_as(mask) for a in e.args[1].fields) else None)
+    assert len(readers) == 1, readers
+    blocks = root_blocks(s_tir.Schedule(tvm.IRModule({"main": legal[readers[0]]})))
+    assert any(b.is_reduction for b in blocks), readers
+
+    ex, _, _ = build(legal, {"kind": "llvm", "mcpu": "x86-64-v4"})
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    for length in (5, 70):
+        inputs = (torch.randn(1, 12, length, 64), torch.randn(1, 12, length, 64), torch.randn(1, 1, length, length))
+        out = vm["main"](*[tvm.runtime.tensor(x.numpy()) for x in inputs])
+        out = out[0] if not hasattr(out, "numpy") else out
+        assert _rel(out.numpy(), MaskedScores()(*inputs).numpy()) < 1e-5

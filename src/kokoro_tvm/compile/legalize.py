@@ -15,8 +15,8 @@ from .legalizations import LEGALIZE_MAP
 #: weight used in several places (ALBERT shares one layer's weights across its 12 repeats) is
 #: transformed once: without it each use was lifted on its own, and the duration library held
 #: and streamed 12 copies of ALBERT.
-PASSES = ["DecomposeOpsForInference", "PackLinearWeights", "FoldBatchMatmulReshapes", "EliminateCommonSubexpr", "LegalizeOps",
-          "LiftTransformParams", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR",
+PASSES = ["DecomposeOpsForInference", "PackLinearWeights", "FoldBatchMatmulReshapes", "EliminateCommonSubexpr",
+          "LegalizeOps", "LiftTransformParams", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR",
           "DeadCodeElimination"]
 
 

@@ -107,8 +107,9 @@ def pad_to_tiles(sch: s_tir.Schedule, op: OuterProduct, tile: Tile,
 
     With a tail predicate on both axes TVM 0.27's ``CompactBufferAllocation`` cannot bound the
     accumulators to one tile: they stay an ``n x n`` buffer that LLVM keeps in memory, not in
-    registers (QK^T of duration-512 at 17 % of the FMA peak). ``pad_einsum`` moves the predicates
-    to the padding copies (``n x 64`` each) and the crop."""
+    registers: duration-512's QK^T ran at 17 % of the FMA peak, and the library at 510 tokens in
+    455 ms, 348 ms padded (Intel Xeon model 167, x86_64_v4, 2 threads). ``pad_einsum`` moves the
+    predicates to the padding copies (``n x 64`` each) and the crop."""
     name = op.block.stmt.name_hint
     padding = [1] * len(op.block.stmt.iter_vars)
     padding[op.row] = tile.rows

@@ -1,0 +1,63 @@
+"""Is a library's build reproducible? Build it twice, each in a fresh process, and compare.
+
+usage: python benchmarks/build_determinism.py [--component decoder] [--bucket 1536]
+           [--target x86_64_v4] [--artifacts artifacts]
+
+Each build runs what ``build@…`` runs (``pipeline/build.py``: ``compile.build.build`` on the
+legalize stage's output with the tune stage's database, params.yaml's target, the target's
+linker) in its own interpreter, as two stages on two machines would.
+Prints both sha256s and, when they differ, the symbols whose sizes differ (``nm -S``): a
+function compiled differently, rather than the same functions laid out in another order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CHILD = """
+import sys
+from pathlib import Path
+from kokoro_tvm import artifacts as A, params
+from kokoro_tvm.compile.build import build
+from kokoro_tvm.devices import cross
+component, bucket, target, root, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5])
+spec = params.load().targets[target]
+ex, _, _ = build(A.load_ir(A.legalized_file(component, bucket, root)), spec, A.tune_dir(component, bucket, target, root))
+A.export_library(ex, out, cross.linker_for(spec))
+"""
+
+
+def symbol_sizes(lib: Path) -> dict[str, str]:
+    out = subprocess.run(["nm", "-S", str(lib)], check=True, capture_output=True, text=True).stdout
+    return {f[3]: f[1] for f in (line.split() for line in out.splitlines()) if len(f) == 4}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--component", default="decoder")
+    ap.add_argument("--bucket", type=int, default=1536)
+    ap.add_argument("--target", default="x86_64_v4")
+    ap.add_argument("--artifacts", type=Path, default=Path("artifacts"))
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        libs = [Path(tmp, f"{i}.so") for i in range(2)]
+        for lib in libs:
+            subprocess.run([sys.executable, "-c", CHILD, a.component, str(a.bucket), a.target,
+                            str(a.artifacts), str(lib)], check=True)
+        shas = [hashlib.sha256(lib.read_bytes()).hexdigest() for lib in libs]
+        print(f"{a.component}-{a.bucket} {a.target}: {shas[0]}\n{' ' * len(a.component)}  second build: {shas[1]}")
+        if shas[0] == shas[1]:
+            print("identical")
+            return
+        first, second = (symbol_sizes(lib) for lib in libs)
+        changed = sorted(s for s in first.keys() & second.keys() if first[s] != second[s])
+        print(f"differ; symbols of another size: {', '.join(f'{s} ({first[s]} / {second[s]})' for s in changed) or 'none'}")
+
+
+if __name__ == "__main__":
+    main()

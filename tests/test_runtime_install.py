@@ -4,6 +4,7 @@ same audio as the full environment."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import venv
@@ -46,7 +47,9 @@ def test_torch_free_venv_synthesizes_what_the_full_environment_does(runtime_venv
     script = ("import sys\nfrom kokoro_tvm.runtime.cli import main\n"
               f"code = main(['synth', '--phonemes', {PHONEMES!r}, '--voice', 'random', '--artifacts', {str(artifacts)!r}, "
               f"'-o', {str(out)!r}, '-q'])\n"
-              "assert 'torch' not in sys.modules, 'the runtime imported torch'\nsys.exit(code)\n")
+              "assert 'torch' not in sys.modules, 'the runtime imported torch'\n"
+              "import os, tvm\nassert tvm.base._RUNTIME_ONLY, tvm.base._LOADED_LIBS\n"
+              "assert 'TVM_USE_RUNTIME_LIB' not in os.environ\nsys.exit(code)\n")
     p = subprocess.run([str(runtime_venv / "bin" / "kokoro-tvm"), "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "synth" in p.stdout
     p = subprocess.run([str(runtime_venv / "bin" / "python"), "-c", script], capture_output=True, text=True)
@@ -57,3 +60,28 @@ def test_torch_free_venv_synthesizes_what_the_full_environment_does(runtime_venv
     want, _ = read_wav(here)
     assert rate == 24000 and got.size > 0
     np.testing.assert_array_equal(got, want)
+
+
+def test_torch_free_runtime_loads_tvm_without_its_compiler(runtime_venv):
+    """The compiler library costs a runtime process ~110 MB resident and ~0.8 s to start
+    (``runtime.tvm_import``); ``TVM_USE_RUNTIME_LIB=0`` keeps it where a process wants it."""
+    py = str(runtime_venv / "bin" / "python")
+    script = ("import kokoro_tvm.runtime, tvm\n"
+              "print('tvm_compiler' in tvm.base._LOADED_LIBS, kokoro_tvm.runtime.tvm_import.runtime_only(tvm))\n")
+    p = subprocess.run([py, "-c", script], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split() == ["False", "True"]
+    p = subprocess.run([py, "-c", script + "from tvm import relax\n"], capture_output=True, text=True,
+                       env={**os.environ, "TVM_USE_RUNTIME_LIB": "0"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split() == ["True", "False"]
+
+
+def test_build_environment_keeps_the_compiler_after_the_runtime_loads():
+    """With torch installed (the build side), importing the runtime first must not take the
+    compiler away from the stages that import it next."""
+    script = ("import kokoro_tvm.runtime.synthesizer, tvm\nfrom tvm import relax\n"
+              "assert not kokoro_tvm.runtime.tvm_import.runtime_only(tvm)\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"})
+    assert p.returncode == 0, p.stderr[-3000:]

@@ -5,3 +5,7 @@
 ``decoder`` (one chunk's audio) and ``stream`` (chunks out, joined, timed). ``cli`` is the
 ``kokoro-tvm`` command.
 """
+
+from .tvm_import import import_tvm
+
+import_tvm()

@@ -158,9 +158,14 @@ def _score(tile: Tile, unrolled_extent: int) -> float:
     return tile.rows * tile.vectors / (tile.rows + tile.vectors) * unrolled_extent / (tiles * tile.rows)
 
 
-def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, tile: Tile) -> None:
+def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, tile: Tile,
+                   length_block: int = 1) -> None:
     """Register-tile ``op.block``; ``epilogue`` (a block or None) is computed per tile from the
-    accumulators, which live in ``local`` scope."""
+    accumulators, which live in ``local`` scope.
+
+    ``length_block`` > 1 (a ``Tile.along_rows`` conv over a symbolic length, ``conv.length_block``):
+    blocks of that many tiles along the length run outermost, in parallel, and every channel tile
+    inside each block, so a block's input columns are fetched once for all channel tiles."""
     blk = op.block.rv
     loops = list(sch.get_loops(blk))
     span = tile.vectors * cpu.lanes
@@ -179,7 +184,13 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
     # at a fused loop); split_with_tail adds the partition hint only where a tail is possible
     symbolic = [extent_of(sch, lp) is None for lp in loops]
     v_o, v_i, v_l = split_with_tail(sch, loops[vec_axis], [tile.vectors, cpu.lanes])
-    if unr_axis is not None:
+    blocked = length_block > 1
+    if blocked and not (tile.along_rows and unr_axis is not None and symbolic[unr_axis]
+                        and not symbolic[vec_axis]):
+        raise ValueError("length blocks need a packed-rows tile over a symbolic length")
+    if blocked:
+        u_b, u_o, u_i = split_with_tail(sch, loops[unr_axis], [length_block, tile.rows])
+    elif unr_axis is not None:
         u_o, u_i = split_with_tail(sch, loops[unr_axis], [tile.rows])
     else:
         u_o = u_i = None
@@ -191,13 +202,18 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
     # the tile loops over symbolic axes (both, for attention's n x n): kept out of the parallel fuse
     tails = [lp for lp, sym in ((u_o, unr_axis is not None and symbolic[unr_axis]), (v_o, symbolic[vec_axis]))
              if sym]
-    if tails:
+    if blocked:
+        outer = [*batch, u_b, v_o, u_o]
+    elif tails:
         outer = [lp for lp in outer if not any(lp.same_as(t) for t in tails)] + tails
     elif tile.along_rows or op.row is None or _cols_outer(op, tile, cpu):
         outer = batch + [v_o] + ([u_o] if u_o is not None else [])
     inner = ([u_i] if u_i is not None else []) + [v_i, v_l]
     sch.reorder(*outer, *red, *inner)
-    if not tails:
+    if blocked:  # the length's blocks in parallel (many, for any core count); the tail block cut off
+        sch.parallel(u_b)
+        fused = u_o
+    elif not tails:
         fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
         sch.parallel(fused)
     else:

@@ -774,3 +774,63 @@ def test_attention_mask_add_fuses_into_the_scores_kernel():
         out = vm["main"](*[tvm.runtime.tensor(x.numpy()) for x in inputs])
         out = out[0] if not hasattr(out, "numpy") else out
         assert _rel(out.numpy(), MaskedScores()(*inputs).numpy()) < 1e-5
+
+
+def _loops_inside_symbolic_parallel(func) -> list[list]:
+    """For each parallel loop with a symbolic extent: the extents of the loops nested in it."""
+    import tvm_ffi
+    from tvm import tirx
+
+    found = []
+
+    def visit(node: tirx.For):
+        if node.kind == tirx.ForKind.PARALLEL and not isinstance(node.extent, tirx.IntImm):
+            inner = []
+            tvm_ffi.structural_walk(node.body, [(tirx.For, lambda f: inner.append(f.extent))], order="pre")
+            found.append(inner)
+
+    tvm_ffi.structural_walk(func.body, [(tirx.For, visit)], order="pre")
+    return found
+
+
+def test_avx2_bounded_conv_walks_every_channel_tile_inside_each_length_block(monkeypatch):
+    """On AVX2 a 128-channel conv has 8 channel tiles of 16; with them outermost each tile streamed
+    the whole input again (Zen 3: 128 channels, kernel 3, 160000 samples 232 ms, 111 ms in
+    length blocks). ``conv.length_block`` runs blocks of the symbolic length in parallel with
+    every channel tile inside (192 channels here: 12 tiles, an extent no other loop has). The
+    numbers equal torch's, and the order before's (``LENGTH_BLOCK = 1``) bit for bit."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm.compile.schedule import conv as conv_rule
+
+    channels = 192
+    conv = torch.nn.Conv1d(channels, channels, 3, padding=3, dilation=3).eval()
+    n = torch.export.Dim("n", min=8, max=4096)
+    ep = torch.export.export(conv, (torch.randn(1, channels, 64),), dynamic_shapes=({2: n},))
+    mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    params = [p.numpy() for p in params["main"]]
+    scheduled, report = schedule.apply(legalize(mod), V3)
+    (name,) = [k for k, rule in report.functions.items() if rule == "conv"]
+    nests = _loops_inside_symbolic_parallel(scheduled[name])
+    assert nests, "no parallel loop over the length"
+    assert any(isinstance(e, tvm.tirx.IntImm) and int(e) == channels // 16 for e in nests[0]), nests
+
+    lengths = (8, 37, 41, 333, 4096)  # 41 = one block of 8 tiles of 5, + 1
+    outputs = {}
+    for blocks in (conv_rule.LENGTH_BLOCK, 1):
+        monkeypatch.setattr(conv_rule, "LENGTH_BLOCK", blocks)
+        ex, _, _ = build(legalize(mod), V3)
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        bound = bind_params(vm, params)
+        outputs[blocks] = []
+        for length in lengths:
+            x = torch.randn(1, channels, length, generator=torch.Generator().manual_seed(length))
+            out = vm["main"](tvm.runtime.tensor(x.numpy()), *bound)
+            out = (out[0] if not hasattr(out, "numpy") else out).numpy()
+            with torch.no_grad():
+                assert _rel(out, conv(x).numpy()) < 1e-5, length
+            outputs[blocks].append(out)
+    for got, want in zip(*outputs.values()):
+        np.testing.assert_array_equal(got, want)

@@ -4,6 +4,7 @@
     python benchmarks/kernels.py --threads 2 --only decoder:128 --top 12
     python benchmarks/kernels.py --ops --frames 128   # single ops: old vs new lowering, interleaved
     python benchmarks/kernels.py --tiles              # decoder convs: pick_tile vs conv.LONG_TILE
+    python benchmarks/kernels.py --blocks             # bounded generator convs: conv.LENGTH_BLOCK vs 1
 
 Each component is built with ``compile.flow.compile_component`` (schedule pass included) and timed against the
 same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM, eager,
@@ -36,8 +37,12 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=128, help="decoder frames m for --ops shapes")
     ap.add_argument("--tiles", action="store_true",
                     help="decoder conv shapes, pick_tile's register tile vs conv.LONG_TILE, and exit")
+    ap.add_argument("--blocks", action="store_true",
+                    help="bounded generator conv shapes, conv.LENGTH_BLOCK against 1 (channel tiles outermost), and exit")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
+    if args.blocks:
+        return blocks_table(args)
     if args.ops:
         return ops_table(args)
     if args.tiles:
@@ -287,6 +292,64 @@ def tiles_table(args) -> None:
         old, new = (float(np.median(s)) for s in samples)
         print(f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:5}: {old*1e3:7.2f} ({flops/old/1e9:5.1f}) | "
               f"{new*1e3:7.2f} ({flops/new/1e9:5.1f})  x{old/new:4.2f}  rule: {picked}", flush=True)
+
+
+#: (channels, kernel, dilation, width, bound): the generator's resblock convs over a symbolic length
+BLOCK_SHAPES = [(128, 3, 1, 160000, 184320), (128, 11, 5, 160000, 184320), (128, 7, 3, 160000, 184320),
+                (256, 7, 3, 25600, 30720), (256, 11, 5, 25600, 30720)]
+
+
+def blocks_table(args) -> None:
+    """Each ``BLOCK_SHAPES`` conv exported with a symbolic width (as the bounded decoder has it),
+    built with ``conv.LENGTH_BLOCK`` and with 1 (channel tiles outermost, the order before), timed
+    hot at the given width (``time_evaluator``, 2 calls per sample), alternating for ``--repeat``
+    samples; medians, GFLOP/s, and whether the outputs are bit-identical."""
+    import numpy as np
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.schedule import conv as conv_rule
+    from kokoro_tvm.runtime.library import bind_params
+
+    target = {"kind": "llvm", "mcpu": args.mcpu}
+    blocks = (conv_rule.LENGTH_BLOCK, 1)
+    print(f"threads={args.threads} {target}: median ms (GFLOP/s), LENGTH_BLOCK={blocks[0]} | 1; "
+          f"load {os.getloadavg()[0]:.2f}")
+    for c, k, d, width, bound in BLOCK_SHAPES:
+        module = torch.nn.Conv1d(c, c, k, padding=d * (k - 1) // 2, dilation=d).eval()
+        x = torch.randn(1, c, width)
+        n = torch.export.Dim("n", min=2, max=bound)
+        ep = torch.export.export(module, (x,), dynamic_shapes=({2: n},))
+        mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+        legal = legalize(mod)
+        params = [p.numpy() for p in params.get("main", [])]
+        timers, outs = [], []
+        saved = conv_rule.LENGTH_BLOCK
+        for b in blocks:
+            conv_rule.LENGTH_BLOCK = b
+            try:
+                ex, _, _ = build(legal, target)
+            finally:
+                conv_rule.LENGTH_BLOCK = saved
+            vm = relax.VirtualMachine(ex, tvm.cpu())
+            vm.set_input("main", tvm.runtime.tensor(x.numpy()), *bind_params(vm, params))
+            vm.invoke_stateful("main")
+            out = vm.get_outputs("main")
+            outs.append((out[0] if isinstance(out, tuple) else out).numpy())
+            timers.append(vm.time_evaluator("invoke_stateful", tvm.cpu(), number=2, repeat=1))
+        samples = [[], []]
+        for r in range(args.repeat):
+            for i in (r % 2, 1 - r % 2):
+                samples[i].append(timers[i]("main").mean)
+        flops = 2.0 * c * c * k * width
+        new, old = (float(np.median(s)) for s in samples)
+        print(f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound}): {new*1e3:8.2f} ({flops/new/1e9:5.1f}) | "
+              f"{old*1e3:8.2f} ({flops/old/1e9:5.1f})  x{old/new:4.2f}  identical={np.array_equal(*outs)}",
+              flush=True)
 
 
 def _hotspots(legal, ex, targs, top: int, peak: float) -> None:

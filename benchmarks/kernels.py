@@ -294,9 +294,11 @@ def tiles_table(args) -> None:
               f"{new*1e3:7.2f} ({flops/new/1e9:5.1f})  x{old/new:4.2f}  rule: {picked}", flush=True)
 
 
-#: (channels, kernel, dilation, width, bound): the generator's resblock convs over a symbolic length
+#: (channels, kernel, dilation, width, bound): the generator's resblock convs over a symbolic length,
+#: then convs with large weights: the decoder body's at frame rate and the text encoder's
 BLOCK_SHAPES = [(128, 3, 1, 160000, 184320), (128, 11, 5, 160000, 184320), (128, 7, 3, 160000, 184320),
-                (256, 7, 3, 25600, 30720), (256, 11, 5, 25600, 30720)]
+                (256, 7, 3, 25600, 30720), (256, 11, 5, 25600, 30720),
+                (1024, 3, 1, 1280, 1536), (512, 3, 1, 2560, 3072), (512, 5, 1, 512, 512)]
 
 
 def blocks_table(args) -> None:

@@ -284,10 +284,7 @@ def tiles_table(args) -> None:
             vm = relax.VirtualMachine(ex, tvm.cpu())
             vm.set_input("main", tvm.runtime.tensor(x.numpy()), *bind_params(vm, params))
             timers.append(vm.time_evaluator("invoke_stateful", tvm.cpu(), number=3, repeat=1))
-        samples = [[], []]
-        for r in range(args.repeat):
-            for i in (r % 2, 1 - r % 2):
-                samples[i].append(timers[i]("main").mean)
+        samples = _alternate(timers, args.repeat)
         flops = 2.0 * cin * cout * k * width
         old, new = (float(np.median(s)) for s in samples)
         print(f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:5}: {old*1e3:7.2f} ({flops/old/1e9:5.1f}) | "
@@ -343,15 +340,21 @@ def blocks_table(args) -> None:
             out = vm.get_outputs("main")
             outs.append((out[0] if isinstance(out, tuple) else out).numpy())
             timers.append(vm.time_evaluator("invoke_stateful", tvm.cpu(), number=2, repeat=1))
-        samples = [[], []]
-        for r in range(args.repeat):
-            for i in (r % 2, 1 - r % 2):
-                samples[i].append(timers[i]("main").mean)
+        samples = _alternate(timers, args.repeat)
         flops = 2.0 * c * c * k * width
         new, old = (float(np.median(s)) for s in samples)
         print(f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound}): {new*1e3:8.2f} ({flops/new/1e9:5.1f}) | "
               f"{old*1e3:8.2f} ({flops/old/1e9:5.1f})  x{old/new:4.2f}  identical={np.array_equal(*outs)}",
               flush=True)
+
+
+def _alternate(timers, repeat: int) -> list[list[float]]:
+    """Seconds per call of two ``time_evaluator`` timers, alternating which goes first."""
+    samples: list[list[float]] = [[], []]
+    for r in range(repeat):
+        for i in (r % 2, 1 - r % 2):
+            samples[i].append(timers[i]("main").mean)
+    return samples
 
 
 def _hotspots(legal, ex, targs, top: int, peak: float) -> None:

@@ -291,18 +291,21 @@ def tiles_table(args) -> None:
               f"{new*1e3:7.2f} ({flops/new/1e9:5.1f})  x{old/new:4.2f}  rule: {picked}", flush=True)
 
 
-#: (channels, kernel, dilation, width, bound): the generator's resblock convs over a symbolic length,
-#: then convs with large weights: the decoder body's at frame rate and the text encoder's
+#: (channels, kernel, dilation, width, bound): the generator's resblock convs over a symbolic length
+#: (at a long and a short input), then convs with large weights: the decoder body's at frame rate
+#: and the text encoder's
 BLOCK_SHAPES = [(128, 3, 1, 160000, 184320), (128, 11, 5, 160000, 184320), (128, 7, 3, 160000, 184320),
-                (256, 7, 3, 25600, 30720), (256, 11, 5, 25600, 30720),
-                (1024, 3, 1, 1280, 1536), (512, 3, 1, 2560, 3072), (512, 5, 1, 512, 512)]
+                (128, 3, 1, 19200, 184320), (256, 7, 3, 25600, 30720), (256, 11, 5, 25600, 30720),
+                (256, 7, 3, 3840, 30720), (1024, 3, 1, 1280, 1536), (1024, 3, 1, 192, 1536),
+                (512, 3, 1, 2560, 3072), (512, 3, 1, 384, 3072), (512, 5, 1, 512, 512)]
 
 
 def blocks_table(args) -> None:
     """Each ``BLOCK_SHAPES`` conv exported with a symbolic width (as the bounded decoder has it),
-    built with ``conv.LENGTH_BLOCK`` and with 1 (channel tiles outermost, the order before), timed
-    hot at the given width (``time_evaluator``, 2 calls per sample), alternating for ``--repeat``
-    samples; medians, GFLOP/s, and whether the outputs are bit-identical."""
+    built blocked (``conv.LENGTH_BLOCK``, whatever its size bound says) and unblocked (channel
+    tiles outermost), timed hot at the given width (``time_evaluator``, 2 calls per sample),
+    alternating for ``--repeat`` samples; medians, GFLOP/s, what ``conv.length_block`` picks, and
+    whether the outputs are bit-identical."""
     import numpy as np
     import torch
     import tvm
@@ -315,9 +318,10 @@ def blocks_table(args) -> None:
     from kokoro_tvm.runtime.library import bind_params
 
     target = {"kind": "llvm", "mcpu": args.mcpu}
-    blocks = (conv_rule.LENGTH_BLOCK, 1)
-    print(f"threads={args.threads} {target}: median ms (GFLOP/s), LENGTH_BLOCK={blocks[0]} | 1; "
-          f"load {os.getloadavg()[0]:.2f}")
+    variants = {"blocked": {"LENGTH_BLOCK_INPUT_OVER_WEIGHTS": 0.0},
+                "unblocked": {"LENGTH_BLOCK": 1}, "rule": {}}
+    print(f"threads={args.threads} {target}: median ms (GFLOP/s), blocked (LENGTH_BLOCK="
+          f"{conv_rule.LENGTH_BLOCK}) | unblocked; load {os.getloadavg()[0]:.2f}")
     for c, k, d, width, bound in BLOCK_SHAPES:
         module = torch.nn.Conv1d(c, c, k, padding=d * (k - 1) // 2, dilation=d).eval()
         x = torch.randn(1, c, width)
@@ -326,14 +330,20 @@ def blocks_table(args) -> None:
         mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
         legal = legalize(mod)
         params = [p.numpy() for p in params.get("main", [])]
-        timers, outs = [], []
-        saved = conv_rule.LENGTH_BLOCK
-        for b in blocks:
-            conv_rule.LENGTH_BLOCK = b
+        timers, outs, picked = [], [], []
+        for name, overrides in variants.items():
+            saved = {key: getattr(conv_rule, key) for key in (*overrides, "length_block")}
+            for key, value in overrides.items():
+                setattr(conv_rule, key, value)
+            conv_rule.length_block = lambda *a, _f=saved["length_block"]: picked.append(_f(*a)) or picked[-1]
             try:
                 ex, _, _ = build(legal, target)
             finally:
-                conv_rule.LENGTH_BLOCK = saved
+                for key, value in saved.items():
+                    setattr(conv_rule, key, value)
+            if name == "rule":
+                break
+            picked.clear()
             vm = relax.VirtualMachine(ex, tvm.cpu())
             vm.set_input("main", tvm.runtime.tensor(x.numpy()), *bind_params(vm, params))
             vm.invoke_stateful("main")
@@ -343,9 +353,10 @@ def blocks_table(args) -> None:
         samples = _alternate(timers, args.repeat)
         flops = 2.0 * c * c * k * width
         new, old = (float(np.median(s)) for s in samples)
+        rule = "blocked" if picked and max(picked) > 1 else "unblocked"
         print(f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound}): {new*1e3:8.2f} ({flops/new/1e9:5.1f}) | "
-              f"{old*1e3:8.2f} ({flops/old/1e9:5.1f})  x{old/new:4.2f}  identical={np.array_equal(*outs)}",
-              flush=True)
+              f"{old*1e3:8.2f} ({flops/old/1e9:5.1f})  x{old/new:4.2f}  rule: {rule:9}  "
+              f"identical={np.array_equal(*outs)}", flush=True)
 
 
 def _alternate(timers, repeat: int) -> list[list[float]]:

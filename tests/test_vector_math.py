@@ -17,7 +17,7 @@ import tvm.s_tir as s_tir  # noqa: E402
 from tvm import te, tirx  # noqa: E402
 
 from kokoro_tvm.compile import vector_math  # noqa: E402
-from kokoro_tvm.devices import isa  # noqa: E402
+from host import runs_here  # noqa: E402
 
 TARGETS = {
     "sse2": {"kind": "llvm"},  # no FMA: LLVM keeps a*b+c unfused
@@ -29,10 +29,6 @@ TARGETS = {
 BOUNDS = {"exp": 2.4e-7, "tanh": 4e-7, "sigmoid": 3e-7}
 REFERENCE = {"exp": np.exp, "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v))}
 FUNCS = {"exp": vector_math.exp, "tanh": vector_math.tanh, "sigmoid": vector_math.sigmoid}
-
-
-def _runs_here(spec) -> bool:
-    return not isa.missing(isa.requirements(spec))
 
 
 def _kernel(fn, n: int, spec):
@@ -67,7 +63,7 @@ def _rel_err(name: str, fn, spec, xs: np.ndarray) -> float:
 @pytest.mark.parametrize("name", FUNCS)
 def test_accuracy_within_a_few_ulp(name, target):
     spec = TARGETS[target]
-    if not _runs_here(spec):
+    if not runs_here(spec):
         pytest.skip(f"this CPU does not run {target}")
     err = _rel_err(name, FUNCS[name], spec, _grid())
     print(f"{name} on {target}: max relative error {err:.3g} (bound {BOUNDS[name]:g})")

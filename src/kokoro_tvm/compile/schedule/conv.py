@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tvm import s_tir
 
-from .analysis import CPU, SYMBOLIC_EXTENT, Block, root_blocks, vars_in
+from .analysis import CPU, SYMBOLIC_EXTENT, Block, assumed_extent, root_blocks, vars_in
 from .injective import parallel_vectorize
 from .tile import OuterProduct, Tile, match, pick_tile, tile_reduction
 
@@ -25,6 +25,9 @@ LONG_WIDTH = 256
 LONG_TILE = Tile(rows=5, vectors=2, along_rows=True)
 #: Register tiles along a symbolic length per parallel block (``length_block``).
 LENGTH_BLOCK = 8
+#: ``length_block`` blocks a conv only when its input, at the length's bound, is at least this
+#: many times the size of its weights: the length a call brings is often a small part of the bound.
+LENGTH_BLOCK_INPUT_OVER_WEIGHTS = 4.0
 
 
 def _is_conditional(blk: Block) -> bool:
@@ -148,11 +151,28 @@ def length_block(cpu: CPU, op: OuterProduct, tile: Tile) -> int:
     (kernel 3) to 54 % (kernel 11) of the FMA peak (AMD EPYC Zen 3, x86_64_v3). Blocks of the
     length outermost fetch a block's input columns once for every channel tile, and each channel
     tile's weights once per block (README, "Measurements behind the code"). Measured only on
-    AVX2: AVX-512's wider tiles (2 channel tiles) keep their order until someone measures it."""
+    AVX2: AVX-512's wider tiles (2 channel tiles) keep their order until someone measures it.
+
+    Blocks trade the input's re-streaming for the weights' re-reading (once per block), so only a
+    conv whose input outweighs its weights (``LENGTH_BLOCK_INPUT_OVER_WEIGHTS``) is blocked. The
+    generator's convs (0.2-2.9 MB of weights) gained 1.0-2.2x, at a tenth of the bound too; blocked,
+    the text encoder's 512-channel kernel-5 convs (5.2 MB of weights, a 1 MB input at 512
+    tokens) ran 0.71x as fast, the decoder body's 1024-channel ones (12.6 MB) 1.06x at 1280
+    frames but 0.50x at 192, and its 512-channel ones at twice the frame rate (3.1 MB, input 2x
+    the weights at the bound) 1.10x at 2560 but 0.65x at 384 (``benchmarks/kernels.py --blocks``)."""
     if (cpu.registers == 16 and tile.along_rows and op.row is not None
-            and op.block.extents[op.col] is None and op.block.extents[op.row] is not None):
+            and op.block.extents[op.col] is None and op.block.extents[op.row] is not None
+            and _elements(op, op.streamed) >= LENGTH_BLOCK_INPUT_OVER_WEIGHTS * _elements(op, op.broadcast)):
         return LENGTH_BLOCK
     return 1
+
+
+def _elements(op: OuterProduct, operand: int) -> int:
+    """Elements of the buffer a reduction operand reads, with symbolic extents at their bound."""
+    n = 1
+    for extent in op.block.stmt.reads[operand].source.shape:
+        n *= assumed_extent(extent)
+    return n
 
 
 def _plain_row_index(op: OuterProduct) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from unittest import mock
 
 DEFAULT = ["duration:32", "duration:64", "text_encoder:32", "text_encoder:64", "decoder:128", "decoder:256"]
 
@@ -312,14 +313,14 @@ def blocks_table(args) -> None:
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
+    from kokoro_tvm.compile import schedule
     from kokoro_tvm.compile.build import build
     from kokoro_tvm.compile.legalize import legalize
     from kokoro_tvm.compile.schedule import conv as conv_rule
     from kokoro_tvm.runtime.library import bind_params
 
     target = {"kind": "llvm", "mcpu": args.mcpu}
-    variants = {"blocked": {"LENGTH_BLOCK_INPUT_OVER_WEIGHTS": 0.0},
-                "unblocked": {"LENGTH_BLOCK": 1}, "rule": {}}
+    variants = ({"LENGTH_BLOCK_INPUT_OVER_WEIGHTS": 0.0}, {"LENGTH_BLOCK": 1})  # blocked, unblocked
     print(f"threads={args.threads} {target}: median ms (GFLOP/s), blocked (LENGTH_BLOCK="
           f"{conv_rule.LENGTH_BLOCK}) | unblocked; load {os.getloadavg()[0]:.2f}")
     for c, k, d, width, bound in BLOCK_SHAPES:
@@ -330,20 +331,14 @@ def blocks_table(args) -> None:
         mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
         legal = legalize(mod)
         params = [p.numpy() for p in params.get("main", [])]
-        timers, outs, picked = [], [], []
-        for name, overrides in variants.items():
-            saved = {key: getattr(conv_rule, key) for key in (*overrides, "length_block")}
-            for key, value in overrides.items():
-                setattr(conv_rule, key, value)
-            conv_rule.length_block = lambda *a, _f=saved["length_block"]: picked.append(_f(*a)) or picked[-1]
-            try:
+        picked: list[int] = []  # what the rule itself returns: schedule only, no compile
+        rule = conv_rule.length_block
+        with mock.patch.object(conv_rule, "length_block", lambda *a: picked.append(rule(*a)) or picked[-1]):
+            schedule.apply(legal, target)
+        timers, outs = [], []
+        for overrides in variants:
+            with mock.patch.multiple(conv_rule, **overrides):
                 ex, _, _ = build(legal, target)
-            finally:
-                for key, value in saved.items():
-                    setattr(conv_rule, key, value)
-            if name == "rule":
-                break
-            picked.clear()
             vm = relax.VirtualMachine(ex, tvm.cpu())
             vm.set_input("main", tvm.runtime.tensor(x.numpy()), *bind_params(vm, params))
             vm.invoke_stateful("main")
@@ -353,7 +348,7 @@ def blocks_table(args) -> None:
         samples = _alternate(timers, args.repeat)
         flops = 2.0 * c * c * k * width
         new, old = (float(np.median(s)) for s in samples)
-        rule = "blocked" if picked and max(picked) > 1 else "unblocked"
+        rule = "blocked" if max(picked, default=1) > 1 else "unblocked"
         print(f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound}): {new*1e3:8.2f} ({flops/new/1e9:5.1f}) | "
               f"{old*1e3:8.2f} ({flops/old/1e9:5.1f})  x{old/new:4.2f}  rule: {rule:9}  "
               f"identical={np.array_equal(*outs)}", flush=True)

@@ -1,5 +1,6 @@
 """The compile flow as named passes (``compile.passes``): the phases run their registered passes in
-order, and ``KOKORO_TVM_DUMP_IR`` dumps the module after any of them without changing the result."""
+order, and ``KOKORO_TVM_DUMP_IR`` dumps the module after any of them without changing the result; the
+build ends with passes that make its bytes the same in every process."""
 
 from __future__ import annotations
 
@@ -67,3 +68,84 @@ def test_the_pipeline_lists_every_registered_pass_once():
     for name in passes.REGISTRY:
         assert sum(line.split()[1] == name for line in text.splitlines()[1:]) == 1, name
     assert text.splitlines()[-1].split()[1] == "tvm.compile"
+
+
+def _shape_func_module(reads_written: bool):
+    """A module holding one VM shape function whose stores come out of slot order, as TVM 0.27
+    emits them; with ``reads_written`` the first store reads the slot the last one writes."""
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def independent(H: T.Buffer((T.int64(8),), "int64")):
+        T.func_attr({"tirx.is_host_func": True})
+        H[T.int64(6)] = H[T.int64(0)] * T.int64(2) + T.int64(6)
+        H[T.int64(4)] = H[T.int64(0)] + T.int64(1)
+        H[T.int64(5)] = H[T.int64(0)] * T.int64(120)
+        H[T.int64(1)] = H[T.int64(0)] - T.int64(1)
+
+    @T.prim_func(s_tir=True)
+    def dependent(H: T.Buffer((T.int64(8),), "int64")):
+        T.func_attr({"tirx.is_host_func": True})
+        H[T.int64(6)] = H[T.int64(1)] * T.int64(2)
+        H[T.int64(4)] = H[T.int64(0)] + T.int64(1)
+        H[T.int64(5)] = H[T.int64(0)] * T.int64(120)
+        H[T.int64(1)] = H[T.int64(0)] - T.int64(1)
+
+    return tvm.IRModule({"shape_func": dependent if reads_written else independent})
+
+
+def _store_slots(mod) -> list[int]:
+    return [int(s.indices[0]) for s in mod["shape_func"].body.seq]
+
+
+def test_shape_function_stores_are_put_in_slot_order():
+    """TVM 0.27's ``VMShapeLower`` emits a shape function's stores in an order that follows
+    object addresses (``build.sorted_shape_stores``): two processes building the same bounded
+    decoder wrote different bytes. The pass sorts independent stores by slot, and keeps the
+    order where a store reads a slot another one writes."""
+    from kokoro_tvm.compile.build import sorted_shape_stores
+
+    assert _store_slots(sorted_shape_stores()(_shape_func_module(False))) == [1, 4, 5, 6]
+    assert _store_slots(sorted_shape_stores()(_shape_func_module(True))) == [6, 4, 5, 1]
+
+
+_BUILD_BOUNDED = """
+import hashlib, sys, tempfile, torch
+from pathlib import Path
+from tvm import relax
+from tvm.relax.frontend.torch import from_exported_program
+from kokoro_tvm.compile.build import build
+from kokoro_tvm.compile.legalize import legalize
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(8, 8, 3, padding=1)
+        self.up = torch.nn.ConvTranspose1d(8, 8, 4, stride=2, padding=1)
+
+    def forward(self, x):
+        y = self.up(self.conv(x))
+        return torch.cat([y, y[..., :3]], -1) * 2
+
+torch.manual_seed(0)
+n = torch.export.Dim("n", min=4, max=512)
+ep = torch.export.export(M().eval(), (torch.randn(1, 8, 32),), dynamic_shapes=({2: n},))
+mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+ex, _, _ = build(legalize(mod), {"kind": "llvm", "mcpu": "x86-64-v3"})
+path = Path(tempfile.mkdtemp()) / "lib.so"
+ex.export_library(str(path))
+print(hashlib.sha256(path.read_bytes()).hexdigest())
+"""
+
+
+def test_a_bounded_library_builds_the_same_bytes_in_every_process():
+    """Two fresh processes build a module with a symbolic length (six shape expressions: the
+    shape function whose store order followed addresses) into byte-identical libraries.
+    Without ``sorted_shape_stores`` they differed (0818f022… and f9988c95…)."""
+    import subprocess
+    import sys
+
+    digests = {subprocess.run([sys.executable, "-c", _BUILD_BOUNDED], check=True, capture_output=True,
+                              text=True).stdout.split()[-1] for _ in range(2)}
+    assert len(digests) == 1, digests

@@ -36,6 +36,52 @@ def mark_noalias():
     return _pass
 
 
+def sorted_shape_stores():
+    """A module pass putting the stores of each VM shape function in slot order.
+
+    Works around TVM 0.27's ``VMShapeLower``, which emits a shape function's stores in the
+    iteration order of an ``unordered_map`` keyed by each expression's ``StructuralHash``; tvm-ffi
+    hashes a free symbolic variable by its address, so the same IR built in two processes gave
+    the stores, and the library's bytes, in different orders (a rebuilt bounded decoder never
+    matched its cache). Each store computes one slot from the shape variables' slots only, so
+    any order is correct, and slot order does not depend on addresses. A body of any other form
+    is left as it is.
+    """
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+    from tvm.ir.expr import TensorLoad  # what ``tirx.BufferLoad`` (a constructor here) makes
+
+    def slot(node) -> int | None:
+        if (isinstance(node, (tirx.BufferStore, TensorLoad)) and len(node.indices) == 1
+                and isinstance(node.indices[0], tirx.IntImm)):
+            return int(node.indices[0])
+        return None
+
+    def in_slot_order(func: tirx.PrimFunc) -> tirx.PrimFunc | None:
+        stores = list(func.body.seq) if isinstance(func.body, tirx.SeqStmt) else []
+        slots = [slot(s) for s in stores]
+        if not stores or None in slots or slots == sorted(slots):
+            return None
+        read: set[int | None] = set()
+        for s in stores:
+            tvm_ffi.structural_walk(s.value, [(TensorLoad, lambda e: read.add(slot(e)))], order="pre")
+        if read & set(slots):  # a store reads a slot another one writes: keep their order
+            return None
+        return func.with_body(tirx.SeqStmt(sorted(stores, key=slot)))
+
+    @tvm.transform.module_pass(opt_level=0, name="SortShapeFuncStores")
+    def _pass(mod, _ctx):
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, tirx.PrimFunc) and (func.attrs or {}).get("tirx.is_host_func"):
+                ordered = in_slot_order(func)
+                if ordered is not None:
+                    mod.update_func(gv, ordered)
+        return mod
+
+    return _pass
+
+
 #: ``main_transform_params`` with one argument per weight instead of one tuple of them.
 FLAT_TRANSFORM = "main_transform_params_flat"
 
@@ -64,7 +110,7 @@ def with_flat_transform_params(mod):
 
 
 #: The phase, in order; ``tvm.compile`` (TVM's default Relax pipeline, then ``MarkNoAlias`` on
-#: every kernel) ends it.
+#: every kernel and ``SortShapeFuncStores``) ends it.
 PASSES = ["ReshapesAsViews", "ApplyTuningDatabase", "ScheduleRules", "PrepackWeights", "FlatTransformParams"]
 
 
@@ -90,6 +136,6 @@ def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: 
     ctx = passes.Context(target=make_target(target_spec), tune_db=tune_db, label=label)
     t0 = time.perf_counter()
     mod = passes.run("build", PASSES, mod, ctx)
-    pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), mark_noalias()])
+    pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), mark_noalias(), sorted_shape_stores()])
     ex = tvm.compile(mod, target=ctx.target, relax_pipeline=pipeline)
     return ex, time.perf_counter() - t0, ctx.found["report"]

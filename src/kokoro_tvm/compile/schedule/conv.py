@@ -10,6 +10,7 @@ one block computed per register tile straight from the accumulators.
 
 from __future__ import annotations
 
+import tvm
 from tvm import s_tir
 
 from .analysis import CPU, SYMBOLIC_EXTENT, Block, assumed_extent, root_blocks, vars_in
@@ -94,12 +95,15 @@ def schedule_anchor(sch: s_tir.Schedule, cpu: CPU, op: OuterProduct, producers: 
                              can_pack_rows=can_pack_rows)
     if tile is None:
         raise ValueError(f"no register tile divides the extents {extents}")
-    if op.row is not None and symbolic_rows and op.block.extents[op.col] is None:
+    padded = op.row is not None and symbolic_rows and op.block.extents[op.col] is None
+    if padded:
         op, producers, consumers = pad_to_tiles(sch, op, tile, cpu)
     epilogue = consumers[0].rv if len(consumers) == 1 else None
     tile_reduction(sch, op, cpu, epilogue, tile, length_block(cpu, op, tile) if is_conv else 1)
     for blk in producers:
         parallel_vectorize(sch, blk.rv, cpu)
+    if padded:
+        pack_streamed_panels(sch, op, tile, cpu)
     if epilogue is None:
         for blk in consumers:
             parallel_vectorize(sch, blk.rv, cpu)
@@ -125,6 +129,21 @@ def pad_to_tiles(sch: s_tir.Schedule, op: OuterProduct, tile: Tile,
     if padded is None or (padded.row, padded.col) != (op.row, op.col):
         raise ValueError(f"{name}: padding to whole tiles changed the reduction's roles")
     return padded, producers, consumers
+
+
+def pack_streamed_panels(sch: s_tir.Schedule, op: OuterProduct, tile: Tile, cpu: CPU) -> None:
+    """Write the padded copy of attention's streamed operand (``K^T``, ``[.., 64, n]``) in panels
+    of one column tile, ``[.., n / span, 64, span]``: the copy is made anyway, and a tile's
+    reduction then reads one contiguous panel (4 KB on AVX2) instead of 64 rows ``4 n`` bytes
+    apart, which at n = 512 (2 KB) fall into two of L1's 64 sets and miss on every tile. duration-512's
+    ``QK^T + mask`` ran 5.0 -> 4.4-4.6 ms per call at 512 tokens, the same at 200 (AMD EPYC
+    Zen 3, x86_64_v3, 2 threads; the ``roofline`` stage times it in the library)."""
+    source = op.block.stmt.reads[op.streamed].source
+    (copy,) = [b for b in root_blocks(sch) or [] if b.stmt.writes and b.stmt.writes[0].source.same_as(source)]
+    span = tile.vectors * cpu.lanes
+    # [.., k, n] -> [.., n / span, k, span]: a head's panels follow each other, as its tiles do
+    sch.transform_layout(copy.rv, ("write", 0), tvm.tirx.IndexMap.from_func(
+        lambda *idx: (*idx[:-2], idx[-1] // span, idx[-2], idx[-1] % span), ndim=len(source.shape)))
 
 
 def conv_tile(cpu: CPU, channels: int, width: int, can_pack_rows: bool) -> Tile | None:
@@ -155,11 +174,12 @@ def length_block(cpu: CPU, op: OuterProduct, tile: Tile) -> int:
 
     Blocks trade the input's re-streaming for the weights' re-reading (once per block), so only a
     conv whose input outweighs its weights (``LENGTH_BLOCK_INPUT_OVER_WEIGHTS``) is blocked. The
-    generator's convs (0.2-2.9 MB of weights) gained 1.0-2.2x, at a tenth of the bound too; blocked,
-    the text encoder's 512-channel kernel-5 convs (5.2 MB of weights, a 1 MB input at 512
-    tokens) ran 0.71x as fast, the decoder body's 1024-channel ones (12.6 MB) 1.06x at 1280
-    frames but 0.50x at 192, and its 512-channel ones at twice the frame rate (3.1 MB, input 2x
-    the weights at the bound) 1.10x at 2560 but 0.65x at 384 (``benchmarks/kernels.py --blocks``)."""
+    generator's convs (0.2-2.9 MB of weights) gained 1.1-2.2x (one 256-channel shape 0.98x at a
+    tenth of its bound); blocked, the text encoder's 512-channel kernel-5 convs (5.2 MB of
+    weights, a 1 MB input at 512 tokens) ran 0.72x as fast, the decoder body's 1024-channel ones
+    (12.6 MB) 0.96-1.17x at 1280 frames but 0.51x at 192, and its 512-channel ones at twice the
+    frame rate (3.1 MB, input 2x the weights at the bound) 0.99-1.70x at 2560 but 0.66x at 384
+    (``benchmarks/kernels.py --blocks``, four runs, AMD EPYC Zen 3)."""
     if (cpu.registers == 16 and tile.along_rows and op.row is not None
             and op.block.extents[op.col] is None and op.block.extents[op.row] is not None
             and _elements(op, op.streamed) >= LENGTH_BLOCK_INPUT_OVER_WEIGHTS * _elements(op, op.broadcast)):

@@ -1,13 +1,14 @@
-"""Is a library's build reproducible? Build it twice, each in a fresh process, and compare.
+"""Is a library's build reproducible? Build it N times (default 2), each in a fresh process, and compare.
 
 usage: python benchmarks/build_determinism.py [--component decoder] [--bucket 1536]
-           [--target x86_64_v4] [--artifacts artifacts]
+           [--target x86_64_v4] [--builds 2] [--artifacts artifacts]
 
 Each build runs what ``build@…`` runs (``pipeline/build.py``: ``compile.build.build`` on the
 legalize stage's output with the tune stage's database, params.yaml's target, the target's
 linker) in its own interpreter, as two stages on two machines would.
-Prints both sha256s and, when they differ, the symbols whose sizes differ (``nm -S``): a
-function compiled differently, rather than the same functions laid out in another order.
+Prints each build's sha256 and, for a build that differs from the first, the symbols whose
+sizes differ (``nm -S``): a function compiled differently, rather than the same functions laid
+out in another order.
 """
 
 from __future__ import annotations
@@ -42,21 +43,26 @@ def main() -> None:
     ap.add_argument("--component", default="decoder")
     ap.add_argument("--bucket", type=int, default=1536)
     ap.add_argument("--target", default="x86_64_v4")
+    ap.add_argument("--builds", type=int, default=2)
     ap.add_argument("--artifacts", type=Path, default=Path("artifacts"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        libs = [Path(tmp, f"{i}.so") for i in range(2)]
+        libs = [Path(tmp, f"{i}.so") for i in range(a.builds)]
         for lib in libs:
             subprocess.run([sys.executable, "-c", CHILD, a.component, str(a.bucket), a.target,
                             str(a.artifacts), str(lib)], check=True)
         shas = [hashlib.sha256(lib.read_bytes()).hexdigest() for lib in libs]
-        print(f"{a.component}-{a.bucket} {a.target}: {shas[0]}\n{' ' * len(a.component)}  second build: {shas[1]}")
-        if shas[0] == shas[1]:
-            print("identical")
-            return
-        first, second = (symbol_sizes(lib) for lib in libs)
-        changed = sorted(s for s in first.keys() & second.keys() if first[s] != second[s])
-        print(f"differ; symbols of another size: {', '.join(f'{s} ({first[s]} / {second[s]})' for s in changed) or 'none'}")
+        print(f"{a.component}-{a.bucket} {a.target}, {a.builds} builds in {a.builds} processes:")
+        first = symbol_sizes(libs[0])
+        for i, (lib, sha) in enumerate(zip(libs, shas)):
+            line = f"  build {i + 1}: {sha}"
+            if sha != shas[0]:
+                other = symbol_sizes(lib)
+                changed = sorted(s for s in first.keys() & other.keys() if first[s] != other[s])
+                line += (" differs from build 1; symbols of another size: "
+                         f"{', '.join(f'{s} ({first[s]} / {other[s]})' for s in changed) or 'none'}")
+            print(line)
+        print("identical" if len(set(shas)) == 1 else f"{len(set(shas))} different libraries")
 
 
 if __name__ == "__main__":

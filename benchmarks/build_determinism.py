@@ -5,7 +5,9 @@ usage: python benchmarks/build_determinism.py [--component decoder] [--bucket 15
 
 Each build runs what ``build@…`` runs (``pipeline/build.py``: ``compile.build.build`` on the
 legalize stage's output with the tune stage's database, params.yaml's target, the target's
-linker) in its own interpreter, as two stages on two machines would.
+linker) in its own interpreter, as two stages on two machines would, each writing to a path of
+another length (with identical paths, identical processes lay out their heaps alike and hide
+an address-dependent order).
 Prints each build's sha256 and, for a build that differs from the first, the symbols whose
 sizes differ (``nm -S``): a function compiled differently, rather than the same functions laid
 out in another order.
@@ -47,8 +49,11 @@ def main() -> None:
     ap.add_argument("--artifacts", type=Path, default=Path("artifacts"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        libs = [Path(tmp, f"{i}.so") for i in range(a.builds)]
+        # output paths of different lengths, as checkouts in different places have: the only
+        # difference between the processes, it shifts where the heap puts TVM's objects
+        libs = [Path(tmp, "d" * (i + 1), "lib.so") for i in range(a.builds)]
         for lib in libs:
+            lib.parent.mkdir()
             subprocess.run([sys.executable, "-c", CHILD, a.component, str(a.bucket), a.target,
                             str(a.artifacts), str(lib)], check=True)
         shas = [hashlib.sha256(lib.read_bytes()).hexdigest() for lib in libs]

@@ -743,7 +743,10 @@ def test_attention_scores_accumulate_in_one_register_tile():
         q, k = torch.randn(12, length, 64), torch.randn(12, length, 64)
         out = vm["main"](tvm.runtime.tensor(q.numpy()), tvm.runtime.tensor(k.numpy()))
         out = out[0] if not hasattr(out, "numpy") else out
-X, [("x86-64-v3", 8), ("x86-64-v4", 16)])
+        assert _rel(out.numpy(), Scores()(q, k).numpy()) < 1e-5
+
+
+@pytest.mark.parametrize("mcpu,lanes", [("x86-64-v3", 8), ("x86-64-v4", 16)])
 def test_attention_keys_are_copied_in_panels_of_one_column_tile(mcpu, lanes):
     """The padded copy of K^T is written as ``[.., n / span, 64, span]`` (``conv.pack_streamed_panels``):
     a tile's reduction reads one contiguous panel, not 64 rows 4 n bytes apart that alias in L1 at

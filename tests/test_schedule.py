@@ -705,6 +705,44 @@ def test_conv_weights_are_packed_once_at_load_not_per_call(target):
             assert _rel(out.numpy(), conv(x).numpy()) < 1e-5
 
 
+class _Scores(torch.nn.Module):
+    """ALBERT's attention scores, ``Q @ K^T`` per head."""
+
+    def forward(self, q, k):
+        return q @ k.transpose(-1, -2)
+
+
+def _scores_module():
+    """``_Scores`` over a symbolic n <= 512 (a bounded duration library's attention), imported."""
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    n = torch.export.Dim("n", min=2, max=512)
+    example = (torch.randn(12, 64, 64), torch.randn(12, 64, 64))
+    ep = torch.export.export(_Scores(), example, dynamic_shapes=({1: n}, {1: n}))
+    return relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))[0]
+
+
+def _scheduled_scores(mod, target: dict):
+    """The scores kernel as the schedule rules leave it (an NCW-shaped outer product: conv or matmul)."""
+    scheduled, report = schedule.apply(legalize(mod), target)
+    (name,) = [k for k, rule in report.functions.items() if rule in ("conv", "matmul")]
+    return scheduled[name]
+
+
+def _assert_scores_match_torch(mod, target: dict, lengths) -> None:
+    import tvm
+    from tvm import relax
+
+    ex, _, _ = build(legalize(mod), target)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    for length in lengths:
+        q, k = torch.randn(12, length, 64), torch.randn(12, length, 64)
+        out = vm["main"](tvm.runtime.tensor(q.numpy()), tvm.runtime.tensor(k.numpy()))
+        out = out[0] if not hasattr(out, "numpy") else out
+        assert _rel(out.numpy(), _Scores()(q, k).numpy()) < 1e-5
+
+
 def test_attention_scores_accumulate_in_one_register_tile():
     """QK^T over a symbolic n x n (ALBERT's attention in a bounded duration library) has a tail on
     both tiled axes. Predicated, TVM 0.27 cannot bound its accumulators to one tile and keeps an
@@ -712,21 +750,11 @@ def test_attention_scores_accumulate_in_one_register_tile():
     iteration space to whole tiles instead (``conv.pad_to_tiles``). After TVM's buffer compaction
     every local buffer has a static shape. Numbers equal torch's at tails of both axes."""
     import tvm
-    from tvm import relax, s_tir
-    from tvm.relax.frontend.torch import from_exported_program
+    from tvm import s_tir
 
-    class Scores(torch.nn.Module):
-        def forward(self, q, k):
-            return q @ k.transpose(-1, -2)
-
-    n = torch.export.Dim("n", min=2, max=512)
-    example = (torch.randn(12, 64, 64), torch.randn(12, 64, 64))
-    ep = torch.export.export(Scores(), example, dynamic_shapes=({1: n}, {1: n}))
-    mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    mod = _scores_module()
     v4 = {"kind": "llvm", "mcpu": "x86-64-v4"}
-    scheduled, report = schedule.apply(legalize(mod), v4)
-    (name,) = [k for k, rule in report.functions.items() if rule in ("conv", "matmul")]  # (NCW-shaped)
-    func = scheduled[name]
+    func = _scheduled_scores(mod, v4)
     (var,) = {str(d) for p in func.params for d in p.ty.shape if not isinstance(d, tvm.tirx.IntImm)}
     lowered = tvm.transform.Sequential([
         s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
@@ -735,15 +763,8 @@ def test_attention_scores_accumulate_in_one_register_tile():
     local = [line.strip() for line in lowered.script().splitlines() if 'scope="local"' in line]
     assert local and not [line for line in local if var in line], local
 
-    if not runs_here(v4):
-        return  # the register tile is checked; the numbers need a CPU with AVX-512
-    ex, _, _ = build(legalize(mod), v4)
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    for length in (5, 65, 200):
-        q, k = torch.randn(12, length, 64), torch.randn(12, length, 64)
-        out = vm["main"](tvm.runtime.tensor(q.numpy()), tvm.runtime.tensor(k.numpy()))
-        out = out[0] if not hasattr(out, "numpy") else out
-        assert _rel(out.numpy(), Scores()(q, k).numpy()) < 1e-5
+    if runs_here(v4):  # (the numbers need a CPU with AVX-512)
+        _assert_scores_match_torch(mod, v4, (5, 65, 200))
 
 
 @pytest.mark.parametrize("mcpu,lanes", [("x86-64-v3", 8), ("x86-64-v4", 16)])
@@ -751,34 +772,13 @@ def test_attention_keys_are_copied_in_panels_of_one_column_tile(mcpu, lanes):
     """The padded copy of K^T is written as ``[.., n / span, 64, span]`` (``conv.pack_streamed_panels``):
     a tile's reduction reads one contiguous panel, not 64 rows 4 n bytes apart that alias in L1 at
     n = 512. Numbers equal torch's at tails of both axes."""
-    import tvm
-    from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
-
-    class Scores(torch.nn.Module):
-        def forward(self, q, k):
-            return q @ k.transpose(-1, -2)
-
-    n = torch.export.Dim("n", min=2, max=512)
-    example = (torch.randn(12, 64, 64), torch.randn(12, 64, 64))
-    ep = torch.export.export(Scores(), example, dynamic_shapes=({1: n}, {1: n}))
-    mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-    target = {"kind": "llvm", "mcpu": mcpu}
-    scheduled, report = schedule.apply(legalize(mod), target)
-    (name,) = [k for k, rule in report.functions.items() if rule in ("conv", "matmul")]
-    allocs = [line for line in scheduled[name].script().splitlines() if "_pad = T.sblock_alloc_buffer" in line]
+    mod, target = _scores_module(), {"kind": "llvm", "mcpu": mcpu}
+    allocs = [line for line in _scheduled_scores(mod, target).script().splitlines()
+              if "_pad = T.sblock_alloc_buffer" in line]
     spans = [int(m.group(1)) for line in allocs for m in [re.search(r"T\.int64\(64\), T\.int64\((\d+)\)\)\)$", line)] if m]
     assert len(allocs) == 2 and len(spans) == 1 and spans[0] % lanes == 0, allocs
-
-    if not runs_here(target):
-        return  # the layout is checked; the numbers need a CPU that runs the target
-    ex, _, _ = build(legalize(mod), target)
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    for length in (5, 65, 200, 512):
-        q, k = torch.randn(12, length, 64), torch.randn(12, length, 64)
-        out = vm["main"](tvm.runtime.tensor(q.numpy()), tvm.runtime.tensor(k.numpy()))
-        out = out[0] if not hasattr(out, "numpy") else out
-        assert _rel(out.numpy(), Scores()(q, k).numpy()) < 1e-5
+    if runs_here(target):  # (the numbers need a CPU that runs the target)
+        _assert_scores_match_torch(mod, target, (5, 65, 200, 512))
 
 
 def test_attention_mask_add_fuses_into_the_scores_kernel():

@@ -82,6 +82,72 @@ def sorted_shape_stores():
     return _pass
 
 
+def ordered_min_max():
+    """A module pass giving every integer ``min``/``max`` its operands in one order.
+
+    Works around TVM 0.27's ``LoopPartition``, which gathers a partitioned loop's conditions in a
+    container ordered by object addresses: a symbolic loop's bound ``min(a, b)`` came out as
+    ``min(b, a)`` in about one build in six, and the decoder library's bytes with it (LLVM
+    computes the two differently). Integer ``min``/``max`` commute, so any order is correct;
+    the order here is that of a digest of each operand's IR (kinds, names, literals: no
+    addresses). TVM 0.27 has no Python expression mutator, so a PrimFunc holding an operand
+    pair out of that order is rewritten through its JSON form.
+    """
+    import hashlib
+    import json
+
+    import tvm
+    from tvm import tirx
+
+    def digest(nodes: list, index: int, memo: dict[int, str]) -> str:
+        if index not in memo:
+            node = nodes[index]
+            data = node.get("data")
+            if isinstance(data, dict):  # an object: its fields, each a reference but literals
+                body = [f"{k}={digest(nodes, v, memo) if type(v) is int else json.dumps(v)}"
+                        for k, v in sorted(data.items()) if k != "span"]
+            elif isinstance(data, list):  # an array: references
+                body = [digest(nodes, v, memo) for v in data]
+            else:  # a literal
+                body = [json.dumps(data)]
+            memo[index] = hashlib.sha256(f"{node['type']}({','.join(body)})".encode()).hexdigest()
+        return memo[index]
+
+    def reordered(func: tirx.PrimFunc) -> tirx.PrimFunc | None:
+        graph = json.loads(tvm.ir.save_json(func))
+        nodes, memo, swapped = graph["nodes"], {}, False
+        for node in nodes:
+            if node["type"] in ("prim.Min", "prim.Max"):
+                data = node["data"]
+                if not nodes[data["ty"]]["data"]["dtype"].startswith(("int", "uint")):
+                    continue  # a float min/max is left alone (NaN operands do not commute)
+                if digest(nodes, data["a"], memo) > digest(nodes, data["b"], memo):
+                    data["a"], data["b"], swapped = data["b"], data["a"], True
+        return tvm.ir.load_json(json.dumps(graph)) if swapped else None
+
+    @tvm.transform.module_pass(opt_level=0, name="OrderMinMaxOperands")
+    def _pass(mod, _ctx):
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, tirx.PrimFunc):
+                ordered = reordered(func)
+                if ordered is not None:
+                    mod.update_func(gv, ordered)
+        return mod
+
+    return _pass
+
+
+#: The TIR lowering ``build`` asks ``tvm.compile`` for: TVM's default for CPUs, then ``ordered_min_max``.
+TIR_PIPELINE = "kokoro_tvm"
+
+
+def _tir_pipeline():
+    import tvm
+
+    lower, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("s_tir")
+    return tvm.transform.Sequential([lower, ordered_min_max()], name=TIR_PIPELINE), finalize_host, finalize_device
+
+
 #: ``main_transform_params`` with one argument per weight instead of one tuple of them.
 FLAT_TRANSFORM = "main_transform_params_flat"
 
@@ -110,7 +176,7 @@ def with_flat_transform_params(mod):
 
 
 #: The phase, in order; ``tvm.compile`` (TVM's default Relax pipeline, then ``MarkNoAlias`` on
-#: every kernel and ``SortShapeFuncStores``) ends it.
+#: every kernel and ``SortShapeFuncStores``; TVM's TIR lowering, then ``OrderMinMaxOperands``) ends it.
 PASSES = ["ReshapesAsViews", "ApplyTuningDatabase", "ScheduleRules", "PrepackWeights", "FlatTransformParams"]
 
 
@@ -137,5 +203,6 @@ def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: 
     t0 = time.perf_counter()
     mod = passes.run("build", PASSES, mod, ctx)
     pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), mark_noalias(), sorted_shape_stores()])
-    ex = tvm.compile(mod, target=ctx.target, relax_pipeline=pipeline)
+    tvm.tirx.compilation_pipeline.register_tir_pipeline(TIR_PIPELINE, _tir_pipeline)
+    ex = tvm.compile(mod, target=ctx.target, relax_pipeline=pipeline, tir_pipeline=TIR_PIPELINE)
     return ex, time.perf_counter() - t0, ctx.found["report"]

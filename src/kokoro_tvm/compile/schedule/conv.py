@@ -135,9 +135,10 @@ def pack_streamed_panels(sch: s_tir.Schedule, op: OuterProduct, tile: Tile, cpu:
     """Write the padded copy of attention's streamed operand (``K^T``, ``[.., 64, n]``) in panels
     of one column tile, ``[.., n / span, 64, span]``: the copy is made anyway, and a tile's
     reduction then reads one contiguous panel (4 KB on AVX2) instead of 64 rows ``4 n`` bytes
-    apart, which at n = 512 (2 KB) fall into two of L1's 64 sets and miss on every tile. duration-512's
-    ``QK^T + mask`` ran 5.0 -> 4.4-4.6 ms per call at 512 tokens, the same at 200 (AMD EPYC
-    Zen 3, x86_64_v3, 2 threads; the ``roofline`` stage times it in the library)."""
+    apart, which at n = 512 (2 KB) fall into two of L1's 64 sets and miss on every tile. The
+    kernel alone (a one-off A/B): duration-512's ``QK^T + mask`` 5.0 -> 4.4-4.6 ms per call at
+    512 tokens, the same at 200; the whole library (``benchmarks/library_ab.py``): 0.99x the time
+    at 510 tokens (AMD EPYC Zen 3, x86_64_v3, 2 threads)."""
     source = op.block.stmt.reads[op.streamed].source
     (copy,) = [b for b in root_blocks(sch) or [] if b.stmt.writes and b.stmt.writes[0].source.same_as(source)]
     span = tile.vectors * cpu.lanes

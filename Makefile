@@ -27,11 +27,17 @@ repro: setup  # dvc.lock pruned of removed stages' entries (DVC keeps them) befo
 	dvc repro
 	$(PY) -m kokoro_tvm.pipeline.lockfile
 
+# One pytest worker per core (pytest-xdist), each test module on one worker so that its
+# module-scoped fixtures are built once (tests/conftest.py shares the tiny pipeline between
+# workers). TEST_WORKERS=0 runs every test in this process, one after another.
+TEST_WORKERS ?= auto
+XDIST = -n $(TEST_WORKERS) --dist loadscope
+
 test: setup  # everything CI runs
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
 
 test-fast: setup  # the fast tier: all but the whole-project DVC, CI-workflow and qemu tests
-	$(PY) -m pytest -m "not slow and not pipeline"
+	$(PY) -m pytest $(XDIST) -m "not slow and not pipeline"
 
 test-slow: setup  # only the full-size Kokoro-82M checks (not the default suite)
 	$(PY) -m pytest -m slow -s

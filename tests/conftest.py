@@ -26,7 +26,7 @@ TINY_PARAMS = {
     "targets": {"generic": {"kind": "llvm"}},  # test_dvc_graph adds a second one
     "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},
-    "bench": {"repeats": 2, "onnxruntime": False},  # ORT is covered by test_bench.py
+    "bench": {"repeats": 1, "onnxruntime": False},  # ORT: test_bench.py; timing rounds: test_runtime.py
     "tune": {"trials": 0},  # a real search is covered by test_tune.py
 }
 
@@ -97,16 +97,36 @@ def make_project(root: Path, params: dict) -> Project:
     return proj
 
 
-@pytest.fixture(scope="session")
-def built_project(tmp_path_factory) -> Project:
-    """The tiny pipeline after one full ``dvc repro`` (shared: building takes minutes)."""
-    proj = make_project(tmp_path_factory.mktemp("pipeline") / "repo", TINY_PARAMS)
+def build_tiny(root: Path) -> Project:
+    """The tiny pipeline in ``root`` after one full ``dvc repro``, committed."""
+    proj = make_project(root, TINY_PARAMS)
     ran = proj.repro()
     every = {s for s in proj.stages() if not s.startswith("devices@")}
     assert ran == every, f"first repro should run every stage, ran {sorted(ran)}"
     proj.run("git", "add", "-A")
     proj.run("git", "commit", "-qm", "tiny pipeline")
     return proj
+
+
+@pytest.fixture(scope="session")
+def built_project(tmp_path_factory) -> Project:
+    """The tiny pipeline after one full ``dvc repro`` (shared: building takes minutes).
+
+    Under pytest-xdist (``make test``) the first worker that asks builds it once, in the run's
+    shared temp dir, and every worker gets its own copy: tests edit its params and rerun it."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return build_tiny(tmp_path_factory.mktemp("pipeline") / "repo")
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / "built-pipeline"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "complete").exists():
+            shutil.rmtree(shared, ignore_errors=True)
+            build_tiny(shared / "repo")
+            (shared / "complete").touch()
+    copy = tmp_path_factory.mktemp("pipeline") / "repo"
+    shutil.copytree(shared / "repo", copy, symlinks=True)
+    return Project(copy)
 
 
 class S3Server:

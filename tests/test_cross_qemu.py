@@ -224,7 +224,9 @@ def test_server_leaves_no_process_behind():
     with qemu.rpc_server() as (host, port):
         remote = rpc.connect(host, port)  # a session: the server forks a process for it
         assert remote.cpu().exist  # a round trip: the session is up
-        ours = [pid for pid, cmd in processes().items() if pid not in before and str(qemu.sysroot()) in cmd]
+        # this server's processes (its forks keep its command line), not another test worker's
+        ours = [pid for pid, cmd in processes().items()
+                if pid not in before and str(qemu.sysroot()) in cmd and f"--port {port} " in cmd]
         groups = {os.getpgid(pid) for pid in ours}
         assert len(ours) >= 3, ours  # the server, its listener (TVM's PopenWorker) and the session
         assert len(groups) == 1, ours

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from run_once import once
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -110,23 +111,9 @@ def build_tiny(root: Path) -> Project:
 
 @pytest.fixture(scope="session")
 def built_project(tmp_path_factory) -> Project:
-    """The tiny pipeline after one full ``dvc repro`` (shared: building takes minutes).
-
-    Under pytest-xdist (``make test``) the first worker that asks builds it once, in the run's
-    shared temp dir, and every worker gets its own copy: tests edit its params and rerun it."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return build_tiny(tmp_path_factory.mktemp("pipeline") / "repo")
-    from filelock import FileLock
-
-    shared = tmp_path_factory.getbasetemp().parent / "built-pipeline"
-    with FileLock(f"{shared}.lock"):
-        if not (shared / "complete").exists():
-            shutil.rmtree(shared, ignore_errors=True)
-            build_tiny(shared / "repo")
-            (shared / "complete").touch()
-    copy = tmp_path_factory.mktemp("pipeline") / "repo"
-    shutil.copytree(shared / "repo", copy, symlinks=True)
-    return Project(copy)
+    """The tiny pipeline after one full ``dvc repro``: built once per test run (minutes), a copy
+    per pytest-xdist worker, since tests edit its params and rerun it."""
+    return Project(once(tmp_path_factory, "pipeline", lambda root: build_tiny(root / "repo"), copy=True) / "repo")
 
 
 class S3Server:

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 import yaml
+from run_once import once
 
 RUNTIME_PARAMS = {
     "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
@@ -58,12 +59,14 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS) -> Path:
 
 
 def runtime_artifacts(tmp_path_factory) -> Path:
-    """The shared build (one per test session, whichever module asks first).
+    """The shared build: one per test run, whichever module asks first (``run_once.once``: one
+    for every pytest-xdist worker too); tests that change artifacts change a copy.
 
     ``KOKORO_TVM_TEST_ARTIFACTS=dir`` reuses a directory built by ``build_artifacts`` (while
     iterating on runtime code; the code under test must not have changed the graphs)."""
     if os.environ.get("KOKORO_TVM_TEST_ARTIFACTS"):
         return Path(os.environ["KOKORO_TVM_TEST_ARTIFACTS"])
     if "default" not in _BUILT:
-        _BUILT["default"] = build_artifacts(tmp_path_factory.mktemp("runtime") / "repo")
+        _BUILT["default"] = once(tmp_path_factory, "runtime", lambda root: build_artifacts(root / "repo"),
+                                 copy=False) / "repo" / "artifacts"
     return _BUILT["default"]

@@ -215,6 +215,22 @@ def processes() -> dict[int, str]:
     return out
 
 
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (its children, theirs, ...), from ``/proc/<pid>/stat``'s ppid."""
+    parent = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, ppid in parent.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
 @pytest.mark.pipeline
 def test_server_leaves_no_process_behind():
     from tvm import rpc
@@ -224,9 +240,9 @@ def test_server_leaves_no_process_behind():
     with qemu.rpc_server() as (host, port):
         remote = rpc.connect(host, port)  # a session: the server forks a process for it
         assert remote.cpu().exist  # a round trip: the session is up
-        # this server's processes (its forks keep its command line), not another test worker's
-        ours = [pid for pid, cmd in processes().items()
-                if pid not in before and str(qemu.sysroot()) in cmd and f"--port {port} " in cmd]
+        # this server and its descendants, not another test worker's emulated processes
+        (server,) = [pid for pid, cmd in processes().items() if pid not in before and f"--port {port} " in cmd]
+        ours = [pid for pid in descendants(server) | {server} if str(qemu.sysroot()) in processes().get(pid, "")]
         groups = {os.getpgid(pid) for pid in ours}
         assert len(ours) >= 3, ours  # the server, its listener (TVM's PopenWorker) and the session
         assert len(groups) == 1, ours

@@ -1,0 +1,33 @@
+"""Files that several test modules need, built once per test run, also across pytest-xdist workers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+
+def once(tmp_path_factory, name: str, build: Callable[[Path], object], copy: bool) -> Path:
+    """The directory that ``build(dir)`` fills, built once per test run.
+
+    Under pytest-xdist (``make test``) the first worker that asks builds it in the run's shared
+    temp dir while the others wait for it; ``copy`` gives each worker its own copy (for tests
+    that change what they get), else all read the one build. Without xdist: built in place."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        root = tmp_path_factory.mktemp(name)
+        build(root)
+        return root
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / f"shared-{name}"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "complete").exists():  # a worker that failed mid-build left no marker
+            shutil.rmtree(shared, ignore_errors=True)
+            build(shared / "tree")
+            (shared / "complete").touch()
+    if not copy:
+        return shared / "tree"
+    root = tmp_path_factory.mktemp(name)
+    shutil.copytree(shared / "tree", root, symlinks=True, dirs_exist_ok=True)
+    return root

@@ -28,8 +28,8 @@ repro: setup  # dvc.lock pruned of removed stages' entries (DVC keeps them) befo
 	$(PY) -m kokoro_tvm.pipeline.lockfile
 
 # One pytest worker per core (pytest-xdist), each test module on one worker so that its
-# module-scoped fixtures are built once (tests/conftest.py shares the tiny pipeline between
-# workers). TEST_WORKERS=0 runs every test in this process, one after another.
+# module-scoped fixtures are built once (tests/run_once.py builds what several workers need
+# once). TEST_WORKERS=0 runs every test in this process, one after another.
 TEST_WORKERS ?= auto
 XDIST = -n $(TEST_WORKERS) --dist loadscope
 

@@ -153,7 +153,7 @@ def test_a_bounded_library_builds_the_same_bytes_in_every_process():
     assert len(digests) == 1, digests
 
 
-def _min_extent_module(swapped: bool, dtype: str = "int64"):
+def _min_extent_module(swapped: bool):
     """A loop whose extent is ``min`` of two bounds of a symbolic length, in either order: the
     form ``LoopPartition`` gives a partitioned loop, operands ordered by addresses."""
     import tvm

@@ -27,7 +27,8 @@ TINY_PARAMS = {
     "targets": {"generic": {"kind": "llvm"}},  # test_dvc_graph adds a second one
     "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},
-    "bench": {"repeats": 1, "onnxruntime": False},  # ORT: test_bench.py; timing rounds: test_runtime.py
+    # ORT: test_bench.py; timing rounds, the default bench_e2e lengths and chunked input: test_runtime.py
+    "bench": {"repeats": 1, "onnxruntime": False, "phonemes": [6]},
     "tune": {"trials": 0},  # a real search is covered by test_tune.py
 }
 

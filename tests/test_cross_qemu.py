@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from kokoro_tvm.devices import cross, qemu
-from kokoro_tvm.devices.processes import group_members
+from kokoro_tvm.devices.processes import group_members, stats
 from kokoro_tvm.devices.tracker import local_tracker
 
 CI = os.environ.get("CI") == "true"
@@ -216,14 +216,8 @@ def processes() -> dict[int, str]:
 
 
 def descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (its children, theirs, ...), from ``/proc/<pid>/stat``'s ppid."""
-    parent = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
+    """Every process below ``pid`` (its children, theirs, ...)."""
+    parent = {child: st.ppid for child, st in stats().items()}
     found, frontier = set(), {pid}
     while frontier:
         frontier = {child for child, ppid in parent.items() if ppid in frontier} - found

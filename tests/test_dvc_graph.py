@@ -185,6 +185,27 @@ def test_tune_trials_touch_only_tune_stages(built_project: Project):
     assert built_project.up_to_date()
 
 
+def test_bench_lengths_touch_only_bench_e2e(built_project: Project):
+    """``bench.phonemes`` picks the end-to-end bench's inputs; the per-library benches read the
+    rest of the section (rounds, ONNX Runtime) but not it. Its timed lengths are the param's."""
+    p = built_project.params
+    rows = json.loads((built_project.root / "artifacts/bench_e2e.json").read_text())
+    assert {k for k in rows if k.startswith("phonemes_")} == {f"phonemes_{n}" for n in p["bench"]["phonemes"]}
+    before = p["bench"]["phonemes"]
+    p["bench"]["phonemes"] = [4, 20]
+    built_project.set_params(p)
+    try:
+        assert built_project.changed() == {"bench_e2e"}
+        p["bench"]["phonemes"] = before
+        p["bench"]["repeats"] += 1
+        built_project.set_params(p)
+        assert built_project.changed() == (_stage_names(built_project, "bench_") - _stage_names(built_project, "summary"))
+    finally:
+        p["bench"]["repeats"] -= 1
+        built_project.set_params(p)
+    assert built_project.up_to_date()
+
+
 def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_path):
     """Graphs do not depend on weight values: new weights must not recompile anything, but every
     library must be validated and benched again against them. The weights stage really runs;

@@ -52,6 +52,10 @@ def test_repo_params_are_valid():
     ("runtime.num_threads", -1, "runtime.num_threads"),
     ("tune.trials", -8, "tune.trials"),
     ("tune.trials", "many", "tune.trials"),
+    ("bench.phonemes", [], "bench.phonemes"),
+    ("bench.phonemes", [0, 30], "bench.phonemes"),
+    ("bench.phonemes", [30, 30], "bench.phonemes"),
+    ("bench.phonemes", "all", "bench.phonemes"),
 ])
 def test_bad_params_name_the_key(path, value, key):
     with pytest.raises(P.ParamsError, match=key.replace(".", r"\.")):
@@ -71,6 +75,13 @@ def test_bad_params_name_the_key(path, value, key):
 def test_unknown_keys_and_typos_suggest_the_valid_spelling(path, value, message):
     with pytest.raises(P.ParamsError, match=message):
         P.parse(_with(path, value))
+
+
+def test_bench_lengths_are_auto_or_phoneme_counts():
+    assert P.parse(_with("bench.phonemes", "auto")).bench_phonemes is None
+    assert P.parse(_with("bench.phonemes", [510, 30])).bench_phonemes == (30, 510)
+    with pytest.raises(P.ParamsError, match=r"'bench\.phonemes' has phoneme count\(s\) \[6000\] outside 1\.\.5100"):
+        P.parse(_with("bench.phonemes", [30, 6000]))
 
 
 def test_bounded_shapes_need_the_loop_lstm():

@@ -201,8 +201,7 @@ def test_the_decoders_strided_conv_lowers_to_one_program_wherever_its_objects_li
 
     text = (Path(__file__).parent / "data" / "decoder_strided_conv_kernel.json").read_text()
     target = compile_build.make_target({"kind": "llvm", "mcpu": "x86-64-v3"})
-    tvm.tirx.compilation_pipeline.register_tir_pipeline(compile_build.TIR_PIPELINE, compile_build._tir_pipeline)
-    lower, _, _ = tvm.tirx.get_tir_pipeline(compile_build.TIR_PIPELINE)
+    lower, _, _ = tvm.tirx.get_tir_pipeline(compile_build.tir_pipeline())
     rng, kept, programs = random.Random(0), [], set()
     for _ in range(60):
         kept.append([tvm.tirx.Var(f"v{k}", "int64") + k for k in range(rng.randrange(1, 50))])

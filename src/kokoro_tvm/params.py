@@ -36,17 +36,17 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
 
-def _buckets(value: list[int], key: str, limit: int | None) -> list[int]:
+def _buckets(value: list[int], key: str, limit: int | None, what: str = "bucket") -> list[int]:
     if not value:
-        raise ValueError(f"'{key}' must list at least one bucket")
+        raise ValueError(f"'{key}' must list at least one {what}")
     bad = [v for v in value if v <= 0 or (limit is not None and v > limit)]
     if bad:
         bound = f"1..{limit}" if limit else "positive"
-        raise ValueError(f"'{key}' has bucket(s) {bad} outside {bound}"
-                         + (f" (the model's limit is {limit} tokens)" if limit else ""))
+        why = f" (the model's limit is {limit} tokens)" if limit and what == "bucket" else ""
+        raise ValueError(f"'{key}' has {what}(s) {bad} outside {bound}{why}")
     dupes = sorted({v for v in value if value.count(v) > 1})
     if dupes:
-        raise ValueError(f"'{key}' lists bucket(s) {dupes} more than once; remove the duplicates")
+        raise ValueError(f"'{key}' lists {what}(s) {dupes} more than once; remove the duplicates")
     return sorted(value)
 
 
@@ -138,9 +138,22 @@ class RuntimeSection(_Section):
     num_threads: int = Field(0, ge=0)
 
 
+#: ``bench.phonemes``' bound: ten of kokoro's longest utterances, which the runtime splits
+MAX_BENCH_PHONEMES = 5100
+
+
 class BenchSection(_Section):
     repeats: int = Field(10, ge=1)
     onnxruntime: bool = True
+    #: ``bench_e2e``'s input lengths: ``auto`` (``e2e.default_lengths`` of the token buckets) or
+    #: phoneme counts; the tests' tiny pipeline times one short input, as each length costs a
+    #: parity run and eager kokoro beside the runtime
+    phonemes: Literal["auto"] | list[int] = "auto"
+
+    @field_validator("phonemes")
+    @classmethod
+    def _phonemes(cls, v: "Literal['auto'] | list[int]") -> "Literal['auto'] | list[int]":
+        return v if v == "auto" else _buckets(v, "bench.phonemes", MAX_BENCH_PHONEMES, "phoneme count")
 
 
 class ParamsFile(_Section):
@@ -206,6 +219,7 @@ class Params:
     shapes_tokens: str = "padded"
     shapes_frames: str = "padded"
     devices: dict[str, Any] = field(default_factory=dict)
+    bench_phonemes: tuple[int, ...] | None = None  # None: ``auto``
 
     def device(self, target: str) -> "str | TrackerDevice":
         """``devices.<target>``: ``auto`` unless params say otherwise."""
@@ -334,7 +348,8 @@ def parse(raw: Any) -> Params:
     return Params(f.model.config, f.model.checkpoint, f.model.seed, tuple(f.buckets.tokens),
                   tuple(f.buckets.frames), f.lstm.strategy, {n: t.as_dict() for n, t in f.targets.items()},
                   f.toolchain.as_dict(), f.runtime.num_threads, f.bench.repeats, f.bench.onnxruntime,
-                  f.tune.trials, f.shapes.tokens, f.shapes.frames, dict(f.devices))
+                  f.tune.trials, f.shapes.tokens, f.shapes.frames, dict(f.devices),
+                  None if f.bench.phonemes == "auto" else tuple(f.bench.phonemes))
 
 
 def load(path: str | Path = "params.yaml") -> Params:

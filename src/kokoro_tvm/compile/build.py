@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -91,13 +92,21 @@ def ordered_min_max():
     computes the two differently). Integer ``min``/``max`` commute, so any order is correct;
     the order here is that of a digest of each operand's IR (kinds, names, literals: no
     addresses). TVM 0.27 has no Python expression mutator, so a PrimFunc holding an operand
-    pair out of that order is rewritten through its JSON form.
+    pair out of that order is rewritten through its JSON form, and only one that holds an integer
+    ``min``/``max`` is serialized at all.
     """
     import hashlib
     import json
 
     import tvm
+    import tvm_ffi
     from tvm import tirx
+
+    def has_integer_min_max(func: tirx.PrimFunc) -> bool:
+        kinds: set[bool] = set()
+        tvm_ffi.structural_walk(func, [((tirx.Min, tirx.Max), lambda e: kinds.add(_is_integer(str(e.ty))))],
+                                order="pre")
+        return True in kinds
 
     def digest(nodes: list, index: int, memo: dict[int, str]) -> str:
         if index not in memo:
@@ -119,7 +128,7 @@ def ordered_min_max():
         for node in nodes:
             if node["type"] in ("prim.Min", "prim.Max"):
                 data = node["data"]
-                if not nodes[data["ty"]]["data"]["dtype"].startswith(("int", "uint")):
+                if not _is_integer(nodes[data["ty"]]["data"]["dtype"]):
                     continue  # a float min/max is left alone (NaN operands do not commute)
                 if digest(nodes, data["a"], memo) > digest(nodes, data["b"], memo):
                     data["a"], data["b"], swapped = data["b"], data["a"], True
@@ -128,7 +137,7 @@ def ordered_min_max():
     @tvm.transform.module_pass(opt_level=0, name="OrderMinMaxOperands")
     def _pass(mod, _ctx):
         for gv, func in list(mod.functions.items()):
-            if isinstance(func, tirx.PrimFunc):
+            if isinstance(func, tirx.PrimFunc) and has_integer_min_max(func):
                 ordered = reordered(func)
                 if ordered is not None:
                     mod.update_func(gv, ordered)
@@ -137,15 +146,25 @@ def ordered_min_max():
     return _pass
 
 
-#: The TIR lowering ``build`` asks ``tvm.compile`` for: TVM's default for CPUs, then ``ordered_min_max``.
-TIR_PIPELINE = "kokoro_tvm"
+def _is_integer(dtype: str) -> bool:
+    return dtype.startswith(("int", "uint"))
 
 
-def _tir_pipeline():
+@functools.cache
+def tir_pipeline() -> str:
+    """The name of the TIR lowering ``build`` asks ``tvm.compile`` for, registered with TVM on the
+    first call (``tvm.tirx.compilation_pipeline.register_tir_pipeline``): TVM's default for CPUs
+    (``s_tir``), then ``ordered_min_max``."""
     import tvm
 
-    lower, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("s_tir")
-    return tvm.transform.Sequential([lower, ordered_min_max()], name=TIR_PIPELINE), finalize_host, finalize_device
+    name = "kokoro_tvm"
+
+    def make():
+        lower, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("s_tir")
+        return tvm.transform.Sequential([lower, ordered_min_max()], name=name), finalize_host, finalize_device
+
+    tvm.tirx.compilation_pipeline.register_tir_pipeline(name, make)
+    return name
 
 
 #: ``main_transform_params`` with one argument per weight instead of one tuple of them.
@@ -203,6 +222,5 @@ def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: 
     t0 = time.perf_counter()
     mod = passes.run("build", PASSES, mod, ctx)
     pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), mark_noalias(), sorted_shape_stores()])
-    tvm.tirx.compilation_pipeline.register_tir_pipeline(TIR_PIPELINE, _tir_pipeline)
-    ex = tvm.compile(mod, target=ctx.target, relax_pipeline=pipeline, tir_pipeline=TIR_PIPELINE)
+    ex = tvm.compile(mod, target=ctx.target, relax_pipeline=pipeline, tir_pipeline=tir_pipeline())
     return ex, time.perf_counter() - t0, ctx.found["report"]

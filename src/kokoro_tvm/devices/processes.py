@@ -9,6 +9,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 
 def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
@@ -28,18 +29,30 @@ def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
     proc.wait()
 
 
-def group_members(pgid: int) -> dict[int, str]:
-    """pid -> state letter (``ps``'s STAT: R, S, Z, ...) of every process in group ``pgid``."""
+class Stat(NamedTuple):
+    """The fields of ``/proc/<pid>/stat`` a process tree is read from."""
+
+    state: str  # ps's STAT letter: R, S, Z, ...
+    ppid: int
+    pgid: int
+
+
+def stats() -> dict[int, Stat]:
+    """pid -> ``Stat`` of every process now."""
     out = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
-            try:
+            try:  # after the command, which may hold ") "
                 fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
+                out[int(d.name)] = Stat(fields[0], int(fields[1]), int(fields[2]))
+            except (OSError, IndexError, ValueError):
                 continue  # exited meanwhile
-            if int(fields[2]) == pgid:
-                out[int(d.name)] = fields[0]
     return out
+
+
+def group_members(pgid: int) -> dict[int, str]:
+    """pid -> state letter of every process in group ``pgid``."""
+    return {pid: st.state for pid, st in stats().items() if st.pgid == pgid}
 
 
 def _running(proc: subprocess.Popen, pgid: int) -> bool:

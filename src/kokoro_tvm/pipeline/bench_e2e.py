@@ -3,9 +3,9 @@ target the runtime itself picks on this CPU (``library.explain_pick``): what a u
 One stage, not one per target: eager kokoro and ONNX Runtime, half its time, do not depend on
 the target, and the per-library ``bench`` stages already time every target this CPU runs.
 
-``e2e.measure_rtf`` on the validated libraries at ``e2e.default_lengths`` of the token buckets,
-with the validation voice and the thread count and rounds of params (``runtime.num_threads``,
-``bench.repeats``); each length must first pass the float64 criterion. With ``bench.onnxruntime``
+``e2e.measure_rtf`` on the validated libraries at ``bench.phonemes`` (``auto``:
+``e2e.default_lengths`` of the token buckets), with the validation voice and the thread count
+and rounds of params (``runtime.num_threads``, ``bench.repeats``); each length must first pass the float64 criterion. With ``bench.onnxruntime``
 kokoro-onnx's whole model runs beside them on ONNX Runtime (``eval.onnx_kmodel``), and the
 kokoro-onnx package's ``create()`` on the same models (``eval.kokoro_onnx_package``).
 """
@@ -38,7 +38,8 @@ def run(prm: Params) -> None:
                                        int8=prm.model_config == "kokoro-82m")
             onnx = onnx_kmodel.sessions(files, threads)
             packages = kokoro_onnx_package.packages(files, voice, cfg["vocab"], threads, Path(workdir))
-        rows = e2e.measure_rtf(tts, km, as_float64(km), e2e.default_lengths(list(prm.tokens)), prm.bench_repeats,
+        lengths = list(prm.bench_phonemes or e2e.default_lengths(list(prm.tokens)))
+        rows = e2e.measure_rtf(tts, km, as_float64(km), lengths, prm.bench_repeats,
                                voice=voice, onnx=onnx, packages=packages)
     A.write_json(A.bench_e2e_file(), {"target": target, "picked": why, "threads": threads,
                                       "repeats": prm.bench_repeats, "cpu": cpu_name(), **rows})

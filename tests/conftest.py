@@ -99,22 +99,87 @@ def make_project(root: Path, params: dict) -> Project:
     return proj
 
 
-def build_tiny(root: Path) -> Project:
-    """The tiny pipeline in ``root`` after one full ``dvc repro``, committed."""
-    proj = make_project(root, TINY_PARAMS)
-    ran = proj.repro()
-    every = {s for s in proj.stages() if not s.startswith("devices@")}
-    assert ran == every, f"first repro should run every stage, ran {sorted(ran)}"
-    proj.run("git", "add", "-A")
-    proj.run("git", "commit", "-qm", "tiny pipeline")
-    return proj
+#: The workflow's first run, as ``act --json`` logged it, in the tree ``build_tiny`` fills.
+FIRST_RUN_LOG = "workflow-first-run.jsonl"
+
+
+def build_tiny(root: Path) -> None:
+    """The tiny pipeline, built by the shipped CI workflow (``act``: prepare, a build job per
+    length axis at once, gather) against an S3 server over ``root/s3``, then restored into
+    ``root/repo`` from that remote, as a fresh clone restores it, and committed. One build
+    serves the workflow's own test (``test_ci``: the log in ``FIRST_RUN_LOG``, the remote's
+    objects, a second run) and every test of the built pipeline (``built_project``)."""
+    from kokoro_tvm.pipeline import ci
+
+    server = S3Server(root / "s3")
+    try:
+        remote = server.bucket("workflow")
+        proj = make_project(root / "repo", TINY_PARAMS)
+        shutil.copytree(REPO / ".github", proj.root / ".github")
+        proj.run("git", "add", "-A")
+        proj.run("git", "commit", "-qm", "pipeline and workflow")
+        run = run_workflow(proj, remote)
+        (root / FIRST_RUN_LOG).write_text(run.log)
+        built = set().union(*(run.built(job) for job in run.ran))
+        every = {s for s in proj.stages() if not s.startswith("devices@")}
+        assert built == every, f"the workflow's jobs should build every stage, built {sorted(built)}"
+        proj.run("python", "-m", "kokoro_tvm.pipeline.ci", "remote", env=remote.env)
+        ran = proj.repro("--pull", "--allow-missing", env=remote.env)
+        assert ran == set(), f"restoring what the workflow built rebuilt {sorted(ran)}"
+        proj.run("dvc", "remote", "remove", "--local", ci.REMOTE)  # tests set up remotes of their own
+        proj.run("git", "add", "-A")
+        proj.run("git", "commit", "-qm", "tiny pipeline")
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")
 def built_project(tmp_path_factory) -> Project:
-    """The tiny pipeline after one full ``dvc repro``: built once per test run (minutes), a copy
-    per pytest-xdist worker, since tests edit its params and rerun it."""
-    return Project(once(tmp_path_factory, "pipeline", lambda root: build_tiny(root / "repo"), copy=True) / "repo")
+    """The tiny pipeline after the workflow's run (``build_tiny``): built once per test run
+    (minutes), a copy per pytest-xdist worker, since tests edit its params and rerun it."""
+    return Project(once(tmp_path_factory, "pipeline", build_tiny, copy=True) / "repo")
+
+
+class WorkflowRun:
+    """One ``act`` run of ``.github/workflows/build.yml``, read from its JSON log: per job (name
+    with its matrix values), the stages its ``dvc repro`` ran and when the job's lines came."""
+
+    STAGE = re.compile(r"Running stage '([^']+)'")
+
+    def __init__(self, log: str):
+        from datetime import datetime
+
+        self.log = log
+        self.ran: dict[str, list[str]] = {}
+        self.span: dict[str, tuple[datetime, datetime]] = {}
+        for line in log.splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(rec, dict) or "jobID" not in rec:
+                continue
+            job = "/".join([rec["jobID"], *(str(v) for _, v in sorted((rec.get("matrix") or {}).items()))])
+            t = datetime.fromisoformat(rec["time"])
+            first, last = self.span.get(job, (t, t))
+            self.span[job] = (min(first, t), max(last, t))
+            self.ran.setdefault(job, []).extend(self.STAGE.findall(str(rec.get("msg", ""))))
+
+    def built(self, job: str) -> set[str]:
+        """What ``job`` ran, but the ``devices@`` stages (they run on every repro by design)."""
+        return {s for s in self.ran[job] if not s.startswith("devices@")}
+
+
+def run_workflow(proj: Project, remote: "S3Remote") -> WorkflowRun:
+    """``act`` in self-hosted mode: each job in its own copy of the checkout (ignored files, the
+    DVC cache among them, are not copied: every job starts empty, as a fresh runner does), the
+    remote from secrets, this venv as the runners' toolchain."""
+    secrets = [a for k, v in remote.env.items() for a in ("--secret", f"{k}={v}")]
+    p = proj.run("act", "push", "-P", "ubuntu-latest=-self-hosted", "--json", "--no-cache-server",
+                 "--var", f"KOKORO_TVM_VENV={BIN.parent}", *secrets, check=False)
+    run = WorkflowRun(p.stdout)
+    assert p.returncode == 0, f"act failed ({p.returncode}):\n{p.stdout[-6000:]}\n{p.stderr[-3000:]}"
+    return run
 
 
 class S3Server:

@@ -8,26 +8,35 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+#: name -> the tree built in this process (runs without pytest-xdist)
+_BUILT: dict[str, Path] = {}
+
+
 def once(tmp_path_factory, name: str, build: Callable[[Path], object], copy: bool) -> Path:
     """The directory that ``build(dir)`` fills, built once per test run.
 
     Under pytest-xdist (``make test``) the first worker that asks builds it in the run's shared
-    temp dir while the others wait for it; ``copy`` gives each worker its own copy (for tests
-    that change what they get), else all read the one build. Without xdist: built in place."""
+    temp dir while the others wait for it; without xdist, the first caller builds it. ``copy``
+    gives each call its own copy (for tests that change what they get), else all read the one
+    build."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
-        root = tmp_path_factory.mktemp(name)
-        build(root)
-        return root
-    from filelock import FileLock
+        if name not in _BUILT:
+            tree = tmp_path_factory.mktemp(f"shared-{name}")
+            build(tree)
+            _BUILT[name] = tree
+        tree = _BUILT[name]
+    else:
+        from filelock import FileLock
 
-    shared = tmp_path_factory.getbasetemp().parent / f"shared-{name}"
-    with FileLock(f"{shared}.lock"):
-        if not (shared / "complete").exists():  # a worker that failed mid-build left no marker
-            shutil.rmtree(shared, ignore_errors=True)
-            build(shared / "tree")
-            (shared / "complete").touch()
+        shared = tmp_path_factory.getbasetemp().parent / f"shared-{name}"
+        with FileLock(f"{shared}.lock"):
+            if not (shared / "complete").exists():  # a worker that failed mid-build left no marker
+                shutil.rmtree(shared, ignore_errors=True)
+                build(shared / "tree")
+                (shared / "complete").touch()
+        tree = shared / "tree"
     if not copy:
-        return shared / "tree"
+        return tree
     root = tmp_path_factory.mktemp(name)
-    shutil.copytree(shared / "tree", root, symlinks=True, dirs_exist_ok=True)
+    shutil.copytree(tree, root, symlinks=True, dirs_exist_ok=True)
     return root

@@ -4,16 +4,13 @@ mid-upload, a remote that refuses writes."""
 
 from __future__ import annotations
 
-import json
-import re
-import shutil
 import signal
 import time
-from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import BIN, REPO, TINY_PARAMS, Project, S3Remote, S3Server, make_project
+from conftest import FIRST_RUN_LOG, Project, S3Remote, S3Server, WorkflowRun, build_tiny, run_workflow
+from run_once import once
 
 from kokoro_tvm.pipeline import ci
 
@@ -169,57 +166,14 @@ def test_gather_check_fails_on_a_library_built_there():
         "validate_tokens@duration-8-generic"]
 
 
-class WorkflowRun:
-    """One ``act`` run of ``.github/workflows/build.yml``, read from its JSON log: per job (name
-    with its matrix values), the stages its ``dvc repro`` ran and when the job's lines came."""
-
-    STAGE = re.compile(r"Running stage '([^']+)'")
-
-    def __init__(self, log: str):
-        self.log = log
-        self.ran: dict[str, list[str]] = {}
-        self.span: dict[str, tuple[datetime, datetime]] = {}
-        for line in log.splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(rec, dict) or "jobID" not in rec:
-                continue
-            job = "/".join([rec["jobID"], *(str(v) for _, v in sorted((rec.get("matrix") or {}).items()))])
-            t = datetime.fromisoformat(rec["time"])
-            first, last = self.span.get(job, (t, t))
-            self.span[job] = (min(first, t), max(last, t))
-            self.ran.setdefault(job, []).extend(self.STAGE.findall(str(rec.get("msg", ""))))
-
-    def built(self, job: str) -> set[str]:
-        """What ``job`` ran, but the ``devices@`` stages (they run on every repro by design)."""
-        return {s for s in self.ran[job] if not s.startswith("devices@")}
-
-
-def run_workflow(proj: Project, remote: S3Remote) -> WorkflowRun:
-    """``act`` in self-hosted mode: each job in its own copy of the checkout (ignored files, the
-    DVC cache among them, are not copied: every job starts empty, as a fresh runner does), the
-    remote from secrets, this venv as the runners' toolchain."""
-    secrets = [a for k, v in remote.env.items() for a in ("--secret", f"{k}={v}")]
-    p = proj.run("act", "push", "-P", "ubuntu-latest=-self-hosted", "--json", "--no-cache-server",
-                 "--var", f"KOKORO_TVM_VENV={BIN.parent}", *secrets, check=False)
-    run = WorkflowRun(p.stdout)
-    assert p.returncode == 0, f"act failed ({p.returncode}):\n{p.stdout[-6000:]}\n{p.stderr[-3000:]}"
-    return run
-
-
-def test_the_workflow_fans_out_and_gather_rebuilds_nothing(tmp_path, s3: S3Server):
-    """The shipped workflow on the tiny pipeline, from nothing: ``prepare`` builds the shared
-    stages, the per-target jobs build their libraries at the same time, ``gather`` restores them
-    all from the remote; a second run with nothing changed builds nothing anywhere."""
-    proj = make_project(tmp_path / "repo", TINY_PARAMS)
-    shutil.copytree(REPO / ".github", proj.root / ".github")
-    proj.run("git", "add", "-A")
-    proj.run("git", "commit", "-qm", "pipeline and workflow")
-    remote = s3.bucket("workflow")
-
-    first = run_workflow(proj, remote)
+def test_the_workflow_fans_out_and_gather_rebuilds_nothing(tmp_path_factory):
+    """The shipped workflow on the tiny pipeline, from nothing (its first run is the shared build,
+    ``conftest.build_tiny``): ``prepare`` builds the shared stages, the per-target jobs build their
+    libraries at the same time, ``gather`` restores them all from the remote; a second run with
+    nothing changed builds nothing anywhere."""
+    root = once(tmp_path_factory, "pipeline", build_tiny, copy=True)  # this test's own copy
+    first = WorkflowRun((root / FIRST_RUN_LOG).read_text())
+    proj = Project(root / "repo")
     jobs = set(first.ran)
     builds = sorted(j for j in jobs if j.startswith("build/"))
     assert builds == ["build/frames/generic", "build/tokens/generic"], jobs
@@ -238,7 +192,12 @@ def test_the_workflow_fans_out_and_gather_rebuilds_nothing(tmp_path, s3: S3Serve
     assert "manifest" in first.built("gather")
     assert not ci.library_stages_ran("\n".join(f"Running stage '{s}'" for s in first.ran["gather"]))
     assert "gather built no library" in first.log
-    assert remote.objects() and not remote.corrupt()
 
-    second = run_workflow(proj, remote)
+    server = S3Server(root / "s3")  # the remote the first run pushed to
+    try:
+        remote = S3Remote(server, "workflow")
+        assert remote.objects() and not remote.corrupt()
+        second = run_workflow(proj, remote)
+    finally:
+        server.stop()
     assert {j: second.built(j) for j in second.ran} == {j: set() for j in second.ran}

@@ -310,22 +310,21 @@ def test_chunks_join_without_gap_or_click(long_row):
 # -- end-to-end real-time factor (bench_e2e stage) ----------------------------------------------
 
 def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tmp_path):
-    """``bench_e2e`` on the runtime project: every default length is checked for parity before it
-    is timed, the ratios are the medians' own, and the metrics file says where it ran and which
-    target the runtime picked, and why."""
+    """``bench_e2e`` on the runtime project at the lengths ``bench.phonemes`` names (a short
+    input and one the runtime splits; the default lengths: the test below): each is checked for
+    parity before it is timed, the ratios are the medians' own, and the metrics file says where
+    it ran and which target the runtime picked, and why."""
     import dataclasses
 
     import contextlib
 
     from kokoro_tvm import artifacts as A
-    from kokoro_tvm.eval import e2e
     from kokoro_tvm.params import load
     from kokoro_tvm.pipeline import bench_e2e
 
+    lengths = [4, 30]  # bucket 6 filled; 2.5x bucket 12
     prm = dataclasses.replace(load(artifacts.parent / "params.yaml"), bench_repeats=2, num_threads=0,
-                              bench_onnxruntime=True)
-    lengths = e2e.default_lengths(list(prm.tokens))
-    assert lengths == [3, 4, 10, 30]  # buckets 6 and 12 filled, half of 6, and 2.5x 12
+                              bench_onnxruntime=True, bench_phonemes=tuple(lengths))
     with contextlib.chdir(artifacts.parent):
         bench_e2e.run(prm)
     path = artifacts / A.bench_e2e_file().relative_to(A.ROOT)

@@ -24,7 +24,7 @@ TINY_PARAMS = {
     # build, paid by every whole-pipeline test (its numerics: test_lstm.py, test_schedule.py)
     "lstm": {"strategy": "loop"},
     "shapes": {"tokens": "padded", "frames": "padded"},  # test_bounded.py builds bounded ones
-    "targets": {"generic": {"kind": "llvm"}},  # test_dvc_graph adds a second one
+    "targets": {"generic": {"kind": "llvm"}},  # test_dvc_targets adds a second one
     "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},
     # ORT: test_bench.py; timing rounds, the default bench_e2e lengths and chunked input: test_runtime.py

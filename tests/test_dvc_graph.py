@@ -8,7 +8,6 @@ repeat that one (LSTM strategy, checkpoint, target) are checked through ``dvc st
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 import yaml
@@ -294,47 +293,3 @@ def test_lock_pruning_refuses_a_pipeline_dvc_cannot_read(tmp_path):
     with pytest.raises(KokoroTVMError, match="dvc stage list"):
         lockfile.main(tmp_path)
     assert "  a:" in (tmp_path / "dvc.lock").read_text()
-
-
-#: a CPU without AVX (SSE4.2 at most): x86-64-v3 libraries cannot run on it
-SSE_ONLY = "fpu cmov cx8 mmx fxsr sse sse2 pni ssse3 cx16 sse4_1 sse4_2 popcnt lahf_lm"
-
-
-def test_targets_and_the_cpu_rerun_exactly_their_stages(built_project: Project, tmp_path):
-    """Issue 26 through ``dvc`` itself. A new target runs its own stages only. On a CPU that
-    lacks its ISA it is built but not validated: the repro still succeeds, says so in one line,
-    and the manifest leaves it out. The same cache on a CPU that has the ISA reruns exactly that
-    target's validations (and what reads them); the other target's stay cached. Removing the
-    target leaves the other stages as they were."""
-    proj, p = built_project, built_project.params
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {SSE_ONLY}\n")
-    old_cpu = {"KOKORO_TVM_CPUINFO": str(cpuinfo)}
-    p["targets"]["v3"] = {"kind": "llvm", "mcpu": "x86-64-v3"}
-    proj.set_params(p)
-    try:
-        own = {s for s in proj.stages() if s.endswith(("-v3", "@v3")) and not s.startswith("devices@")}
-        libraries = 2 * len(p["buckets"]["tokens"]) + len(p["buckets"]["frames"])
-        assert len(own) == 4 * libraries + 1  # (tune, build, validate, bench) per library + bench summary
-        out = proj.run("dvc", "repro", env=old_cpu).stdout
-        ran = {s for s in re.findall(r"Running stage '([^']+)'", out) if not s.startswith("devices@")}
-        assert ran == own | {"manifest", "bench_e2e"}, sorted(ran)
-        (line,) = [l for l in out.splitlines() if l.startswith("v3: built but NOT validated")]
-        assert "lacks avx" in line and "Fix:" in line
-        m = json.loads((proj.root / "artifacts/manifest.json").read_text())
-        assert {l["target"] for l in m["libraries"]} == {"generic"} and "v3" in m["unvalidated"]
-        # the cache on this CPU, which runs v3: only v3's validations and what reads them rerun,
-        # and its tune stages, which measure on the device (trials 0: the same empty database,
-        # so no library is rebuilt)
-        ran = proj.repro()
-        validations = {s for s in own if s.startswith(("tune_", "validate_", "bench_"))}
-        assert ran == validations | {"manifest", "bench_e2e"}, sorted(ran)
-        m = json.loads((proj.root / "artifacts/manifest.json").read_text())
-        assert {l["target"] for l in m["libraries"]} == {"generic", "v3"} and not m["unvalidated"]
-    finally:
-        del p["targets"]["v3"]
-        proj.set_params(p)
-    proj.run("python", "-m", "kokoro_tvm.pipeline.lockfile")
-    # the manifest listed v3's libraries and bench_e2e reads artifacts/build (v3's folder left it)
-    assert proj.changed() == {"manifest", "bench_e2e"}
-    assert proj.repro() <= {"manifest", "bench_e2e"} and proj.up_to_date()  # or restored from the run-cache

@@ -30,27 +30,54 @@ RUNTIME_PARAMS = {
 _BUILT: dict[str, Path] = {}
 
 
-def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS) -> Path:
-    """Build every library of ``params`` under ``root/artifacts``; returns that directory."""
+def _graph_files(component: str, bucket: int, root: Path) -> list[Path]:
+    """What the stages before build make of one (component, bucket): the same for every target."""
+    from kokoro_tvm import artifacts as A
+
+    return [f(component, bucket, root) for f in (A.export_file, A.relax_file, A.signature_file, A.legalized_file,
+                                                 A.reference_file)]
+
+
+def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | None = None) -> Path:
+    """Build every library of ``params`` under ``root/artifacts``; returns that directory.
+
+    ``reuse``: an artifact directory built from the same model and shapes (``RUNTIME_PARAMS``' for
+    another target): its weights and the graphs and references of the buckets it has are copied,
+    not made again; what is left of the stages (build, validate) runs for ``params``' targets."""
+    import shutil
+
+    from kokoro_tvm import artifacts as A
     from kokoro_tvm.pipeline import (build, devices, export, legalize, manifest, reference, relax, toolchain, validate,
                                      weights)
     from kokoro_tvm.pipeline.common import setup
     from kokoro_tvm.spec import COMPONENTS
 
+    if reuse is not None:
+        theirs = yaml.safe_load((reuse.parent / "params.yaml").read_text())
+        assert all(theirs[k] == params[k] for k in ("model", "lstm", "shapes")), "reuse: another model or shapes"
     root.mkdir(parents=True, exist_ok=True)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     with contextlib.chdir(root):
         prm = setup("params.yaml")
         toolchain.run(prm)
-        weights.run(prm)
+        if reuse is not None:
+            shutil.copytree(A.weights_dir(reuse), A.weights_dir())
+        else:
+            weights.run(prm)
         for target in prm.targets:
             devices.run(prm, target)
         for component in COMPONENTS:
             for bucket in prm.buckets(component):
-                export.run(prm, component, bucket)
-                relax.run(prm, component, bucket)
-                legalize.run(prm, component, bucket)
-                reference.run(prm, component, bucket)
+                kept = _graph_files(component, bucket, reuse) if reuse is not None else []
+                if kept and all(f.exists() for f in kept):
+                    for f, to in zip(kept, _graph_files(component, bucket, A.ROOT)):
+                        to.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copy2(f, to)
+                else:
+                    export.run(prm, component, bucket)
+                    relax.run(prm, component, bucket)
+                    legalize.run(prm, component, bucket)
+                    reference.run(prm, component, bucket)
                 for target in prm.targets:
                     build.run(prm, component, bucket, target)
                     validate.run(prm, component, bucket, target)

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -147,8 +148,6 @@ class WorkflowRun:
     STAGE = re.compile(r"Running stage '([^']+)'")
 
     def __init__(self, log: str):
-        from datetime import datetime
-
         self.log = log
         self.ran: dict[str, list[str]] = {}
         self.span: dict[str, tuple[datetime, datetime]] = {}

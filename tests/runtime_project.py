@@ -27,9 +27,6 @@ RUNTIME_PARAMS = {
     "runtime": {"num_threads": 0},
 }
 
-_BUILT: dict[str, Path] = {}
-
-
 def _graph_files(component: str, bucket: int, root: Path) -> list[Path]:
     """What the stages before build make of one (component, bucket): the same for every target."""
     from kokoro_tvm import artifacts as A
@@ -93,7 +90,5 @@ def runtime_artifacts(tmp_path_factory) -> Path:
     iterating on runtime code; the code under test must not have changed the graphs)."""
     if os.environ.get("KOKORO_TVM_TEST_ARTIFACTS"):
         return Path(os.environ["KOKORO_TVM_TEST_ARTIFACTS"])
-    if "default" not in _BUILT:
-        _BUILT["default"] = once(tmp_path_factory, "runtime", lambda root: build_artifacts(root / "repo"),
-                                 copy=False) / "repo" / "artifacts"
-    return _BUILT["default"]
+    tree = once(tmp_path_factory, "runtime", lambda root: build_artifacts(root / "repo"), copy=False)
+    return tree / "repo" / "artifacts"

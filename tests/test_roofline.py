@@ -63,6 +63,20 @@ def test_reduction_flops_binds_symbolic_lengths():
     assert roofline.reduction_flops(_scale, {}) == 0
 
 
+def test_lstm_recurrence_flops_are_its_gemvs():
+    """The hand-scheduled recurrence has no reduction blocks: it declares its FLOPs per step."""
+    from kokoro_tvm.compile.lstm_lowering import STEP_FLOPS, _recurrence_kernel
+
+    per_step = 2 * 3 * 2 * (4 * 16) * 16  # B=3, both directions, [4H, H] multiply-adds
+    assert roofline.reduction_flops(_recurrence_kernel(3, 10, 16), {}) == 10 * per_step
+    symbolic = _recurrence_kernel(3, None, 16)
+    (steps,) = {d.name for d in symbolic.params[0].shape if isinstance(d, tvm.tirx.Var)}
+    assert roofline.reduction_flops(symbolic, {steps: 7}) == 7 * per_step
+    # negative controls: an unbound length, and the same kernel without its declaration
+    assert roofline.reduction_flops(symbolic, {}) is None
+    assert roofline.reduction_flops(_recurrence_kernel(3, 10, 16).without_attr(STEP_FLOPS), {}) is None
+
+
 def test_model_flops_is_torchs_count():
     lin = torch.nn.Linear(64, 32)
     x = torch.randn(5, 64)

@@ -7,7 +7,7 @@ injected (``reference.InjectDraws``), then joins the chunks the same way. Chunk 
 thus held equal, and everything inside a chunk (durations, alignment, F0/N, decoder) is compared.
 
 ``measure_rtf`` times the runtime (plan, pad, run every library, align, join) against float32
-``KModel.forward_with_tokens`` per chunk (the ``bench_e2e@<target>`` stage).
+``KModel.forward_with_tokens`` per chunk (the ``bench_e2e`` stage).
 """
 
 from __future__ import annotations

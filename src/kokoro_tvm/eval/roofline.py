@@ -125,20 +125,21 @@ def model_flops(fn, *args) -> int:
 
 def reduction_flops(func, values: dict[str, int]) -> int | None:
     """Multiply-add FLOPs of a PrimFunc's reduction blocks (2 per iteration whose update adds a
-    product, else 1), with its symbolic extents bound by name from ``values``. None for a
-    hand-scheduled kernel without blocks (the LSTM recurrence) or an extent nothing binds."""
+    product, else 1), with its symbolic extents bound by name from ``values``. A hand-scheduled
+    kernel without blocks counts only if it declares its FLOPs per step (the LSTM recurrence,
+    ``_stepped_flops``); None for any other, or for an extent nothing binds."""
     import tvm
     from tvm import s_tir, tirx
 
     from ..compile.schedule.analysis import root_blocks
 
-    blocks = root_blocks(s_tir.Schedule(tvm.IRModule({"main": func})))
-    if blocks is None:
-        return None
     analyzer = tvm.sym.Analyzer()  # TVM 0.27's tvm.arith
     for var in _size_vars(func):
         if var.name in values:
             analyzer.bind(var, tirx.IntImm(str(var.ty), values[var.name]))
+    blocks = root_blocks(s_tir.Schedule(tvm.IRModule({"main": func})))
+    if blocks is None:
+        return _stepped_flops(func, analyzer)
     total = 0
     for block in blocks:
         if not block.is_reduction:
@@ -153,6 +154,21 @@ def reduction_flops(func, values: dict[str, int]) -> int | None:
         fma = isinstance(update, tirx.Add) and any(isinstance(op, tirx.Mul) for op in (update.a, update.b))
         total += (2 if fma else 1) * n
     return total
+
+
+def _stepped_flops(func, analyzer) -> int | None:
+    """``lstm_lowering.STEP_FLOPS`` times the steps, axis 1 of the first buffer (``T``): exact at
+    the benchmarked full-length inputs; a padded library's steps past the length skip the work."""
+    from tvm import tirx
+
+    from ..compile.lstm_lowering import STEP_FLOPS
+
+    per_step = (func.attrs or {}).get(STEP_FLOPS)
+    shape = getattr(func.params[0], "shape", None) if func.params else None
+    if per_step is None or shape is None or len(shape) < 2:
+        return None
+    steps = analyzer.simplify(shape[1])
+    return int(per_step) * int(steps) if isinstance(steps, tirx.IntImm) else None
 
 
 def _size_vars(func) -> list[Any]:

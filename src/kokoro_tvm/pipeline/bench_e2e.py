@@ -5,9 +5,10 @@ the target, and the per-library ``bench`` stages already time every target this 
 
 ``e2e.measure_rtf`` on the validated libraries at ``bench.phonemes`` (``auto``:
 ``e2e.default_lengths`` of the token buckets), with the validation voice and the thread count
-and rounds of params (``runtime.num_threads``, ``bench.repeats``); each length must first pass the float64 criterion. With ``bench.onnxruntime``
-kokoro-onnx's whole model runs beside them on ONNX Runtime (``eval.onnx_kmodel``), and the
-kokoro-onnx package's ``create()`` on the same models (``eval.kokoro_onnx_package``).
+and rounds of params (``runtime.num_threads``, ``bench.repeats``); each length must first pass
+the float64 criterion. With ``bench.onnxruntime`` kokoro-onnx's whole model runs beside them on
+ONNX Runtime (``eval.onnx_kmodel``), and the kokoro-onnx package's ``create()`` on the same
+models (``eval.kokoro_onnx_package``).
 """
 
 from __future__ import annotations

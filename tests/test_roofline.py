@@ -67,7 +67,11 @@ def test_lstm_recurrence_flops_are_its_gemvs():
     """The hand-scheduled recurrence has no reduction blocks: it declares its FLOPs per step."""
     from kokoro_tvm.compile.lstm_lowering import STEP_FLOPS, _recurrence_kernel
 
-    per_step = 2 * 3 * 2 * (4 * 16) * 16  # B=3, both directions, [4H, H] multiply-adds
+    # torch's count of the same GEMVs: h [B=3, H=16] @ w_hh^T [H, 4H], one per direction and step
+    lstm = torch.nn.LSTM(8, 16, bidirectional=True)
+    h = torch.zeros(3, 16)
+    per_step = roofline.model_flops(
+        lambda: [h @ w.T for w in (lstm.weight_hh_l0, lstm.weight_hh_l0_reverse)])
     assert roofline.reduction_flops(_recurrence_kernel(3, 10, 16), {}) == 10 * per_step
     symbolic = _recurrence_kernel(3, None, 16)
     (steps,) = {d.name for d in symbolic.params[0].shape if isinstance(d, tvm.tirx.Var)}

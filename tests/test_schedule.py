@@ -231,40 +231,30 @@ def test_register_tiles_fit_the_register_file(lanes, registers):
     assert registers_needed(Tile(3, 4)) > 16
 
 
-def test_linear_weights_are_packed_into_column_panels():
+def test_linear_weights_are_packed_at_the_tiles_span_once():
+    """The register tile's rule packs a linear's weight ``[K, N]`` as ``[N / span, K, span]``, at
+    its own tile's span, and ``compile.prepack`` lifts the packing into the load-time transform:
+    a weight two linears share is packed once; ``h @ y`` (``y`` an input) is not packed."""
     import tvm
     from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
-
-    from kokoro_tvm.compile.schedule.analysis import CPU
-    from kokoro_tvm.compile.schedule.tile import pick_tile
-    from kokoro_tvm.compile.weight_packing import SPAN, pack_linear_weights
-
-    # a panel is a whole number of register tiles' columns on AVX2 (2 x 6 rows x 2 vectors: 3 x 4
-    # would need 17 registers) and exactly one tile's on AVX-512 (14 x 2)
-    for cpu, tiles in ((CPU(lanes=8, registers=16), 2), (CPU(lanes=16, registers=32), 1)):
-        tile = pick_tile(cpu, 64, SPAN, can_pack_rows=True)
-        assert not tile.along_rows and tile.vectors * cpu.lanes * tiles == SPAN, (cpu, tile)
 
     torch.manual_seed(0)
     module, x, y = PanelLinear(), torch.randn(1, 9, 64), torch.randn(1, 64, 64)
-    ep = torch.export.export(module.eval(), (x, y))
-    mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-    packed = pack_linear_weights(mod)["main"]
-    matmul = tvm.ir.Op.get("relax.matmul")
-    weights = []
-    relax.analysis.post_order_visit(packed.body, lambda e: weights.append(tuple(int(d) for d in e.args[1].ty.shape))
-                                    if isinstance(e, relax.Call) and e.op.same_as(matmul) else None)
-    # the four linears read packed [N / SPAN, K, SPAN] weights; h @ y (y: an input) is untouched
-    assert sorted(weights) == sorted([(96 // SPAN, 64, SPAN)] * 2 + [(64 // SPAN, 96, SPAN)] * 2 + [(1, 64, 64)])
-
-    legal, _ = _import(module, x, y)
-    main = legal["main"]
-    shapes = sorted(tuple(int(d) for d in p.ty.shape) for p in main.params[int(main.attrs["num_input"]):])
-    # each shared weight is lifted and packed once; biases stay as they are
-    assert shapes == sorted([(96 // SPAN, 64, SPAN), (64 // SPAN, 96, SPAN), (96,), (64,)]), shapes
-    got, ref, report = _run(module, (x, y))
-    assert _rel(got, ref) <= 1e-5 and not report.fallbacks
+    legal, params = _import(module, x, y)
+    ex, _, report = build(legal, V3)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    bound = bind_params(vm, params)
+    shapes = sorted(tuple(int(d) for d in t.shape) for t in bound)
+    packed = [s for s in shapes if len(s) == 3]
+    # the two weights, each once (four uses), in panels of whole AVX2 vectors; biases as they are
+    assert len(packed) == 2 and sorted(s[0] * s[2] for s in packed) == [64, 96], shapes
+    assert all(s[2] % 8 == 0 for s in packed) and sorted(s[1] for s in packed) == [64, 96], shapes
+    assert sorted(s for s in shapes if len(s) == 1) == [(64,), (96,)], shapes
+    out = vm["main"](tvm.runtime.tensor(x.numpy()), tvm.runtime.tensor(y.numpy()), *bound)
+    out = out[0] if not hasattr(out, "numpy") else out
+    with torch.no_grad():
+        ref = module(x, y)
+    assert _rel(out.numpy(), ref.numpy()) <= 1e-5 and not report.fallbacks
 
 
 class Norm(torch.nn.Module):

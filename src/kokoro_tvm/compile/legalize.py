@@ -3,19 +3,19 @@ phase later acts on."""
 
 from __future__ import annotations
 
-from . import batch_matmul, passes, symbolic, weight_packing  # noqa: F401  (they register their passes)
+from . import batch_matmul, passes, symbolic  # noqa: F401  (they register their passes)
 from .legalizations import LEGALIZE_MAP
 
 #: The phase, in order. ``LegalizeOps`` uses our legalizations (``legalizations.LEGALIZE_MAP``:
 #: polyphase conv1d_transpose, ...) over TVM's. ``LiftTransformParams`` then moves everything that
 #: depends on parameters only (``nn.Linear`` weight transposes, LSTM ``b_ih + b_hh``,
-#: conv_transpose kernel rearrangement, linear weight packing) out of ``main`` into
+#: conv_transpose kernel rearrangement, the LSTM's ``w_hh`` packing) out of ``main`` into
 #: ``main_transform_params``, which a loader runs once (``runtime.library.bind_params``): ``main``
 #: then takes the *transformed* parameters. ``EliminateCommonSubexpr`` runs before it so that a
 #: weight used in several places (ALBERT shares one layer's weights across its 12 repeats) is
 #: transformed once: without it each use was lifted on its own, and the duration library held
 #: and streamed 12 copies of ALBERT.
-PASSES = ["DecomposeOpsForInference", "PackLinearWeights", "FoldBatchMatmulReshapes", "EliminateCommonSubexpr",
+PASSES = ["DecomposeOpsForInference", "FoldBatchMatmulReshapes", "EliminateCommonSubexpr",
           "LegalizeOps", "LiftTransformParams", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR",
           "DeadCodeElimination"]
 

@@ -50,6 +50,8 @@ def prepack(mod):
              if (gv in prims and not _has_root_block(f)) or gv.name_hint.startswith(TRANSFORM)}
     work = tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv not in aside}, attrs=mod.attrs)
     work = relax.transform.SplitLayoutRewritePreproc()(work)
+    # one packing per weight, however many kernels read it (ALBERT's 12 layers share theirs)
+    work = relax.transform.EliminateCommonSubexpr()(relax.transform.ConvertToDataflow()(work))
     # LiftTransformParams lifts from dataflow blocks only, and main has none by now; back out of
     # them afterwards, so that tvm.compile's FuseOps does not fuse the scheduled kernels again
     work = relax.transform.LiftTransformParams()(relax.transform.ConvertToDataflow()(work))

@@ -67,7 +67,8 @@ def match(blk: Block) -> OuterProduct | None:
     if not candidates:  # depthwise: rows read different streamed rows; still independent FMAs
         candidates = [i for i in range(n_sp - 1) if ivars[i] in uses[b]]
     extents = blk.extents
-    row = max(candidates, key=lambda i: extents[i] or 0) if candidates else None
+    # a symbolic axis (a bounded length) is a long row axis, not a short one (an extent-1 batch)
+    row = max(candidates, key=lambda i: float("inf") if extents[i] is None else extents[i]) if candidates else None
     batch = [i for i in range(n_sp - 1) if i != row]
     return OuterProduct(blk, n_sp - 1, row, batch, list(range(n_sp, len(kinds))), s, b)
 
@@ -179,6 +180,15 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
         if _is_argument(sch, op.block.stmt.reads[op.broadcast].source):
             # a weight: packed once at load rather than on every call (compile.prepack)
             sch.annotate(packed, PREPROC, True)
+    elif is_weight_panel(sch, op, span):
+        # a linear's weight [k, n] -> [n // span, k, span]: one contiguous panel per column tile
+        packed = sch.cache_read(blk, op.streamed, "global")
+        sch.transform_layout(packed, ("write", 0), tvm.tirx.IndexMap.from_func(
+            lambda k, n: (n // span, k, n % span),
+            index_dtype=str(op.block.stmt.reads[op.streamed].source.shape[0].ty)))
+        sch.annotate(packed, PREPROC, True)
+    else:
+        packed = None
     # a symbolic axis keeps its tile loop out of the parallel fuse (a fused index hides the tail
     # from LoopPartition, and the cropping epilogue of a padded-to-tile conv cannot be computed
     # at a fused loop); split_with_tail adds the partition hint only where a tail is possible
@@ -257,11 +267,27 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
     if ep_loops and not tile.along_rows and (extent_of(sch, ep_loops[-1]) or 1) % cpu.lanes == 0:
         _, ev = sch.split(ep_loops[-1], [None, cpu.lanes])
         sch.vectorize(ev)
-    if tile.along_rows:
-        for blk_rv in [packed]:
-            from .injective import parallel_vectorize
+    if packed is not None:
+        from .injective import parallel_vectorize
 
-            parallel_vectorize(sch, blk_rv, cpu)
+        parallel_vectorize(sch, packed, cpu)
+
+
+def is_weight_panel(sch: s_tir.Schedule, op: OuterProduct, span: int) -> bool:
+    """The streamed operand is a linear layer's weight, ``w[k, n]`` read at ``[reduce, col]``, that
+    the kernel is given with static extents and whole tiles of columns: ``tile_reduction`` packs it
+    ``[n / span, k, span]`` at its tile's span, once at load (``compile.prepack``), so a tile's
+    reduction reads one contiguous panel. Activations (attention's ``V``, a conv's input) are 3-D
+    or more, or symbolic: a copy of those would run on every call."""
+    read = op.block.stmt.reads[op.streamed]
+    shape = read.source.shape
+    if len(shape) != 2 or not all(isinstance(d, tirx.IntImm) for d in shape) or int(shape[1]) % span:
+        return False
+    ivars = [iv.var for iv in op.block.stmt.iter_vars]
+    k_index, n_index = (r.min for r in read.region)
+    if not n_index.same_as(ivars[op.col]) or not any(k_index.same_as(ivars[i]) for i in op.reduce):
+        return False
+    return _is_argument(sch, read.source)
 
 
 def _is_argument(sch: s_tir.Schedule, buffer) -> bool:

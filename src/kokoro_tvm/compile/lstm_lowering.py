@@ -35,6 +35,7 @@ from tvm.script import tirx as T
 
 from ..spec import LSTM_STRATEGIES as STRATEGIES  # one list: params validates against it
 from . import vector_math
+from .schedule.analysis import largest_divisor
 
 __all__ = ["STEP_FLOPS", "STRATEGIES", "lstm_convert_map"]
 
@@ -155,18 +156,13 @@ def _convert_unroll(node, importer) -> relax.Var:
 # --------------------------------------------------------------------------- #
 
 
-def _divisor(n: int, options=(8, 4, 2)) -> int:
-    """Largest of ``options`` dividing ``n`` (else 1)."""
-    return next((k for k in options if n % k == 0), 1)
-
-
 def _layout(hidden: int) -> tuple[int, int]:
     """``(chunk, sub)``: hidden units per accumulator block and blocks per parallel task.
 
     16 units x 4 gates are 8 AVX2 (4 AVX-512) accumulator registers, enough independent FMAs to
     hide their latency; 2 blocks per task give 16 tasks at H = 256, work for up to 16 cores."""
-    chunk = _divisor(hidden, (16, 8, 4, 2))
-    return chunk, _divisor(hidden // chunk, (2,))
+    chunk = largest_divisor(hidden, (16, 8, 4, 2))
+    return chunk, largest_divisor(hidden // chunk, (2,))
 
 
 def packed_w_hh_shape(hidden: int) -> tuple[int, int, int, int]:
@@ -201,7 +197,7 @@ def _recurrence_kernel(batch: int, steps: int | None, hidden: int):
     sums or fast-math; then ``c`` and ``h`` are updated in place. ``h`` is double-buffered by
     step parity since every task reads all of the previous ``h``. Steps with ``t >= lengths[b]``
     carry the state over and write zeros. At H = 256 the weights (1 MB per direction) stream
-    from L3 on every step: the recurrence alone ran 1.26-1.34x faster than per-unit dot products
+    from L3 on every step: the recurrence alone ran 1.2-1.3x faster than per-unit dot products
     (README, "Measurements behind the code").
     """
     chunk, sub = _layout(hidden)

@@ -68,6 +68,11 @@ def _int(expr) -> int | None:
     return int(expr) if isinstance(expr, tirx.IntImm) else None
 
 
+def largest_divisor(n: int, options) -> int:
+    """The first of ``options`` (largest first) that divides ``n`` and is at most ``n``; else 1."""
+    return next((k for k in options if k <= n and n % k == 0), 1)
+
+
 def extent_of(sch: s_tir.Schedule, loop) -> int | None:
     """A loop's extent as an int, or None when it is symbolic (a bounded-length export)."""
     return _int(sch.get(loop).extent)

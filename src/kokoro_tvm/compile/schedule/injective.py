@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tvm import s_tir
 
-from .analysis import CPU, SYMBOLIC_EXTENT, Block, extent_of, root_blocks, split_with_tail
+from .analysis import CPU, SYMBOLIC_EXTENT, Block, extent_of, largest_divisor, root_blocks, split_with_tail
 
 #: Below this many elements a parallel launch costs more than it saves.
 PARALLEL_MIN = 1 << 14
@@ -34,10 +34,6 @@ def inline_all(sch: s_tir.Schedule, keep: set[str] = frozenset()) -> list[Block]
                 break
         if not progressed:
             return root_blocks(sch) or []
-
-
-def _largest_divisor(n: int, options: list[int]) -> int:
-    return next((k for k in options if k <= n and n % k == 0), 1)
 
 
 def parallel_vectorize(sch: s_tir.Schedule, block, cpu: CPU, loops: list | None = None) -> None:
@@ -71,7 +67,7 @@ def parallel_vectorize(sch: s_tir.Schedule, block, cpu: CPU, loops: list | None 
         lanes = 2 * cpu.lanes
         extents[-1] = SYMBOLIC_EXTENT
     else:
-        lanes = _largest_divisor(extents[-1], [cpu.lanes * 4, cpu.lanes * 2, cpu.lanes, cpu.lanes // 2])
+        lanes = largest_divisor(extents[-1], [cpu.lanes * 4, cpu.lanes * 2, cpu.lanes, cpu.lanes // 2])
         if lanes > 1 and lanes >= cpu.lanes // 2:
             last, vec = sch.split(last, [None, lanes])
             sch.vectorize(vec)

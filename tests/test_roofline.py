@@ -64,8 +64,9 @@ def test_reduction_flops_binds_symbolic_lengths():
 
 
 def test_lstm_recurrence_flops_are_its_gemvs():
-    """The hand-scheduled recurrence has no reduction blocks: it declares its FLOPs per step."""
-    from kokoro_tvm.compile.lstm_lowering import STEP_FLOPS, _recurrence_kernel
+    """The hand-scheduled recurrence has no reduction blocks: it declares its FLOPs."""
+    from kokoro_tvm.compile.lstm_lowering import _recurrence_kernel
+    from kokoro_tvm.compile.schedule.analysis import FLOPS
 
     # torch's count of the same GEMVs: h [B=3, H=16] @ w_hh^T [H, 4H], one per direction and step
     lstm = torch.nn.LSTM(8, 16, bidirectional=True)
@@ -78,7 +79,22 @@ def test_lstm_recurrence_flops_are_its_gemvs():
     assert roofline.reduction_flops(symbolic, {steps: 7}) == 7 * per_step
     # negative controls: an unbound length, and the same kernel without its declaration
     assert roofline.reduction_flops(symbolic, {}) is None
-    assert roofline.reduction_flops(_recurrence_kernel(3, 10, 16).without_attr(STEP_FLOPS), {}) is None
+    assert roofline.reduction_flops(_recurrence_kernel(3, 10, 16).without_attr(FLOPS), {}) is None
+
+
+def test_fused_attention_flops_are_its_two_products():
+    """The fused attention kernel declares ``Q K^T`` and ``P V``: torch's count of the same two
+    batched products at the call's length."""
+    from kokoro_tvm.compile.attention import attention_kernel
+    from kokoro_tvm.compile.schedule.analysis import FLOPS
+
+    func = attention_kernel(4, 32, 100, masked=True)
+    (length,) = {d.name for p in func.params for d in p.shape if isinstance(d, tvm.tirx.Var)}
+    q, k, v = torch.zeros(1, 4, 37, 32), torch.zeros(1, 4, 37, 32), torch.zeros(1, 4, 37, 32)
+    expected = roofline.model_flops(lambda: (q @ k.transpose(-1, -2)) @ v)
+    assert roofline.reduction_flops(func, {length: 37}) == expected
+    assert roofline.reduction_flops(func, {}) is None
+    assert roofline.reduction_flops(func.without_attr(FLOPS), {length: 37}) is None
 
 
 def test_model_flops_is_torchs_count():

@@ -3,7 +3,7 @@ phase later acts on."""
 
 from __future__ import annotations
 
-from . import batch_matmul, passes, symbolic  # noqa: F401  (they register their passes)
+from . import attention, batch_matmul, passes, symbolic  # noqa: F401  (they register their passes)
 from .legalizations import LEGALIZE_MAP
 
 #: The phase, in order. ``LegalizeOps`` uses our legalizations (``legalizations.LEGALIZE_MAP``:
@@ -15,7 +15,7 @@ from .legalizations import LEGALIZE_MAP
 #: weight used in several places (ALBERT shares one layer's weights across its 12 repeats) is
 #: transformed once: without it each use was lifted on its own, and the duration library held
 #: and streamed 12 copies of ALBERT.
-PASSES = ["DecomposeOpsForInference", "FoldBatchMatmulReshapes", "EliminateCommonSubexpr",
+PASSES = ["DecomposeOpsForInference", "FoldBatchMatmulReshapes", "FuseAttention", "EliminateCommonSubexpr",
           "LegalizeOps", "LiftTransformParams", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR",
           "DeadCodeElimination"]
 

@@ -35,14 +35,9 @@ from tvm.script import tirx as T
 
 from ..spec import LSTM_STRATEGIES as STRATEGIES  # one list: params validates against it
 from . import vector_math
-from .schedule.analysis import largest_divisor
+from .schedule.analysis import FLOPS, largest_divisor
 
-__all__ = ["STEP_FLOPS", "STRATEGIES", "lstm_convert_map"]
-
-#: PrimFunc attribute of the recurrence kernel: its FLOPs per time step (``h @ w_hh^T`` of both
-#: directions), which the roofline multiplies by the steps (axis 1 of the first buffer) since the
-#: kernel has no reduction blocks to count.
-STEP_FLOPS = "kokoro_tvm.step_flops"
+__all__ = ["STRATEGIES", "lstm_convert_map"]
 
 #: Key under which the importer looks up ``torch.ops.kokoro_tvm.lstm.default``
 #: (TVM 0.27 keys custom converters by the fx target's ``__name__``).
@@ -266,10 +261,10 @@ def _recurrence_kernel(batch: int, steps: int | None, hidden: int):
             lengths: T.Buffer((batch,), "int64"),
             out: T.Buffer((batch, steps, 2 * hidden), "float32"),
         ):
-            T.func_attr({"tirx.noalias": True})  # TVM 0.27 reads "tirx.", not "tir."
+            T.func_attr({"tirx.noalias": True, FLOPS: step_flops * steps})  # TVM 0.27 reads "tirx.", not "tir."
             recurrence(x_fwd, x_bwd, w_fwd, w_bwd, lengths, out, steps, steps - 1)
 
-        return lstm_recurrence.with_attr(STEP_FLOPS, step_flops)
+        return lstm_recurrence
 
     @T.prim_func(private=True)
     def lstm_recurrence_symbolic(
@@ -281,14 +276,14 @@ def _recurrence_kernel(batch: int, steps: int | None, hidden: int):
         var_out: T.handle,
     ):
         # T comes from the buffers: one kernel for any length up to the export's bound
-        T.func_attr({"tirx.noalias": True})
         n_steps = T.int64()
+        T.func_attr({"tirx.noalias": True, FLOPS: step_flops * n_steps})
         x_fwd = T.match_buffer(var_x_fwd, (batch, n_steps, 4 * hidden), "float32")
         x_bwd = T.match_buffer(var_x_bwd, (batch, n_steps, 4 * hidden), "float32")
         out = T.match_buffer(var_out, (batch, n_steps, 2 * hidden), "float32")
         recurrence(x_fwd, x_bwd, w_fwd, w_bwd, lengths, out, n_steps, n_steps - 1)
 
-    return lstm_recurrence_symbolic.with_attr(STEP_FLOPS, step_flops)
+    return lstm_recurrence_symbolic
 
 
 def _convert_loop(node, importer) -> relax.Var:

@@ -126,8 +126,8 @@ def model_flops(fn, *args) -> int:
 def reduction_flops(func, values: dict[str, int]) -> int | None:
     """Multiply-add FLOPs of a PrimFunc's reduction blocks (2 per iteration whose update adds a
     product, else 1), with its symbolic extents bound by name from ``values``. A hand-scheduled
-    kernel without blocks counts only if it declares its FLOPs per step (the LSTM recurrence,
-    ``_stepped_flops``); None for any other, or for an extent nothing binds."""
+    kernel without blocks counts only if it declares its FLOPs (``_declared_flops``); None for
+    any other, or for an extent nothing binds."""
     import tvm
     from tvm import s_tir, tirx
 
@@ -139,7 +139,7 @@ def reduction_flops(func, values: dict[str, int]) -> int | None:
             analyzer.bind(var, tirx.IntImm(str(var.ty), values[var.name]))
     blocks = root_blocks(s_tir.Schedule(tvm.IRModule({"main": func})))
     if blocks is None:
-        return _stepped_flops(func, analyzer)
+        return _declared_flops(func, analyzer)
     total = 0
     for block in blocks:
         if not block.is_reduction:
@@ -156,19 +156,19 @@ def reduction_flops(func, values: dict[str, int]) -> int | None:
     return total
 
 
-def _stepped_flops(func, analyzer) -> int | None:
-    """``lstm_lowering.STEP_FLOPS`` times the steps, axis 1 of the first buffer (``T``): exact at
-    the benchmarked full-length inputs; a padded library's steps past the length skip the work."""
+def _declared_flops(func, analyzer) -> int | None:
+    """A hand-written kernel's ``schedule.analysis.FLOPS``, evaluated at the bound sizes (the LSTM
+    recurrence: its GEMVs, exact at full-length inputs, since a padded library's steps past the
+    length skip the work; the fused attention: ``4 H D n^2``)."""
     from tvm import tirx
 
-    from ..compile.lstm_lowering import STEP_FLOPS
+    from ..compile.schedule.analysis import FLOPS
 
-    per_step = (func.attrs or {}).get(STEP_FLOPS)
-    shape = getattr(func.params[0], "shape", None) if func.params else None
-    if per_step is None or shape is None or len(shape) < 2:
+    declared = (func.attrs or {}).get(FLOPS)
+    if declared is None:
         return None
-    steps = analyzer.simplify(shape[1])
-    return int(per_step) * int(steps) if isinstance(steps, tirx.IntImm) else None
+    value = analyzer.simplify(declared) if not isinstance(declared, int) else declared
+    return int(value) if isinstance(value, (int, tirx.IntImm)) else None
 
 
 def _size_vars(func) -> list[Any]:

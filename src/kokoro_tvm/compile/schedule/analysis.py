@@ -14,6 +14,12 @@ from tvm import s_tir, tirx
 from tvm.target import codegen
 
 
+#: PrimFunc attribute of a hand-written kernel (no blocks for the roofline to count: the LSTM
+#: recurrence, the fused attention): its FLOPs as an expression of its own size variables, which
+#: ``eval.roofline`` evaluates at a call's shapes.
+FLOPS = "kokoro_tvm.flops"
+
+
 @dataclass(frozen=True)
 class CPU:
     """Vector width and register budget of an LLVM CPU target."""

@@ -66,7 +66,7 @@ def test_reduction_flops_binds_symbolic_lengths():
 def test_lstm_recurrence_flops_are_its_gemvs():
     """The hand-scheduled recurrence has no reduction blocks: it declares its FLOPs."""
     from kokoro_tvm.compile.lstm_lowering import _recurrence_kernel
-    from kokoro_tvm.compile.schedule.analysis import FLOPS
+    from kokoro_tvm.compile.hand_written import FLOPS
 
     # torch's count of the same GEMVs: h [B=3, H=16] @ w_hh^T [H, 4H], one per direction and step
     lstm = torch.nn.LSTM(8, 16, bidirectional=True)
@@ -86,7 +86,7 @@ def test_fused_attention_flops_are_its_two_products():
     """The fused attention kernel declares ``Q K^T`` and ``P V``: torch's count of the same two
     batched products at the call's length."""
     from kokoro_tvm.compile.attention import attention_kernel
-    from kokoro_tvm.compile.schedule.analysis import FLOPS
+    from kokoro_tvm.compile.hand_written import FLOPS
 
     func = attention_kernel(4, 32, 100, masked=True)
     (length,) = {d.name for p in func.params for d in p.shape if isinstance(d, tvm.tirx.Var)}

@@ -25,7 +25,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.script import tirx as T
 
 from . import passes, vector_math
-from .schedule.analysis import FLOPS
+from .hand_written import FLOPS
 
 #: Query rows per task: ``ROWS x COLS`` accumulators are 12 AVX2 registers (6 AVX-512), with a
 #: broadcast and two loads per step, within AVX2's 16.

@@ -35,7 +35,7 @@ from tvm.script import tirx as T
 
 from ..spec import LSTM_STRATEGIES as STRATEGIES  # one list: params validates against it
 from . import vector_math
-from .schedule.analysis import FLOPS, largest_divisor
+from .hand_written import FLOPS, largest_divisor
 
 __all__ = ["STRATEGIES", "lstm_convert_map"]
 

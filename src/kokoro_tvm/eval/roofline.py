@@ -157,12 +157,12 @@ def reduction_flops(func, values: dict[str, int]) -> int | None:
 
 
 def _declared_flops(func, analyzer) -> int | None:
-    """A hand-written kernel's ``schedule.analysis.FLOPS``, evaluated at the bound sizes (the LSTM
+    """A hand-written kernel's ``compile.hand_written.FLOPS``, evaluated at the bound sizes (the LSTM
     recurrence: its GEMVs, exact at full-length inputs, since a padded library's steps past the
     length skip the work; the fused attention: ``4 H D n^2``)."""
     from tvm import tirx
 
-    from ..compile.schedule.analysis import FLOPS
+    from ..compile.hand_written import FLOPS
 
     declared = (func.attrs or {}).get(FLOPS)
     if declared is None:

@@ -14,12 +14,6 @@ from tvm import s_tir, tirx
 from tvm.target import codegen
 
 
-#: PrimFunc attribute of a hand-written kernel (no blocks for the roofline to count: the LSTM
-#: recurrence, the fused attention): its FLOPs as an expression of its own size variables, which
-#: ``eval.roofline`` evaluates at a call's shapes.
-FLOPS = "kokoro_tvm.flops"
-
-
 @dataclass(frozen=True)
 class CPU:
     """Vector width and register budget of an LLVM CPU target."""
@@ -72,11 +66,6 @@ class Block:
 
 def _int(expr) -> int | None:
     return int(expr) if isinstance(expr, tirx.IntImm) else None
-
-
-def largest_divisor(n: int, options) -> int:
-    """The first of ``options`` (largest first) that divides ``n`` and is at most ``n``; else 1."""
-    return next((k for k in options if k <= n and n % k == 0), 1)
 
 
 def extent_of(sch: s_tir.Schedule, loop) -> int | None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from tvm import s_tir
 
-from .analysis import CPU, SYMBOLIC_EXTENT, Block, extent_of, largest_divisor, root_blocks, split_with_tail
+from ..hand_written import largest_divisor
+from .analysis import CPU, SYMBOLIC_EXTENT, Block, extent_of, root_blocks, split_with_tail
 
 #: Below this many elements a parallel launch costs more than it saves.
 PARALLEL_MIN = 1 << 14

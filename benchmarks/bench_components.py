@@ -1,7 +1,7 @@
 """Eager vs ONNX Runtime vs TVM latency for every library in a manifest, as a markdown table.
 
 usage: python benchmarks/bench_components.py [--root artifacts] [--params params.yaml]
-           [--target T] [--repeats 10] [--json out.json]
+           [--target T] [--components duration text_encoder] [--repeats 10] [--json out.json]
 (after `dvc repro`, from the repo root; needs `pip install -e '.[bench]'`)
 
 Kokoro is built once and shared by all rows; each row is one ``kokoro_tvm.eval.bench.measure``.
@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=Path("artifacts"))
     ap.add_argument("--params", type=Path, default=Path("params.yaml"))
     ap.add_argument("--target", help="only this target (default: every built target)")
+    ap.add_argument("--components", nargs="+", help="only these components (default: every one)")
     ap.add_argument("--repeats", type=int, help="default: params.yaml bench.repeats")
     ap.add_argument("--json", type=Path, help="also write every row here")
     a = ap.parse_args()
@@ -48,9 +49,11 @@ def main() -> None:
             prm = dataclasses.replace(prm, bench_repeats=a.repeats)
         manifest = read_manifest(a.root)
         model = load(**manifest["model"])  # the weights the libraries were given
-        entries = [e for e in manifest["libraries"] if a.target in (None, e["target"])]
+        entries = [e for e in manifest["libraries"] if a.target in (None, e["target"])
+                   and (not a.components or e["component"] in a.components)]
         if not entries:
-            raise ArtifactError(f"{a.root}/manifest.json has no library for target {a.target!r}")
+            raise ArtifactError(f"{a.root}/manifest.json has no library for target {a.target!r}"
+                                f" and components {a.components}")
         print(HEADER, flush=True)
         rows = []
         for e in entries:

@@ -26,6 +26,7 @@ from tvm.script import tirx as T
 
 from . import passes, vector_math
 from .hand_written import FLOPS
+from .symbolic import same_shape as _same, static_dim as _static, upper_bounds
 
 #: Query rows per task: ``ROWS x COLS`` accumulators are 12 AVX2 registers (6 AVX-512), with a
 #: broadcast and two loads per step, within AVX2's 16.
@@ -54,6 +55,18 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
     neg_inf = T.float32("-inf")
 
     @T.macro
+    def product(acc, a, a_row0, a_last, b, b_col0, depth):
+        """``acc[r, c] = sum_k a[min(a_row0 + r, a_last), k] * b[k, b_col0 + c]``: the register tile
+        of both products (``Q K^T`` and ``P V``)."""
+        for r in T.unroll(ROWS):
+            for c in T.vectorized(COLS):
+                acc[r, c] = T.float32(0)
+        for k in range(depth):
+            for r in T.unroll(ROWS):
+                for c in T.vectorized(COLS):
+                    acc[r, c] = acc[r, c] + a[T.min(a_row0 + r, a_last), k] * b[k, b_col0 + c]
+
+    @T.macro
     def body(q, kt, v, mask, o, n):
         blocks = (n + ROWS - 1) // ROWS
         for task in T.parallel(heads * blocks):
@@ -66,14 +79,12 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
             h = task // blocks
             r0 = task % blocks * ROWS
             main = n // COLS * COLS
+            # head h of each operand as a matrix
+            q_h = T.decl_buffer((n, dim), "float32", data=q.data, elem_offset=h * n * dim)
+            kt_h = T.decl_buffer((dim, n), "float32", data=kt.data, elem_offset=h * dim * n)
+            v_h = T.decl_buffer((n, dim), "float32", data=v.data, elem_offset=h * n * dim)
             for jb in range(n // COLS):
-                for r in T.unroll(ROWS):
-                    for c in T.vectorized(COLS):
-                        acc[r, c] = T.float32(0)
-                for k in range(dim):
-                    for r in T.unroll(ROWS):
-                        for c in T.vectorized(COLS):
-                            acc[r, c] = acc[r, c] + q[0, h, T.min(r0 + r, n - 1), k] * kt[0, h, k, jb * COLS + c]
+                product(acc, q_h, r0, n - 1, kt_h, jb * COLS, dim)
                 for r in T.unroll(ROWS):
                     for c in T.vectorized(COLS):
                         if masked:
@@ -84,14 +95,8 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
                 # the last partial block of columns from a zero-padded copy of its keys: the same
                 # vector tile, no load past row n of kt (its copy, 4 KB, costs less than scalar FMAs)
                 for k, c in T.grid(dim, COLS):
-                    tail[k, c] = T.if_then_else(main + c < n, kt[0, h, k, T.min(main + c, n - 1)], T.float32(0))
-                for r in T.unroll(ROWS):
-                    for c in T.vectorized(COLS):
-                        acc[r, c] = T.float32(0)
-                for k in range(dim):
-                    for r in T.unroll(ROWS):
-                        for c in T.vectorized(COLS):
-                            acc[r, c] = acc[r, c] + q[0, h, T.min(r0 + r, n - 1), k] * tail[k, c]
+                    tail[k, c] = T.if_then_else(main + c < n, kt_h[k, T.min(main + c, n - 1)], T.float32(0))
+                product(acc, q_h, r0, n - 1, tail, 0, dim)
                 for r in T.unroll(ROWS):
                     for c in range(n - main):
                         if masked:
@@ -127,13 +132,7 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
                 for j in range(main, n):
                     s[r, j] = T.Select(mx[r] == neg_inf, T.float32(0), s[r, j] / total[r])
             for cb in range(dim // COLS):
-                for r in T.unroll(ROWS):
-                    for c in T.vectorized(COLS):
-                        acc[r, c] = T.float32(0)
-                for k in range(n):
-                    for r in T.unroll(ROWS):
-                        for c in T.vectorized(COLS):
-                            acc[r, c] = acc[r, c] + s[r, k] * v[0, h, k, cb * COLS + c]
+                product(acc, s, 0, ROWS - 1, v_h, cb * COLS, n)
                 for r in T.unroll(ROWS):
                     for c in T.vectorized(COLS):
                         o[0, h, T.min(r0 + r, n - 1), cb * COLS + c] = acc[r, c]
@@ -165,21 +164,12 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
     return attention_unmasked
 
 
-def _static(d) -> int | None:
-    return int(d) if isinstance(d, tirx.IntImm) else None
-
-
 def _scalar(expr: relax.Expr) -> float | None:
     """The value of a scalar constant, or None."""
     if not isinstance(expr, tvm.ir.expr.Constant):
         return None
     data = expr.value.numpy()
     return float(data) if data.size == 1 else None
-
-
-def _same(a: list, b: list) -> bool:
-    analyzer = tvm.sym.Analyzer()
-    return len(a) == len(b) and all(analyzer.can_prove_equal(x, y) for x, y in zip(a, b))
 
 
 @mutator
@@ -275,8 +265,6 @@ class _FuseAttention(PyExprMutator):
 @passes.register("legalize", "FuseAttention")
 def fuse_attention(mod, _ctx: passes.Context):
     """``softmax(q @ kt [+ mask])`` with PyTorch's safe-softmax guard, times ``v`` -> one kernel."""
-    from .symbolic import upper_bounds
-
     func = mod["main"]
     mutator_ = _FuseAttention(mod, relax.analysis.get_var2val(func), upper_bounds(mod))
     func = mutator_.visit_expr(func)

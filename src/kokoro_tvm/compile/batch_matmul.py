@@ -17,6 +17,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from . import passes
+from .symbolic import same_shape as _same
 
 _MATMUL = tvm.ir.Op.get("relax.matmul")
 _RESHAPE = tvm.ir.Op.get("relax.reshape")
@@ -25,11 +26,6 @@ _RESHAPE = tvm.ir.Op.get("relax.reshape")
 def _shape(expr: relax.Expr) -> list | None:
     shape = getattr(expr.ty, "shape", None)
     return None if shape is None else list(shape)
-
-
-def _same(a: list, b: list) -> bool:
-    analyzer = tvm.sym.Analyzer()
-    return len(a) == len(b) and all(analyzer.can_prove_equal(x, y) for x, y in zip(a, b))
 
 
 @mutator

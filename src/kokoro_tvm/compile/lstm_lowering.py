@@ -30,12 +30,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from tvm import relax, tirx
+from tvm import relax
 from tvm.script import tirx as T
 
 from ..spec import LSTM_STRATEGIES as STRATEGIES  # one list: params validates against it
 from . import vector_math
 from .hand_written import FLOPS, largest_divisor
+from .symbolic import static_dim
 
 __all__ = ["STRATEGIES", "lstm_convert_map"]
 
@@ -65,12 +66,9 @@ def lstm_convert_map(strategy: str = "loop") -> dict[str, Callable]:
 
 
 def _static_int(value, what: str) -> int:
-    try:
-        return int(value)
-    except TypeError as err:  # symbolic tirx.Var
-        raise NotImplementedError(
-            f"kokoro_tvm::lstm lowering needs a static {what}, got {value}"
-        ) from err
+    if (dim := static_dim(value)) is None:
+        raise NotImplementedError(f"kokoro_tvm::lstm lowering needs a static {what}, got {value}")
+    return dim
 
 
 def _unpack(node, importer):
@@ -86,7 +84,7 @@ def _unpack(node, importer):
         raise TypeError(f"kokoro_tvm::lstm lowering supports float32 only, got {x.ty.dtype}")
     batch, in_size = _static_int(x.ty.shape[0], "B"), _static_int(x.ty.shape[2], "I")
     steps = x.ty.shape[1]  # an int, or a symbolic length (only the loop strategy takes it)
-    steps = int(steps) if isinstance(steps, tirx.IntImm) else steps
+    steps = steps if static_dim(steps) is None else static_dim(steps)
     hidden = _static_int(w_hh.ty.shape[1], "hidden size")
     return args, batch, steps, in_size, hidden
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import tvm
+from tvm import tirx
+
 from . import passes
 
 
@@ -22,6 +25,18 @@ def upper_bounds(mod) -> dict[str, int]:
 
 def is_bounded(mod) -> bool:
     return bool(upper_bounds(mod))
+
+
+def static_dim(dim) -> int | None:
+    """A shape dimension's value when it is a constant (an ``IntImm`` or an int), None when it is
+    symbolic."""
+    return int(dim) if isinstance(dim, (int, tirx.IntImm)) else None
+
+
+def same_shape(a: list, b: list) -> bool:
+    """The two shapes are provably equal, dimension by dimension (symbolic ones included)."""
+    analyzer = tvm.sym.Analyzer()
+    return len(a) == len(b) and all(analyzer.can_prove_equal(x, y) for x, y in zip(a, b))
 
 
 def _keep_reshape(bb, call):

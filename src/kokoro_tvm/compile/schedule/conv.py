@@ -24,6 +24,10 @@ from .tile import OuterProduct, Tile, match, pick_tile, tile_reduction
 #: "Measurements behind the code": ``benchmarks/kernels.py --tiles``).
 LONG_WIDTH = 256
 LONG_TILE = Tile(rows=5, vectors=2, along_rows=True)
+#: The same for a symbolic width on AVX-512 (32 channels, 12 of 32 registers): bounded decoder
+#: convs ran 1.03-1.10x as fast as with ``LONG_TILE`` (README, "Measurements behind the code":
+#: AMD EPYC Zen 5, ``benchmarks/kernels.py --blocks --mcpu x86-64-v4``).
+LONG_TILE_AVX512 = Tile(rows=6, vectors=2, along_rows=True)
 #: Register tiles along a symbolic length per parallel block (``length_block``).
 LENGTH_BLOCK = 8
 #: ``length_block`` blocks a conv only when its input, at the length's bound, is at least this
@@ -85,12 +89,13 @@ def schedule_anchor(sch: s_tir.Schedule, cpu: CPU, op: OuterProduct, producers: 
     can_pack_rows = op.row is not None and not symbolic_rows and _plain_row_index(op)
     tile = (conv_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col], can_pack_rows)
             if is_conv else None)
+    long_tile = LONG_TILE_AVX512 if cpu.lanes == 16 else LONG_TILE
     if (is_conv and tile is None and op.block.extents[op.col] is None and can_pack_rows
-            and extents[op.row] % (LONG_TILE.vectors * cpu.lanes) == 0):
+            and extents[op.row] % (long_tile.vectors * cpu.lanes) == 0):
         # a symbolic width left unpadded (frame-rate convs): keep the vector lanes on the static
         # channels, so the width's tail only predicates unrolled columns (with the lanes along a
         # tailed width, a short n runs the whole conv in the scalar tail)
-        tile = LONG_TILE
+        tile = long_tile
     tile = tile or pick_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col],
                              can_pack_rows=can_pack_rows)
     if tile is None:
@@ -163,15 +168,16 @@ def conv_tile(cpu: CPU, channels: int, width: int, can_pack_rows: bool) -> Tile 
 
 def length_block(cpu: CPU, op: OuterProduct, tile: Tile) -> int:
     """``LENGTH_BLOCK`` for a conv over a symbolic length with its channels in the vector lanes on
-    a 16-register (AVX2) CPU, else 1.
+    x86 (AVX2's 16 registers, AVX-512's 16 lanes), else 1 (NEON: not measured).
 
     There a tile holds 16 output channels, so a 128-channel conv has 8 channel tiles. With the
     channel tiles outermost each of them streams the whole input again (128 rows, each a page
     or more apart, too many streams for the prefetchers): the generator's last stage ran at 28 %
     (kernel 3) to 54 % (kernel 11) of the FMA peak (AMD EPYC Zen 3, x86_64_v3). Blocks of the
     length outermost fetch a block's input columns once for every channel tile, and each channel
-    tile's weights once per block (README, "Measurements behind the code"). Measured only on
-    AVX2: AVX-512's wider tiles (2 channel tiles) keep their order until someone measures it.
+    tile's weights once per block (README, "Measurements behind the code"). On AVX-512
+    (``LONG_TILE_AVX512``: 32 channels, 4 tiles of a 128-channel conv) the generator's convs
+    gained 1.03-1.17x, 128 channels at kernel 7 the most (AMD EPYC Zen 5).
 
     Blocks trade the input's re-streaming for the weights' re-reading (once per block), so only a
     conv whose input outweighs its weights (``LENGTH_BLOCK_INPUT_OVER_WEIGHTS``) is blocked. The
@@ -181,7 +187,7 @@ def length_block(cpu: CPU, op: OuterProduct, tile: Tile) -> int:
     (12.6 MB) 0.96-1.17x at 1280 frames but 0.51x at 192, and its 512-channel ones at twice the
     frame rate (3.1 MB, input 2x the weights at the bound) 0.99-1.70x at 2560 but 0.66x at 384
     (``benchmarks/kernels.py --blocks``, four runs, AMD EPYC Zen 3)."""
-    if (cpu.registers == 16 and tile.along_rows and op.row is not None
+    if ((cpu.registers == 16 or cpu.lanes == 16) and tile.along_rows and op.row is not None
             and op.block.extents[op.col] is None and op.block.extents[op.row] is not None
             and _elements(op, op.streamed) >= LENGTH_BLOCK_INPUT_OVER_WEIGHTS * _elements(op, op.broadcast)):
         return LENGTH_BLOCK

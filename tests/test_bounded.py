@@ -161,6 +161,53 @@ def test_instance_norm_legalizes_with_a_centred_variance():
     assert stock > 1e-2 and ours < stock / 30
 
 
+class ConvPost(torch.nn.Module):
+    """kokoro's ``conv_post``: 128 -> 22 channels, kernel 7, over the generator's 120 n samples."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(128, 22, 7)
+
+    def forward(self, x):  # x [1, 128, n, 120]: the width a symbolic 120 n, as the decoder has it
+        return self.conv(F.pad(x.reshape(1, 128, -1), (3, 4)))
+
+
+def test_a_bounded_conv_with_a_partial_channel_tile_is_computed_over_whole_ones():
+    """``conv_post``'s 22 output channels are no whole channel tile, so its register tile took
+    the width, 120 (n + 1) samples, where 16 lanes leave a tail: 14 % of the FMA peak on AVX-512.
+    Legalized over 32 zero-padded filters (``legalizations/conv1d.CHANNEL_SPAN``) and cropped,
+    it keeps its channels in the lanes like the other convs, and equals torch at every length;
+    a single output channel (the F0/N projections) is not padded 32-fold (``CHANNEL_PAD_MAX``)."""
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.legalizations.conv1d import _tile_padded_channels
+
+    assert [_tile_padded_channels(c) for c in (1, 16, 22, 128, 1024)] == [1, 16, 32, 128, 1024]
+    torch.manual_seed(0)
+    module = ConvPost().eval()
+    n = torch.export.Dim("n", min=1, max=64)
+    ep = torch.export.export(module, (torch.randn(1, 128, 8, 120),), dynamic_shapes=({2: n},))
+    mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    legal = legalize(mod)
+    convs = [f for gv, f in legal.functions.items() if "conv1d" in gv.name_hint]
+    assert convs and all("(T.int64(32), T.int64(128), T.int64(7))" in f.script() for f in convs)  # 32 filters
+    ex, _, report = build(legal, V3)
+    assert "conv" in report.functions.values()
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    bound = bind_params(vm, [p.numpy() for p in params["main"]])
+    for frames in (1, 5, 64):
+        x = torch.randn(1, 128, frames, 120)
+        got = vm["main"](tvm.runtime.tensor(x.numpy()), *bound)
+        got = (got if hasattr(got, "numpy") else got[0]).numpy()
+        with torch.no_grad():
+            want = module(x).numpy()
+        assert got.shape == want.shape == (1, 22, 120 * frames + 1)
+        assert rel_err(got, want) < 1e-5, frames
+
+
 def test_instance_norm_stores_no_full_size_temporary():
     """The variance reads ``x`` and its mean in one reduction: once fused, the only full-size
     tensor the norm writes is its output (the Relax form also stored ``x - mean`` and its square).

@@ -5,6 +5,8 @@
     python benchmarks/kernels.py --ops --frames 128   # single ops: old vs new lowering, interleaved
     python benchmarks/kernels.py --tiles              # decoder convs: pick_tile vs conv.LONG_TILE
     python benchmarks/kernels.py --blocks             # bounded generator convs: conv.LENGTH_BLOCK vs 1
+    python benchmarks/kernels.py --conv-tiles 5x2 6x2 6x2b --mcpu x86-64-v4  # bounded decoder convs:
+                                                      # the rule vs forced tiles (b: length-blocked)
 
 Each component is built with ``compile.flow.compile_component`` (schedule pass included) and timed against the
 same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM, eager,
@@ -17,6 +19,8 @@ high for AVX-512 on Zen 4).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
 import time
 from unittest import mock
@@ -40,10 +44,15 @@ def main() -> None:
                     help="decoder conv shapes, pick_tile's register tile vs conv.LONG_TILE, and exit")
     ap.add_argument("--blocks", action="store_true",
                     help="bounded generator conv shapes, conv.LENGTH_BLOCK against 1 (channel tiles outermost), and exit")
+    ap.add_argument("--conv-tiles", nargs="+", metavar="RxV[b]", default=None,
+                    help="bounded decoder conv shapes, the conv rule against these forced register tiles "
+                         "(R width samples x V vectors of channels; b: length-blocked), and exit")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     if args.blocks:
         return blocks_table(args)
+    if args.conv_tiles:
+        return conv_tiles_table(args)
     if args.ops:
         return ops_table(args)
     if args.tiles:
@@ -308,43 +317,22 @@ def blocks_table(args) -> None:
     alternating for ``--repeat`` samples; medians, GFLOP/s, what ``conv.length_block`` picks, and
     whether the outputs are bit-identical."""
     import numpy as np
-    import torch
-    import tvm
-    from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
 
     from kokoro_tvm.compile import schedule
-    from kokoro_tvm.compile.build import build
-    from kokoro_tvm.compile.legalize import legalize
     from kokoro_tvm.compile.schedule import conv as conv_rule
-    from kokoro_tvm.runtime.library import bind_params
 
     target = {"kind": "llvm", "mcpu": args.mcpu}
     variants = ({"LENGTH_BLOCK_INPUT_OVER_WEIGHTS": 0.0}, {"LENGTH_BLOCK": 1})  # blocked, unblocked
     print(f"threads={args.threads} {target}: median ms (GFLOP/s), blocked (LENGTH_BLOCK="
           f"{conv_rule.LENGTH_BLOCK}) | unblocked; load {os.getloadavg()[0]:.2f}")
     for c, k, d, width, bound in BLOCK_SHAPES:
-        module = torch.nn.Conv1d(c, c, k, padding=d * (k - 1) // 2, dilation=d).eval()
-        x = torch.randn(1, c, width)
-        n = torch.export.Dim("n", min=2, max=bound)
-        ep = torch.export.export(module, (x,), dynamic_shapes=({2: n},))
-        mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-        legal = legalize(mod)
-        params = [p.numpy() for p in params.get("main", [])]
+        x, legal, params = _bounded_conv(c, c, k, d, width, bound)
         picked: list[int] = []  # what the rule itself returns: schedule only, no compile
         rule = conv_rule.length_block
         with mock.patch.object(conv_rule, "length_block", lambda *a: picked.append(rule(*a)) or picked[-1]):
             schedule.apply(legal, target)
-        timers, outs = [], []
-        for overrides in variants:
-            with mock.patch.multiple(conv_rule, **overrides):
-                ex, _, _ = build(legal, target)
-            vm = relax.VirtualMachine(ex, tvm.cpu())
-            vm.set_input("main", tvm.runtime.tensor(x.numpy()), *bind_params(vm, params))
-            vm.invoke_stateful("main")
-            out = vm.get_outputs("main")
-            outs.append((out[0] if isinstance(out, tuple) else out).numpy())
-            timers.append(vm.time_evaluator("invoke_stateful", tvm.cpu(), number=2, repeat=1))
+        outs, timers = zip(*(_hot_run(legal, target, x, params, mock.patch.multiple(conv_rule, **overrides))
+                             for overrides in variants))
         samples = _alternate(timers, args.repeat)
         flops = 2.0 * c * c * k * width
         new, old = (float(np.median(s)) for s in samples)
@@ -354,11 +342,93 @@ def blocks_table(args) -> None:
               f"identical={np.array_equal(*outs)}", flush=True)
 
 
+#: (in channels, out channels, kernel, dilation, width, bound): the decoder body at frame rate
+#: (1536 frames, at a short and a long input), its upsampled 512-channel convs, the generator's
+#: resblocks (256 channels at 20 n, 128 at 120 n)
+CONV_TILE_SHAPES = [(1090, 1024, 3, 1, 192, 1536), (1024, 1024, 3, 1, 1200, 1536), (512, 512, 3, 1, 2400, 3072),
+                    (256, 256, 11, 5, 12000, 30720), (256, 256, 3, 1, 1920, 30720),
+                    (128, 128, 7, 3, 72000, 184320), (128, 128, 3, 1, 4000, 184320)]
+
+
+def conv_tiles_table(args) -> None:
+    """Each ``CONV_TILE_SHAPES`` conv with a symbolic width, built with the conv rule's own
+    choice (``rule``) and with each ``--conv-tiles`` tile forced (``Tile.along_rows``; unblocked,
+    or with a trailing ``b`` length-blocked by ``conv.LENGTH_BLOCK`` whatever the rule's size
+    bound says), timed hot at the given width, interleaved (the order reversed every other
+    round); medians, GFLOP/s, the speed over ``rule``, and the largest difference from its output."""
+    import numpy as np
+
+    from kokoro_tvm.compile.schedule import conv as conv_rule
+    from kokoro_tvm.compile.schedule.tile import Tile
+
+    def forced(spec: str) -> dict:
+        rows, vectors = spec.rstrip("b").split("x")
+        tile = Tile(int(rows), int(vectors), along_rows=True)
+        patches = {"conv_tile": lambda *a, **kw: tile}
+        if spec.endswith("b"):  # the rule's AVX2 branch, its size bound at 0
+            rule = conv_rule.length_block
+            patches.update(LENGTH_BLOCK_INPUT_OVER_WEIGHTS=0.0,
+                           length_block=lambda cpu, op, t: rule(dataclasses.replace(cpu, registers=16), op, t))
+        else:
+            patches["LENGTH_BLOCK"] = 1
+        return patches
+
+    target = {"kind": "llvm", "mcpu": args.mcpu}
+    names = ["rule", *args.conv_tiles]
+    variants = [{}] + [forced(spec) for spec in args.conv_tiles]
+    print(f"{target} threads={args.threads} load {os.getloadavg()[0]:.2f}: median ms (GFLOP/s, x rule)")
+    for cin, cout, k, d, width, bound in CONV_TILE_SHAPES:
+        x, legal, params = _bounded_conv(cin, cout, k, d, width, bound)
+        outs, timers = zip(*(_hot_run(legal, target, x, params, mock.patch.multiple(conv_rule, **patches)
+                                      if patches else contextlib.nullcontext()) for patches in variants))
+        med = [float(np.median(s)) for s in _alternate(timers, args.repeat)]
+        flops = 2.0 * cin * cout * k * width
+        cells = "  ".join(f"{name} {m * 1e3:.2f} ({flops / m / 1e9:.0f}, x{med[0] / m:.2f})" for name, m in zip(names, med))
+        diff = max(float(np.abs(o - outs[0]).max()) for o in outs)
+        print(f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:6} (bound {bound:6}): {cells}  max diff {diff:.1e}",
+              flush=True)
+
+
+def _bounded_conv(cin: int, cout: int, k: int, d: int, width: int, bound: int):
+    """A ``Conv1d`` exported with a symbolic width up to ``bound``, as the bounded decoder has it,
+    and legalized: ``(an input of `width` samples, the legalized module, its weights)``."""
+    import torch
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm.compile.legalize import legalize
+
+    module = torch.nn.Conv1d(cin, cout, k, padding=d * (k - 1) // 2, dilation=d).eval()
+    x = torch.randn(1, cin, width)
+    n = torch.export.Dim("n", min=2, max=bound)
+    ep = torch.export.export(module, (x,), dynamic_shapes=({2: n},))
+    mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    return x, legalize(mod), [p.numpy() for p in params.get("main", [])]
+
+
+def _hot_run(legal, target: dict, x, params, patched):
+    """``legal`` built for ``target`` inside the ``patched`` context, run once on ``x``:
+    ``(its output, a time_evaluator of 2 calls per sample)``."""
+    import tvm
+    from tvm import relax
+
+    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.runtime.library import bind_params
+
+    with patched:
+        ex, _, _ = build(legal, target)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    vm.set_input("main", tvm.runtime.tensor(x.numpy()), *bind_params(vm, params))
+    vm.invoke_stateful("main")
+    out = vm.get_outputs("main")
+    return (out[0] if isinstance(out, tuple) else out).numpy(), vm.time_evaluator("invoke_stateful", tvm.cpu(), number=2, repeat=1)
+
+
 def _alternate(timers, repeat: int) -> list[list[float]]:
-    """Seconds per call of two ``time_evaluator`` timers, alternating which goes first."""
-    samples: list[list[float]] = [[], []]
+    """Seconds per call of ``time_evaluator`` timers, the order reversed every other round."""
+    samples: list[list[float]] = [[] for _ in timers]
     for r in range(repeat):
-        for i in (r % 2, 1 - r % 2):
+        for i in (range(len(timers)) if r % 2 == 0 else reversed(range(len(timers)))):
             samples[i].append(timers[i]("main").mean)
     return samples
 

@@ -905,7 +905,7 @@ def test_avx2_bounded_conv_walks_every_channel_tile_inside_each_length_block(mon
 def test_avx512_bounded_conv_takes_six_samples_by_32_channels_in_length_blocks():
     """On AVX-512 a bounded conv gets ``conv.LONG_TILE_AVX512`` (6 samples x 2 vectors of 16
     channels) and the AVX2 rule's length blocks: against 5 x 2 unblocked, the decoder's convs ran
-    1.03-1.17x as fast (AMD EPYC Zen 5, ``benchmarks/conv_tiles.py``). 224 channels are 7 channel
+    1.03-1.17x as fast (AMD EPYC Zen 5, ``benchmarks/kernels.py --conv-tiles``). 224 channels are 7 channel
     tiles, walked inside each parallel length block beside the tile's 6 unrolled samples; the
     numbers equal torch's where this CPU runs AVX-512."""
     import tvm

@@ -26,7 +26,7 @@ LONG_WIDTH = 256
 LONG_TILE = Tile(rows=5, vectors=2, along_rows=True)
 #: The same for a symbolic width on AVX-512 (32 channels, 12 of 32 registers): bounded decoder
 #: convs ran 1.03-1.10x as fast as with ``LONG_TILE`` (README, "Measurements behind the code":
-#: AMD EPYC Zen 5, ``benchmarks/kernels.py --blocks --mcpu x86-64-v4``).
+#: AMD EPYC Zen 5, ``benchmarks/kernels.py --conv-tiles 5x2 --mcpu x86-64-v4``).
 LONG_TILE_AVX512 = Tile(rows=6, vectors=2, along_rows=True)
 #: Register tiles along a symbolic length per parallel block (``length_block``).
 LENGTH_BLOCK = 8

@@ -153,8 +153,10 @@ def test_fma_peak_kernel_is_vector_fma_at_a_real_clock(mcpu, reg):
     peak = roofline.fma_peak({"kind": "llvm", "mcpu": mcpu}, 1, seconds=0.05, rounds=2)
     assert peak["lanes"] == lanes
     # the clock two pipes of these lanes would need: a loop the compiler removed, or scalar code,
-    # lands far outside (x1000 or /lanes)
-    assert 0.3 < peak["implied_ghz"] * (2 if reg == "zmm" else 1) < 8, peak
+    # lands far outside (x1000 or /lanes). A real clock: Zen 4 runs AVX-512 as two halves (v4
+    # implies half its clock, ~1.8 GHz), Zen 5 at full width (4.0-4.35 GHz, which the x2 this
+    # bound had for Zen 4 pushed past 8)
+    assert 0.3 < peak["implied_ghz"] < 6.5, peak
 
 
 def test_summary_keeps_a_tiny_model_s_rates_exact():

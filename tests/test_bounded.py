@@ -176,7 +176,8 @@ def test_a_bounded_conv_with_a_partial_channel_tile_is_computed_over_whole_ones(
     """``conv_post``'s 22 output channels are no whole channel tile, so its register tile took
     the width, 120 (n + 1) samples, where 16 lanes leave a tail: 14 % of the FMA peak on AVX-512.
     Legalized over 32 zero-padded filters (``legalizations/conv1d.CHANNEL_SPAN``) and cropped,
-    it keeps its channels in the lanes like the other convs, and equals torch at every length;
+    it keeps its channels in the lanes like the other convs (now those of the Winograd kernel's
+    channel tiles, ``compile/winograd.CHANNELS``), and equals torch at every length;
     a single output channel (the F0/N projections) is not padded 32-fold (``CHANNEL_PAD_MAX``)."""
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
@@ -192,10 +193,10 @@ def test_a_bounded_conv_with_a_partial_channel_tile_is_computed_over_whole_ones(
     ep = torch.export.export(module, (torch.randn(1, 128, 8, 120),), dynamic_shapes=({2: n},))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
     legal = legalize(mod)
+    # 32 filters: the Winograd kernel's transformed weights [10 points, 128, 32] (compile/winograd.py)
     convs = [f for gv, f in legal.functions.items() if "conv1d" in gv.name_hint]
-    assert convs and all("(T.int64(32), T.int64(128), T.int64(7))" in f.script() for f in convs)  # 32 filters
+    assert convs and all("(10, 128, 32)" in f.script() for f in convs)
     ex, _, report = build(legal, V3)
-    assert "conv" in report.functions.values()
     vm = relax.VirtualMachine(ex, tvm.cpu())
     bound = bind_params(vm, [p.numpy() for p in params["main"]])
     for frames in (1, 5, 64):
@@ -205,7 +206,7 @@ def test_a_bounded_conv_with_a_partial_channel_tile_is_computed_over_whole_ones(
         with torch.no_grad():
             want = module(x).numpy()
         assert got.shape == want.shape == (1, 22, 120 * frames + 1)
-        assert rel_err(got, want) < 1e-5, frames
+        assert rel_err(got, want) < 3e-5, frames  # F(4, 7)'s rounding: tests/test_winograd.py
 
 
 def test_instance_norm_stores_no_full_size_temporary():

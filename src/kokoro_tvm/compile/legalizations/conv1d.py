@@ -1,12 +1,14 @@
-"""``relax.nn.conv1d`` for the conv rule's register tile.
+"""``relax.nn.conv1d`` for the conv rule's register tile, or as Winograd's F(m, r).
 
-Strided convs become stride-1 convs over phase channels, and a stride-1 conv whose
+The generator's stride-1 convs (up to 256 channels, kernels 3, 7, 11) become
+``compile.winograd``'s kernel: fewer multiplications than any tile of the direct conv. Strided convs become stride-1 convs over phase channels, and a stride-1 conv whose
 width and channels both miss the vector lanes is computed over a lane-multiple width and cropped
 (both so that the conv rule's register tile needs no lane predicate).
 """
 
 from __future__ import annotations
 
+from .. import winograd
 from .shapes import const_offset, is_int, lane_span
 
 
@@ -22,7 +24,8 @@ def conv1d_strided_space_to_depth(bb, call):
     x, w = call.args
     s = int(attrs.strides[0])
     if s == 1:
-        return _conv1d_lane_padded(bb, call)
+        fewer_products = winograd.conv1d(bb, call)
+        return _conv1d_lane_padded(bb, call) if fewer_products is None else fewer_products
     if ([int(d) for d in attrs.dilation] != [1] or int(attrs.groups) != 1
             or attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW"
             or (attrs.out_layout and attrs.out_layout != "NCW")):

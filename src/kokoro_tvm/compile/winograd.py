@@ -1,0 +1,196 @@
+"""The generator's convolutions in fewer multiplications: Winograd's minimal filtering F(m, r).
+
+The decoder runs at ~70 % of the FMA peak (README, "Where a short input's time goes"), so
+scheduling alone cannot make it much faster; doing less arithmetic can. A stride-1 conv with
+``r`` taps computes ``m`` neighbouring outputs of one channel pair with ``m r`` multiplications;
+F(m, r) takes ``m + r - 1`` (Toom-Cook: both sides evaluated at ``m + r - 1`` points, multiplied
+pointwise, interpolated). Over channels that is, per tile of ``m`` outputs, ``m + r - 1``
+independent ``[O x C] . [C]`` products: one GEMM per point over all tiles, on the input's
+transform ``B^T d`` and the weights' ``G g``, and the output's ``A^T`` after it.
+
+``kernel`` is one hand-written TIR function per conv shape: per parallel block of tiles it
+gathers the block's input (zero outside ``[0, L)``: the conv's padding), transforms it (vectors
+along the tiles), runs the point GEMMs with a ``ROWS x CHANNELS`` register tile of accumulators,
+folds each point's product into the outputs as it goes (``A^T``), and writes the block. The
+transformed input and outputs of a block stay in L2 (``BLOCK_BYTES``); with three separate
+kernels they would go through memory, at 2.5x the input's size. The weights' transform ``G g``
+depends on the parameters only: ``LiftTransformParams`` moves it to load time.
+
+Numerics: the transforms round in float32, more so with more points; ``POINTS`` keeps that
+small. The error of one 128-channel conv against float64 is within ``3e-5`` of its largest
+output for the ``OUTPUTS`` below, against ``~1e-6`` for a direct float32 conv
+(``tests/test_winograd.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .hand_written import FLOPS
+
+#: Outputs per tile, by kernel size: the multiplications fall by ``m r / (m + r - 1)``:
+#: 2.25x at kernel 3, 2.8x at 7, 3.1x at 11.
+OUTPUTS = {3: 6, 7: 4, 11: 4}
+#: Finite evaluation points of F(m, r) (the last point is infinity), chosen for the smallest
+#: float32 error of a 128-channel conv against float64 among small fractions (a one-off search
+#: over 0, +-1, +-2, +-1/2 and pairs of +-{3, 1/3, 4, 1/4, 3/2, 2/3, 3/4, 4/3, 5/2, 2/5}):
+#: F(4, 7) with +-3 gave 2.1e-5 of the largest output, with 3/4 7e-6.
+POINTS = {
+    (6, 3): (0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5),
+    (4, 7): (0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 0.75, -0.75),
+    (4, 11): (0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 1 / 3, -1 / 3, 2 / 3, -2 / 3),
+}
+#: Tiles per register tile and output channels per register tile: 6 x 16 accumulators are 12
+#: AVX2 registers, 6 AVX-512 ones, 24 NEON ones (the kernel is made before the target is known).
+ROWS = 6
+CHANNELS = 16
+#: A parallel block's transformed input, at most: it is read once per channel tile, from L2.
+BLOCK_BYTES = 256 * 1024
+#: Channels up to which a conv is computed this way. The decoder body's 512- and 1024-channel
+#: convs keep the direct rule: their transformed weights would take ``(m + r - 1) / r`` times the
+#: memory (2.7x at kernel 3, tens of MB), against the runtime's peak-RSS bar.
+MAX_CHANNELS = 256
+
+
+def matrices(m: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(A^T [m, a], G [a, r], B^T [a, a])`` in float64 for F(m, r), ``a = m + r - 1``:
+    ``y = A^T ((G g) * (B^T d))`` for ``y[i] = sum_k g[k] d[i + k]``.
+
+    Toom-Cook: the linear convolution of an ``m``- and an ``r``-vector is evaluated at ``a``
+    points (Vandermonde rows, infinity as the leading coefficient) and interpolated; the
+    correlation a conv computes is its transpose."""
+    a = m + r - 1
+    points = POINTS.get((m, r), ())
+    if len(points) != a - 1:
+        raise ValueError(f"F({m}, {r}) needs {a - 1} finite points in POINTS, it has {len(points)}")
+
+    def vandermonde(cols: int) -> np.ndarray:
+        v = np.zeros((a, cols))
+        for i, p in enumerate(points):
+            v[i] = [p ** k for k in range(cols)]
+        v[a - 1, cols - 1] = 1.0
+        return v
+
+    return vandermonde(m).T, vandermonde(r), np.linalg.inv(vandermonde(a)).T
+
+
+def tile_outputs(taps: int, channels_in: int, channels_out: int, groups: int) -> int | None:
+    """Outputs per tile for a stride-1 conv of this shape, or None where it stays direct."""
+    if groups != 1 or taps not in OUTPUTS or channels_out % CHANNELS:
+        return None
+    if max(channels_in, channels_out) > MAX_CHANNELS:
+        return None
+    return OUTPUTS[taps]
+
+
+def weight_transform(bb, w, m: int):
+    """``U[a, c, o] = sum_k G[a, k] w[o, c, k]`` as Relax ops on the parameter (lifted to load
+    time): the layout the kernel reads its ``CHANNELS`` output channels from contiguously."""
+    from tvm import relax
+
+    o, c, r = (int(v) for v in w.ty.shape)
+    _, g, _ = matrices(m, r)
+    wt = bb.emit(relax.op.reshape(relax.op.permute_dims(w, [2, 1, 0]), [r, c * o]))
+    u = bb.emit(relax.op.matmul(relax.const(g.astype(np.float32)), wt))
+    return bb.emit(relax.op.reshape(u, [g.shape[0], c, o]))
+
+
+def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_left: int, m: int):
+    """TIR kernel ``(x [1, C, L], u [a, C, O]) -> y [1, O, W]`` for any ``L`` and ``W``: the
+    conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
+    ``[pad_left, pad_left + L)``, through F(m, taps) on ``u`` (``weight_transform``).
+
+    Tiles follow the dilation: tile ``(p, q)`` of a block holds outputs ``t0 + p + d (i + m q)``,
+    ``i < m``, and reads inputs ``t0 + p + d v``, ``v < a``. The block's input is first copied
+    deinterleaved, ``xt[c, s, j] = xpad[t0 + s + d m j]`` (``s < d m``), so that the input
+    transform of consecutive tiles is a vector load; outputs past ``W`` are not stored."""
+    from tvm import tirx
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script.builder import ir as T
+
+    c_in, c_out, r, d = channels_in, channels_out, taps, dilation
+    a = m + r - 1
+    at, _, bt = matrices(m, r)
+    q_tiles = max(ROWS, BLOCK_BYTES // (4 * a * c_in * d) // ROWS * ROWS)  # tiles per phase
+    tiles = d * q_tiles
+    span = d * m * q_tiles  # outputs per block
+    cols = q_tiles + (a - 1) // m + 1
+    f32 = T.float32
+
+    def scaled(term, coef: float):
+        return term if coef == 1.0 else (-term if coef == -1.0 else term * f32(coef))
+
+    with IRBuilder() as ib:
+        with T.prim_func(private=True):
+            length, width = T.int64(), T.int64()
+            x = T.match_buffer(T.arg("x", T.handle()), (1, c_in, length), "float32")
+            u = T.match_buffer(T.arg("u", T.handle()), (a, c_in, c_out), "float32")
+            y = T.match_buffer(T.arg("y", T.handle()), (1, c_out, width), "float32")
+            # the GEMMs' multiply-adds (the transforms add a few %): what the roofline counts
+            T.func_attr({"tirx.noalias": True, FLOPS: 2 * a * c_in * c_out * d * q_tiles
+                         * ((width + span - 1) // span)})
+            with T.parallel(0, (width + span - 1) // span) as blk:
+                t0 = blk * span
+                xt = T.alloc_buffer((c_in, d * m, cols), "float32")
+                v = T.alloc_buffer((a, c_in, tiles), "float32")
+                out = T.alloc_buffer((m, tiles, c_out), "float32")
+                acc = T.alloc_buffer((ROWS, CHANNELS), "float32", scope="local")
+                with T.grid(c_in, d * m, cols) as (c, s, j):
+                    src = t0 + s + d * m * j - pad_left
+                    inside = tirx.all(src >= 0, src < length)
+                    T.buffer_store(xt, T.if_then_else(inside, x[0, c, T.min(T.max(src, 0), length - 1)], f32(0)),
+                                   [c, s, j])
+                with T.grid(c_in, d) as (c, p):
+                    with T.vectorized(0, q_tiles) as q:
+                        for point in range(a):  # B^T, its zeros skipped
+                            terms = [scaled(xt[c, p + d * (k % m), q + k // m], float(bt[point, k]))
+                                     for k in range(a) if bt[point, k] != 0.0]
+                            T.buffer_store(v, sum(terms[1:], terms[0]), [point, c, p * q_tiles + q])
+                for point in range(a):
+                    with T.grid(c_out // CHANNELS, tiles // ROWS) as (ot, jt):
+                        with T.unroll(0, ROWS) as rr:
+                            with T.vectorized(0, CHANNELS) as oo:
+                                T.buffer_store(acc, f32(0), [rr, oo])
+                        with T.serial(0, c_in) as c:
+                            with T.unroll(0, ROWS) as rr:
+                                with T.vectorized(0, CHANNELS) as oo:
+                                    T.buffer_store(acc, acc[rr, oo] + u[point, c, ot * CHANNELS + oo]
+                                                   * v[point, c, jt * ROWS + rr], [rr, oo])
+                        for i in range(m):  # A^T, one point at a time
+                            with T.unroll(0, ROWS) as rr:
+                                with T.vectorized(0, CHANNELS) as oo:
+                                    idx = [i, jt * ROWS + rr, ot * CHANNELS + oo]
+                                    term = scaled(acc[rr, oo], float(at[i, point]))
+                                    T.buffer_store(out, term if point == 0 else out[tuple(idx)] + term, idx)
+                with T.grid(c_out, d, q_tiles) as (o, p, q):
+                    for i in range(m):
+                        t = t0 + p + d * (i + m * q)
+                        with T.If(t < width):
+                            with T.Then():
+                                T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+    return ib.get()
+
+
+def conv1d(bb, call):
+    """``relax.nn.conv1d`` (stride 1, NCW/OIW, float32) as a call to ``kernel`` on its weights'
+    transform, or None where ``tile_outputs`` keeps it direct."""
+    from tvm import relax
+
+    attrs = call.attrs
+    x, w = call.args
+    if (int(attrs.strides[0]) != 1 or attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW"
+            or (attrs.out_layout and attrs.out_layout != "NCW") or str(call.ty.dtype) != "float32"
+            or str(x.ty.dtype) != "float32"):
+        return None
+    try:
+        c_out, c_in, taps = (int(v) for v in w.ty.shape)
+        int(x.ty.shape[1])
+    except TypeError:
+        return None
+    m = tile_outputs(taps, c_in, c_out, int(attrs.groups))
+    if m is None:
+        return None
+    d = int(attrs.dilation[0])
+    func = kernel(c_in, c_out, taps, d, int(attrs.padding[0]), m)
+    gv = bb.add_func(func, f"winograd_conv1d_{c_in}x{c_out}_k{taps}_d{d}")
+    return relax.call_tir(gv, [x, weight_transform(bb, w, m)], relax.TensorType(call.ty.shape, "float32"))

@@ -1,0 +1,88 @@
+"""The generator's convs through Winograd's F(m, r) (``compile/winograd.py``): exact in float64,
+within float32 rounding of torch at every length, and only where the shape is one it handles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import tvm
+
+from kokoro_tvm.compile import winograd
+from kokoro_tvm.runtime.library import bind_params
+
+V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
+
+
+@pytest.mark.parametrize("m, r", sorted(winograd.POINTS))
+def test_the_transforms_compute_the_correlation_exactly_in_float64(m, r):
+    at, g, bt = winograd.matrices(m, r)
+    rng = np.random.default_rng(0)
+    d, w = rng.standard_normal(m + r - 1), rng.standard_normal(r)
+    want = np.array([w @ d[i:i + r] for i in range(m)])
+    assert np.abs(at @ ((g @ w) * (bt @ d)) - want).max() < 1e-7 * np.abs(want).max()  # B^T: an inverse
+
+
+def _legalized(channels: int, out_channels: int, taps: int, dilation: int, bound: int = 512):
+    """A ``Conv1d`` exported with a symbolic width up to ``bound`` (the bounded decoder's form),
+    legalized: ``(module, legalized IRModule, its weights)``."""
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm.compile.legalize import legalize
+
+    torch.manual_seed(taps * 10 + dilation)
+    module = torch.nn.Conv1d(channels, out_channels, taps, padding=dilation * (taps - 1) // 2,
+                             dilation=dilation).eval()
+    n = torch.export.Dim("n", min=2, max=bound)
+    ep = torch.export.export(module, (torch.randn(1, channels, 64),), dynamic_shapes=({2: n},))
+    mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    return module, legalize(mod), [p.numpy() for p in params["main"]]
+
+
+def _kernels(mod) -> list[str]:
+    return [gv.name_hint for gv in mod.functions if gv.name_hint.startswith(("winograd", "conv1d", "fused_conv1d"))]
+
+
+@pytest.mark.parametrize("channels, taps, dilation", [(32, 3, 1), (32, 7, 3), (48, 11, 5), (128, 11, 1)])
+def test_a_generator_conv_takes_the_winograd_kernel_and_equals_torch_at_every_width(channels, taps, dilation):
+    """Each kernel size the generator has, dilated as its ``convs1`` are, at widths shorter than
+    the kernel's reach, within one block, and across blocks with a partial last block. The error
+    bound is float32 rounding through the transforms (measured 8e-6 to 1.3e-4 of the largest
+    output at 128-256 channels), an order below what a wrong transform gives (a sign flipped in
+    one ``B^T`` entry: ~1e-1)."""
+    from tvm import relax
+
+    from kokoro_tvm.compile.build import build
+
+    module, legal, params = _legalized(channels, 32, taps, dilation)
+    names = _kernels(legal)
+    assert [n for n in names if n.startswith("winograd")] and not [n for n in names if "conv1d" in n and
+                                                                  not n.startswith("winograd")], names
+    lifted = legal["main_transform_params"].script()
+    assert "matmul" in lifted and "matmul" not in legal["main"].script()  # G g at load time only
+    ex, _, report = build(legal, V3)
+    assert "prescheduled" in report.functions.values()
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    bound = bind_params(vm, params)
+    for width in (2, 9, 150, 512):
+        x = torch.randn(1, channels, width)
+        got = vm["main"](tvm.runtime.tensor(x.numpy()), *bound)
+        got = (got if hasattr(got, "numpy") else got[0]).numpy()
+        with torch.no_grad():
+            want = module.double()(x.double()).numpy()
+            module.float()
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() < 3e-4 * np.abs(want).max(), width
+
+
+@pytest.mark.parametrize("channels, out_channels, taps", [
+    (512, 512, 3),    # the decoder body's width: its transformed weights would take 2.7x the memory
+    (128, 128, 5),    # no F(m, 5) in OUTPUTS
+    (128, 1, 7),      # one filter (the F0/N projections): no whole CHANNELS tile, not padded to one
+])
+def test_convs_outside_the_winograd_shapes_stay_direct(channels, out_channels, taps):
+    _, legal, _ = _legalized(channels, out_channels, taps, 1)
+    names = _kernels(legal)
+    assert names and not [n for n in names if n.startswith("winograd")], names
+    assert winograd.tile_outputs(7, 128, 128, groups=2) is None

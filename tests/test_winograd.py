@@ -86,3 +86,36 @@ def test_convs_outside_the_winograd_shapes_stay_direct(channels, out_channels, t
     names = _kernels(legal)
     assert names and not [n for n in names if n.startswith("winograd")], names
     assert winograd.tile_outputs(7, 128, 128, groups=2) is None
+
+
+def test_the_build_makes_the_kernel_again_for_its_targets_registers():
+    """Legalize makes the kernel for AVX2 (6 x 16 accumulators); the build makes it again for its
+    target (``compile/retarget.py``): 6 x 32 on AVX-512, where 6 x 16 are only 6 registers, and
+    AVX2's on NEON. Each output's sum keeps its order, so the results are the same to the bit
+    (checked where this CPU runs AVX-512)."""
+    from tvm import relax
+
+    from kokoro_tvm.compile.build import build, make_target
+    from kokoro_tvm.compile.retarget import retarget
+    from host import runs_here
+
+    v4 = {"kind": "llvm", "mcpu": "x86-64-v4"}
+    neon = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}
+    module, legal, params = _legalized(64, 64, 7, 3)
+
+    def tiles(target) -> set[str]:
+        mod = retarget(legal, make_target(target))
+        return {size for gv, f in mod.functions.items() if gv.name_hint.startswith("winograd")
+                for size in ("(6, 16)", "(6, 32)") if size in f.script()}
+
+    assert tiles(V3) == {"(6, 16)"} and tiles(v4) == {"(6, 32)"} and tiles(neon) == {"(6, 16)"}
+    if not runs_here(v4):
+        pytest.skip("this CPU runs no AVX-512: the layouts are checked, not the results")
+    x = torch.randn(1, 64, 333).numpy()
+    outs = []
+    for target in (V3, v4):
+        ex, _, _ = build(legal, target)
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        got = vm["main"](tvm.runtime.tensor(x), *bind_params(vm, params))
+        outs.append((got if hasattr(got, "numpy") else got[0]).numpy())
+    assert np.array_equal(outs[0], outs[1])

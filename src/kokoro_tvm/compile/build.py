@@ -196,7 +196,7 @@ def with_flat_transform_params(mod):
 
 #: The phase, in order; ``tvm.compile`` (TVM's default Relax pipeline, then ``MarkNoAlias`` on
 #: every kernel and ``SortShapeFuncStores``; TVM's TIR lowering, then ``OrderMinMaxOperands``) ends it.
-PASSES = ["ReshapesAsViews", "ApplyTuningDatabase", "ScheduleRules", "PrepackWeights", "FlatTransformParams"]
+PASSES = ["ReshapesAsViews", "RetargetHandWritten", "ApplyTuningDatabase", "ScheduleRules", "PrepackWeights", "FlatTransformParams"]
 
 
 @passes.register("build", "FlatTransformParams")
@@ -216,7 +216,7 @@ def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: 
     import tvm
     from tvm import relax
 
-    from . import prepack, schedule, symbolic, tune  # noqa: F401  (they register their passes)
+    from . import prepack, retarget, schedule, symbolic, tune  # noqa: F401  (they register their passes)
 
     ctx = passes.Context(target=make_target(target_spec), tune_db=tune_db, label=label)
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""What the hand-written TIR kernels (the LSTM recurrence, the fused attention) share with the
+"""What the hand-written TIR kernels (the LSTM recurrence, the fused attention, Winograd's convs) share with the
 rest of the pipeline, outside the schedule package: the stages that make those kernels (relax,
 legalize) import this module, and importing ``compile.schedule`` would make every schedule rule
 a dependency of theirs (``pipeline/code.py`` fingerprints what a stage can import)."""
@@ -8,6 +8,19 @@ from __future__ import annotations
 #: PrimFunc attribute of a hand-written kernel (no blocks for the roofline to count): its FLOPs
 #: as an expression of its own size variables, which ``eval.roofline`` evaluates at a call's shapes.
 FLOPS = "kokoro_tvm.flops"
+#: PrimFunc attributes of a hand-written kernel whose register tile depends on the target: the
+#: name of its maker (``compile/retarget.py``) and the sizes it was made with. The legalize stage
+#: runs once for every target and makes it for AVX2; the build makes it again for its target's
+#: vector registers (same signature, same results).
+MAKER = "kokoro_tvm.maker"
+MAKER_ARGS = "kokoro_tvm.maker_args"
+#: ``(lanes, registers)`` the legalize stage makes retargetable kernels for (AVX2).
+MADE_FOR = (8, 16)
+
+
+def made_by(func, maker: str, **sizes: int):
+    """``func`` marked as made by ``maker`` from ``sizes`` (``MAKER``, ``MAKER_ARGS``)."""
+    return func.with_attr(MAKER, maker).with_attr(MAKER_ARGS, sizes)
 
 
 def largest_divisor(n: int, options) -> int:

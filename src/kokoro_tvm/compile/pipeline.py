@@ -19,7 +19,7 @@ PHASES = {"legalize": legalize.PASSES, "build": build.PASSES}
 
 def describe() -> str:
     """One line per pass, in order, with its phase and what it does."""
-    from . import prepack, schedule, symbolic, tune  # noqa: F401  (they register the build passes)
+    from . import prepack, retarget, schedule, symbolic, tune  # noqa: F401  (they register the build passes)
 
     lines = [f"import    {' -> '.join(IMPORT)}"]
     for phase, names in PHASES.items():

@@ -10,7 +10,8 @@ transform ``B^T d`` and the weights' ``G g``, and the output's ``A^T`` after it.
 
 ``kernel`` is one hand-written TIR function per conv shape: per parallel block of tiles it
 gathers the block's input (zero outside ``[0, L)``: the conv's padding), transforms it (vectors
-along the tiles), runs the point GEMMs with a ``ROWS x CHANNELS`` register tile of accumulators,
+along the tiles), runs the point GEMMs with a ``ROWS x channels`` register tile of accumulators
+(made for the build's target: ``compile/retarget.py``),
 folds each point's product into the outputs as it goes (``A^T``), and writes the block. The
 transformed input and outputs of a block stay in L2 (``BLOCK_BYTES``); with three separate
 kernels they would go through memory, at 2.5x the input's size. The weights' transform ``G g``
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hand_written import FLOPS
+from .hand_written import FLOPS, MADE_FOR, made_by
 
 #: Outputs per tile, by kernel size: the multiplications fall by ``m r / (m + r - 1)``:
 #: 2.25x at kernel 3, 2.8x at 7, 3.1x at 11.
@@ -40,9 +41,11 @@ POINTS = {
     (4, 7): (0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 0.75, -0.75),
     (4, 11): (0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 1 / 3, -1 / 3, 2 / 3, -2 / 3),
 }
-#: Tiles per register tile and output channels per register tile: 6 x 16 accumulators are 12
-#: AVX2 registers, 6 AVX-512 ones, 24 NEON ones (the kernel is made before the target is known).
+#: Tiles per register tile, and the output channels a register tile spans at most: 6 x 2 vectors
+#: of accumulators on x86 (12 registers: AVX2's 16 channels, AVX-512's 32), 6 x 4 on NEON.
 ROWS = 6
+MAX_TILE_CHANNELS = 32
+#: Output channels a conv needs a multiple of: the narrowest tile (AVX2's, NEON's).
 CHANNELS = 16
 #: A parallel block's transformed input, at most: it is read once per channel tile, from L2.
 BLOCK_BYTES = 256 * 1024
@@ -85,7 +88,7 @@ def tile_outputs(taps: int, channels_in: int, channels_out: int, groups: int) ->
 
 def weight_transform(bb, w, m: int):
     """``U[a, c, o] = sum_k G[a, k] w[o, c, k]`` as Relax ops on the parameter (lifted to load
-    time): the layout the kernel reads its ``CHANNELS`` output channels from contiguously."""
+    time): the layout the kernel reads a register tile's output channels from contiguously."""
     from tvm import relax
 
     o, c, r = (int(v) for v in w.ty.shape)
@@ -95,7 +98,26 @@ def weight_transform(bb, w, m: int):
     return bb.emit(relax.op.reshape(u, [g.shape[0], c, o]))
 
 
-def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_left: int, m: int):
+def tile_channels(lanes: int, registers: int, channels_out: int) -> int:
+    """Output channels per register tile for a CPU of ``lanes`` x ``registers`` vectors: as many
+    vectors as ``ROWS`` rows of accumulators leave room for (4 registers for loads), at most
+    ``MAX_TILE_CHANNELS``, dividing ``channels_out``."""
+    vectors = max(1, min((registers - 4) // ROWS, MAX_TILE_CHANNELS // lanes))
+    return next(lanes * v for v in range(vectors, 0, -1) if channels_out % (lanes * v) == 0)
+
+
+def kernel_for(lanes: int, registers: int, *, channels_in: int, channels_out: int, taps: int, dilation: int,
+               pad_left: int, m: int):
+    """``kernel`` with the register tile of a CPU of ``lanes`` x ``registers`` vectors, marked
+    with its maker so that the build makes it again for its target (``compile/retarget.py``)."""
+    sizes = dict(channels_in=channels_in, channels_out=channels_out, taps=taps, dilation=dilation,
+                 pad_left=pad_left, m=m)
+    func = kernel(**sizes, channels=tile_channels(lanes, registers, channels_out))
+    return made_by(func, "winograd_conv1d", **sizes)
+
+
+def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_left: int, m: int,
+           channels: int = CHANNELS):
     """TIR kernel ``(x [1, C, L], u [a, C, O]) -> y [1, O, W]`` for any ``L`` and ``W``: the
     conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
     ``[pad_left, pad_left + L)``, through F(m, taps) on ``u`` (``weight_transform``).
@@ -103,7 +125,8 @@ def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_le
     Tiles follow the dilation: tile ``(p, q)`` of a block holds outputs ``t0 + p + d (i + m q)``,
     ``i < m``, and reads inputs ``t0 + p + d v``, ``v < a``. The block's input is first copied
     deinterleaved, ``xt[c, s, j] = xpad[t0 + s + d m j]`` (``s < d m``), so that the input
-    transform of consecutive tiles is a vector load; outputs past ``W`` are not stored."""
+    transform of consecutive tiles is a vector load; outputs past ``W`` are not stored.
+    ``channels``: output channels per register tile (``tile_channels``)."""
     from tvm import tirx
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script.builder import ir as T
@@ -134,7 +157,7 @@ def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_le
                 xt = T.alloc_buffer((c_in, d * m, cols), "float32")
                 v = T.alloc_buffer((a, c_in, tiles), "float32")
                 out = T.alloc_buffer((m, tiles, c_out), "float32")
-                acc = T.alloc_buffer((ROWS, CHANNELS), "float32", scope="local")
+                acc = T.alloc_buffer((ROWS, channels), "float32", scope="local")
                 with T.grid(c_in, d * m, cols) as (c, s, j):
                     src = t0 + s + d * m * j - pad_left
                     inside = tirx.all(src >= 0, src < length)
@@ -147,19 +170,19 @@ def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_le
                                      for k in range(a) if bt[point, k] != 0.0]
                             T.buffer_store(v, sum(terms[1:], terms[0]), [point, c, p * q_tiles + q])
                 for point in range(a):
-                    with T.grid(c_out // CHANNELS, tiles // ROWS) as (ot, jt):
+                    with T.grid(c_out // channels, tiles // ROWS) as (ot, jt):
                         with T.unroll(0, ROWS) as rr:
-                            with T.vectorized(0, CHANNELS) as oo:
+                            with T.vectorized(0, channels) as oo:
                                 T.buffer_store(acc, f32(0), [rr, oo])
                         with T.serial(0, c_in) as c:
                             with T.unroll(0, ROWS) as rr:
-                                with T.vectorized(0, CHANNELS) as oo:
-                                    T.buffer_store(acc, acc[rr, oo] + u[point, c, ot * CHANNELS + oo]
+                                with T.vectorized(0, channels) as oo:
+                                    T.buffer_store(acc, acc[rr, oo] + u[point, c, ot * channels + oo]
                                                    * v[point, c, jt * ROWS + rr], [rr, oo])
                         for i in range(m):  # A^T, one point at a time
                             with T.unroll(0, ROWS) as rr:
-                                with T.vectorized(0, CHANNELS) as oo:
-                                    idx = [i, jt * ROWS + rr, ot * CHANNELS + oo]
+                                with T.vectorized(0, channels) as oo:
+                                    idx = [i, jt * ROWS + rr, ot * channels + oo]
                                     term = scaled(acc[rr, oo], float(at[i, point]))
                                     T.buffer_store(out, term if point == 0 else out[tuple(idx)] + term, idx)
                 with T.grid(c_out, d, q_tiles) as (o, p, q):
@@ -191,6 +214,7 @@ def conv1d(bb, call):
     if m is None:
         return None
     d = int(attrs.dilation[0])
-    func = kernel(c_in, c_out, taps, d, int(attrs.padding[0]), m)
+    func = kernel_for(*MADE_FOR, channels_in=c_in, channels_out=c_out, taps=taps, dilation=d,
+                      pad_left=int(attrs.padding[0]), m=m)
     gv = bb.add_func(func, f"winograd_conv1d_{c_in}x{c_out}_k{taps}_d{d}")
     return relax.call_tir(gv, [x, weight_transform(bb, w, m)], relax.TensorType(call.ty.shape, "float32"))

@@ -1,0 +1,53 @@
+"""Build pass ``RetargetHandWritten``: hand-written kernels made again for the build's target.
+
+The legalize stage runs once for every target, so a hand-written kernel it makes cannot know
+the target's vector registers; it makes it for AVX2 (``hand_written.MADE_FOR``). Winograd's conv
+kernel keeps ``ROWS x channels`` accumulators: 6 x 16 channels are 12 AVX2 registers but only 6
+AVX-512 ones, too few chains to hide the FMA latency (4 cycles x 2 pipes); 6 x 32 channels ran
+its 128-channel kernel-7 conv 1.11x as fast on AVX-512 (AMD EPYC Zen 5, README "Measurements
+behind the code"). A kernel marked with its maker (``hand_written.MAKER``) is made again here
+from its recorded sizes for the target; a maker keeps the signature and the results (each
+output's sum runs in the same order; only the tile of independent outputs changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from . import passes, winograd
+from .hand_written import MAKER, MAKER_ARGS
+from .schedule.analysis import CPU
+
+#: ``hand_written.MAKER`` name -> ``maker(lanes, registers, **sizes) -> PrimFunc``
+MAKERS: dict[str, Callable[..., tirx.PrimFunc]] = {"winograd_conv1d": winograd.kernel_for}
+
+
+def retarget(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """``mod`` with every marked kernel made for ``target``."""
+    cpu = CPU.of(target)
+    out = mod
+    for gv, func in mod.functions.items():
+        if not isinstance(func, tirx.PrimFunc) or func.attrs is None or MAKER not in func.attrs:
+            continue
+        sizes = {str(k): int(v) for k, v in func.attrs[MAKER_ARGS].items()}
+        made = MAKERS[str(func.attrs[MAKER])](cpu.lanes, cpu.registers, **sizes)
+        if not tvm_ffi.structural_equal([getattr(p, "shape", None) for p in made.params],
+                                        [getattr(p, "shape", None) for p in func.params], map_free_vars=True):
+            raise ValueError(f"{gv.name_hint}: its maker {func.attrs[MAKER]} changed the kernel's signature")
+        for key, value in func.attrs.items():  # attributes later passes gave the kernel
+            if key not in made.attrs:
+                made = made.with_attr(key, value)
+        if out is mod:
+            out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+        out[gv] = made
+    return out
+
+
+@passes.register("build", "RetargetHandWritten")
+def _retarget_hand_written(mod, ctx: passes.Context):
+    """Winograd's conv kernels made again for the target's vector registers."""
+    return retarget(mod, ctx.target)

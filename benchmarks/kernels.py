@@ -7,6 +7,8 @@
     python benchmarks/kernels.py --blocks             # bounded generator convs: conv.LENGTH_BLOCK vs 1
     python benchmarks/kernels.py --conv-tiles 5x2 6x2 6x2b --mcpu x86-64-v4  # bounded decoder convs:
                                                       # the rule vs forced tiles (b: length-blocked)
+    python benchmarks/kernels.py --winograd --mcpu x86-64-v4  # bounded generator convs: direct
+                                                      # (the conv rule) vs compile/winograd.py
 
 Each component is built with ``compile.flow.compile_component`` (schedule pass included) and timed against the
 same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM, eager,
@@ -44,6 +46,8 @@ def main() -> None:
                     help="decoder conv shapes, pick_tile's register tile vs conv.LONG_TILE, and exit")
     ap.add_argument("--blocks", action="store_true",
                     help="bounded generator conv shapes, conv.LENGTH_BLOCK against 1 (channel tiles outermost), and exit")
+    ap.add_argument("--winograd", action="store_true",
+                    help="bounded generator conv shapes, the direct conv against Winograd's kernel, and exit")
     ap.add_argument("--conv-tiles", nargs="+", metavar="RxV[b]", default=None,
                     help="bounded decoder conv shapes, the conv rule against these forced register tiles "
                          "(R width samples x V vectors of channels; b: length-blocked), and exit")
@@ -53,6 +57,8 @@ def main() -> None:
         return blocks_table(args)
     if args.conv_tiles:
         return conv_tiles_table(args)
+    if args.winograd:
+        return winograd_table(args)
     if args.ops:
         return ops_table(args)
     if args.tiles:
@@ -389,13 +395,50 @@ def conv_tiles_table(args) -> None:
               flush=True)
 
 
-def _bounded_conv(cin: int, cout: int, k: int, d: int, width: int, bound: int):
+WINOGRAD_SHAPES = [(256, 3, 1, 8000, 30720), (256, 7, 3, 8000, 30720), (256, 11, 5, 8000, 30720),
+                   (128, 3, 1, 48000, 184320), (128, 7, 3, 48000, 184320), (128, 11, 5, 48000, 184320),
+                   (256, 7, 1, 1920, 30720), (128, 11, 1, 11520, 184320)]
+
+
+def winograd_table(args) -> None:
+    """Each ``WINOGRAD_SHAPES`` generator conv (widths of 400 and 96 frames) with a symbolic width,
+    legalized direct (the conv rule's kernel) and through ``compile/winograd.py``, the same weights
+    and input, timed hot and interleaved; medians, direct-equivalent GFLOP/s, the speedup, and each
+    one's largest error against torch in float64 (of the largest output)."""
+    import numpy as np
+    import torch
+
+    from kokoro_tvm.compile import winograd
+
+    target = {"kind": "llvm", "mcpu": args.mcpu}
+    print(f"{target} threads={args.threads} load {os.getloadavg()[0]:.2f}: median ms "
+          f"(direct-equivalent GFLOP/s), error vs float64")
+    for c, k, d, width, bound in WINOGRAD_SHAPES:
+        runs = []
+        for direct in (True, False):
+            torch.manual_seed(0)
+            x, legal, params = _bounded_conv(c, c, k, d, width, bound, direct=direct)
+            runs.append(_hot_run(legal, target, x, params, contextlib.nullcontext()))
+        w, b = (torch.from_numpy(p).double() for p in params)
+        want = torch.nn.functional.conv1d(x.double(), w, b, padding=d * (k - 1) // 2, dilation=d).numpy()
+        errs = [float(np.abs(out - want).max() / np.abs(want).max()) for out, _ in runs]
+        old, new = (float(np.median(s)) for s in _alternate([t for _, t in runs], args.repeat))
+        flops = 2.0 * c * c * k * width
+        print(f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound:6}): direct {old * 1e3:7.2f} ({flops / old / 1e9:4.0f}, "
+              f"err {errs[0]:.1e})  winograd F({winograd.OUTPUTS[k]},{k}) {new * 1e3:7.2f} ({flops / new / 1e9:4.0f}, "
+              f"err {errs[1]:.1e})  x{old / new:.2f}", flush=True)
+
+
+def _bounded_conv(cin: int, cout: int, k: int, d: int, width: int, bound: int, direct: bool = True):
     """A ``Conv1d`` exported with a symbolic width up to ``bound``, as the bounded decoder has it,
-    and legalized: ``(an input of `width` samples, the legalized module, its weights)``."""
+    and legalized: ``(an input of `width` samples, the legalized module, its weights)``. ``direct``:
+    as the conv rule computes it, not through ``compile/winograd.py`` (what ``--blocks`` and
+    ``--conv-tiles`` compare)."""
     import torch
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
+    from kokoro_tvm.compile import winograd
     from kokoro_tvm.compile.legalize import legalize
 
     module = torch.nn.Conv1d(cin, cout, k, padding=d * (k - 1) // 2, dilation=d).eval()
@@ -403,7 +446,9 @@ def _bounded_conv(cin: int, cout: int, k: int, d: int, width: int, bound: int):
     n = torch.export.Dim("n", min=2, max=bound)
     ep = torch.export.export(module, (x,), dynamic_shapes=({2: n},))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-    return x, legalize(mod), [p.numpy() for p in params.get("main", [])]
+    with mock.patch.object(winograd, "tile_outputs", lambda *a, **kw: None) if direct else contextlib.nullcontext():
+        legal = legalize(mod)
+    return x, legal, [p.numpy() for p in params.get("main", [])]
 
 
 def _hot_run(legal, target: dict, x, params, patched):

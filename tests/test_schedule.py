@@ -21,6 +21,16 @@ V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 GENERIC = {"kind": "llvm"}
 
 
+@pytest.fixture(autouse=True)
+def direct_convs(monkeypatch):
+    """Convs as the conv rule computes them. The decoder body's (512-1024 channels) still take the
+    rule; these tests use convs small enough to be quick, which ``compile/winograd.py`` would take
+    instead (its kernel has its own tests, ``tests/test_winograd.py``)."""
+    from kokoro_tvm.compile import winograd
+
+    monkeypatch.setattr(winograd, "tile_outputs", lambda *args, **kwargs: None)
+
+
 def _import(module: torch.nn.Module, *inputs: torch.Tensor):
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program

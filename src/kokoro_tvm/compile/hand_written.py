@@ -1,7 +1,7 @@
-"""What the hand-written TIR kernels (the LSTM recurrence, the fused attention, Winograd's convs) share with the
-rest of the pipeline, outside the schedule package: the stages that make those kernels (relax,
-legalize) import this module, and importing ``compile.schedule`` would make every schedule rule
-a dependency of theirs (``pipeline/code.py`` fingerprints what a stage can import)."""
+"""What the hand-written TIR kernels (the LSTM recurrence, the fused attention, Winograd's convs)
+share with the rest of the pipeline, outside the schedule package: the stages that make those
+kernels (relax, legalize) import this module, and importing ``compile.schedule`` would make every
+schedule rule a dependency of theirs (``pipeline/code.py`` fingerprints what a stage can import)."""
 
 from __future__ import annotations
 

@@ -169,8 +169,8 @@ def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_le
                         with T.grid(c_in, d * m, cols) as (c, s, j):
                             src = first + s + d * m * j
                             inside = tirx.all(src >= 0, src < length)
-                            T.buffer_store(xt, T.if_then_else(inside, x[0, c, T.min(T.max(src, 0), length - 1)],
-                                                              f32(0)), [c, s, j])
+                            inner = x[0, c, T.min(T.max(src, 0), length - 1)]
+                            T.buffer_store(xt, T.if_then_else(inside, inner, f32(0)), [c, s, j])
                 with T.grid(c_in, d) as (c, p):
                     with T.vectorized(0, q_tiles) as q:
                         for point in range(a):  # B^T, its zeros skipped
@@ -197,7 +197,8 @@ def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_le
                     with T.Then():
                         with T.grid(c_out, d, q_tiles) as (o, p, q):
                             for i in range(m):
-                                T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t0 + p + d * (i + m * q)])
+                                t = t0 + p + d * (i + m * q)
+                                T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
                     with T.Else():  # the last block: outputs past W are not stored
                         with T.grid(c_out, d, q_tiles) as (o, p, q):
                             for i in range(m):

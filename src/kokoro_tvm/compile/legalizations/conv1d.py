@@ -1,9 +1,11 @@
 """``relax.nn.conv1d`` for the conv rule's register tile, or as Winograd's F(m, r).
 
 The generator's stride-1 convs (up to 256 channels, kernels 3, 7, 11) become
-``compile.winograd``'s kernel: fewer multiplications than any tile of the direct conv. Strided convs become stride-1 convs over phase channels, and a stride-1 conv whose
-width and channels both miss the vector lanes is computed over a lane-multiple width and cropped
-(both so that the conv rule's register tile needs no lane predicate).
+``compile.winograd``'s kernel: fewer multiplications than any tile of the direct conv. Strided
+convs become stride-1 convs over phase channels; a stride-1 conv whose width and channels both
+miss the vector lanes is computed over a lane-multiple width and cropped; a conv over a symbolic
+width is computed over whole tiles of its width and of its output channels and cropped (all so
+that the conv rule's register tile needs no lane predicate).
 """
 
 from __future__ import annotations

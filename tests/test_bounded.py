@@ -196,7 +196,7 @@ def test_a_bounded_conv_with_a_partial_channel_tile_is_computed_over_whole_ones(
     # 32 filters: the Winograd kernel's transformed weights [10 points, 128, 32] (compile/winograd.py)
     convs = [f for gv, f in legal.functions.items() if "conv1d" in gv.name_hint]
     assert convs and all("(10, 128, 32)" in f.script() for f in convs)
-    ex, _, report = build(legal, V3)
+    ex, _, _ = build(legal, V3)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     bound = bind_params(vm, [p.numpy() for p in params["main"]])
     for frames in (1, 5, 64):
@@ -206,7 +206,7 @@ def test_a_bounded_conv_with_a_partial_channel_tile_is_computed_over_whole_ones(
         with torch.no_grad():
             want = module(x).numpy()
         assert got.shape == want.shape == (1, 22, 120 * frames + 1)
-        assert rel_err(got, want) < 3e-5, frames  # F(4, 7)'s rounding: tests/test_winograd.py
+        assert rel_err(got, want) < 1e-5, frames  # F(4, 7) through the Winograd kernel: 7-9e-6 here
 
 
 def test_instance_norm_stores_no_full_size_temporary():

@@ -175,3 +175,26 @@ def test_one_server_measures_and_times_every_task(tuned, tmp_path):
         record = {"device": "rpc", "target": "v3", "tracker": tracker, "key": "tune-one", "timeout_s": 20}
         report = tune.tune(lambda: legal, V3, 4, tmp_path, 2, device=record)
     assert len(report["tasks"]) == 2 and all(r["tuned_ms"] and r["rules_ms"] for r in report["tasks"]), report
+
+
+def test_load_time_kernels_get_no_trials():
+    """A Winograd conv's weight transform (a matmul in ``main_transform_params``) runs once at
+    load: the search tunes what ``main`` runs, here the direct k=5 conv, and not the Winograd
+    kernel either (it carries its own schedule)."""
+    import tvm
+    from tvm import relax
+
+    module = torch.nn.Sequential(torch.nn.Conv1d(16, 16, 3, padding=1), torch.nn.ReLU(),
+                                 torch.nn.Conv1d(16, 24, 5, padding=2))
+    legal, _ = _legalized(module, torch.randn(1, 16, 64))
+
+    def kernels(fn: str) -> set[str]:
+        called: set[str] = set()
+        relax.analysis.post_order_visit(legal[fn].body, lambda e: called.add(e.args[0].name_hint) if (
+            isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op) and e.op.name == "relax.call_tir") else None)
+        return called
+
+    at_load = kernels("main_transform_params") - kernels("main")
+    assert any("matmul" in k for k in at_load), at_load  # G g, the Winograd weights' transform
+    names = [t.task_name for t in tune.tunable_tasks(legal, tune.search_target(V3, 2))]
+    assert len(names) == 1 and "conv1d" in names[0] and names[0] in kernels("main"), names

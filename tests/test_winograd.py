@@ -120,3 +120,31 @@ def test_the_build_makes_the_kernel_again_for_its_targets_registers():
         got = vm["main"](tvm.runtime.tensor(x), *bind_params(vm, params))
         outs.append((got if hasattr(got, "numpy") else got[0]).numpy())
     assert np.array_equal(outs[0], outs[1])
+
+
+def test_convs_of_one_shape_share_one_kernel():
+    """A ResBlock's convs repeat one shape: legalizing makes its kernel once and calls it from
+    each (``hand_written.find_made``), while a conv of another dilation gets its own. Each call
+    still computes its own conv (checked against torch)."""
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile.legalize import legalize
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(*(torch.nn.Conv1d(32, 32, 3, padding=d, dilation=d) for d in (1, 1, 3))).eval()
+    x = torch.randn(1, 32, 100)
+    ep = torch.export.export(module, (x,))
+    mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    legal = legalize(mod)
+    kernels = [n for n in _kernels(legal) if n.startswith("winograd")]
+    assert len(kernels) == 2, kernels
+    assert legal["main"].script().count("winograd_conv1d_32x32_k3_d1") == 2
+    ex, _, _ = build(legal, V3)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x.numpy()), *bind_params(vm, [p.numpy() for p in params["main"]]))
+    got = (got if hasattr(got, "numpy") else got[0]).numpy()
+    with torch.no_grad():
+        want = module.double()(x.double()).numpy()
+    assert np.abs(got - want).max() < 3e-4 * np.abs(want).max()

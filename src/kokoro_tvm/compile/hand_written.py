@@ -23,6 +23,24 @@ def made_by(func, maker: str, **sizes: int):
     return func.with_attr(MAKER, maker).with_attr(MAKER_ARGS, sizes)
 
 
+def maker_of(func) -> tuple[str, dict[str, int]] | None:
+    """``(maker, sizes)`` of a kernel ``made_by`` marked, None for any other function."""
+    attrs = getattr(func, "attrs", None)
+    if attrs is None or MAKER not in attrs:
+        return None
+    return str(attrs[MAKER]), {str(k): int(v) for k, v in attrs[MAKER_ARGS].items()}
+
+
+def find_made(mod, maker: str, **sizes: int):
+    """The GlobalVar of the kernel in ``mod`` that ``maker`` made from ``sizes``, or None.
+
+    Legalizing reuses it for every call of one shape: ``BlockBuilder.add_func`` deduplicates by
+    structural equality, and two identical kernels are unequal there when an attribute (``FLOPS``)
+    refers to a size variable, since tvm-ffi compares a function's attributes before the
+    buffers that define the variable (the decoder had 55 Winograd kernels for 19 shapes)."""
+    return next((gv for gv, func in mod.functions.items() if maker_of(func) == (maker, sizes)), None)
+
+
 def largest_divisor(n: int, options) -> int:
     """The first of ``options`` (largest first) that divides ``n`` and is at most ``n``; else 1."""
     return next((k for k in options if k <= n and n % k == 0), 1)

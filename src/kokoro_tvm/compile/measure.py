@@ -12,6 +12,10 @@ A target's tuning measures where its libraries run (the ``devices@<target>`` rec
 
 The keep-or-drop timing of each task's best record (``tune.keep_winners``) runs on the same
 devices, a task per free device at a time (``map``): its tuned and rule schedules on one board.
+
+Each measurer also picks MetaSchedule's task scheduler (``scheduler``): on a tracker the host's
+search of one task runs while the devices measure another's batch (round robin); on this CPU the
+search would share the cores the candidate is timed on, so the default scheduler stays.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class LocalMeasure:
     """This CPU: candidates are measured one at a time (they would share its cores)."""
 
     workers = 1
+    #: MetaSchedule's default, unchanged for this CPU (see ``TrackerMeasure.scheduler``)
+    scheduler = "gradient"
 
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record
@@ -76,6 +82,15 @@ class LocalMeasure:
 
 class TrackerMeasure:
     """Every device registered with the tracker under the record's key."""
+
+    #: Round robin overlaps the host's work with the devices': MetaSchedule's runner is
+    #: asynchronous, and round robin joins a task's measurements only when that task's turn comes
+    #: back, so the evolutionary search and builds of the next task run while the boards measure.
+    #: The gradient scheduler joins its chosen task before searching it, which after its first
+    #: round leaves the boards idle through every search. Every task still gets ``trials``
+    #: (``tune.search`` caps each task at ``max_trials_global / tasks``), so the order changes
+    #: no budget.
+    scheduler = "round-robin"
 
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record

@@ -19,25 +19,28 @@ import tvm_ffi
 from tvm import tirx
 
 from . import passes, winograd
-from .hand_written import MAKER, MAKER_ARGS
+from .hand_written import MADE_FOR, maker_of
 from .schedule.analysis import CPU
 
 #: ``hand_written.MAKER`` name -> ``maker(lanes, registers, **sizes) -> PrimFunc``
-MAKERS: dict[str, Callable[..., tirx.PrimFunc]] = {"winograd_conv1d": winograd.kernel_for}
+MAKERS: dict[str, Callable[..., tirx.PrimFunc]] = {winograd.MAKER_NAME: winograd.kernel_for}
 
 
 def retarget(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-    """``mod`` with every marked kernel made for ``target``."""
+    """``mod`` with every marked kernel made for ``target`` (``mod`` itself when the target's
+    registers are those the kernels were made for)."""
     cpu = CPU.of(target)
+    if (cpu.lanes, cpu.registers) == MADE_FOR:
+        return mod
     out = mod
     for gv, func in mod.functions.items():
-        if not isinstance(func, tirx.PrimFunc) or func.attrs is None or MAKER not in func.attrs:
+        if not isinstance(func, tirx.PrimFunc) or (marked := maker_of(func)) is None:
             continue
-        sizes = {str(k): int(v) for k, v in func.attrs[MAKER_ARGS].items()}
-        made = MAKERS[str(func.attrs[MAKER])](cpu.lanes, cpu.registers, **sizes)
+        maker, sizes = marked
+        made = MAKERS[maker](cpu.lanes, cpu.registers, **sizes)
         if not tvm_ffi.structural_equal([getattr(p, "shape", None) for p in made.params],
                                         [getattr(p, "shape", None) for p in func.params], map_free_vars=True):
-            raise ValueError(f"{gv.name_hint}: its maker {func.attrs[MAKER]} changed the kernel's signature")
+            raise ValueError(f"{gv.name_hint}: its maker {maker} changed the kernel's signature")
         for key, value in func.attrs.items():  # attributes later passes gave the kernel
             if key not in made.attrs:
                 made = made.with_attr(key, value)

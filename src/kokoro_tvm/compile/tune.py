@@ -63,10 +63,14 @@ def has_records(db_dir: Path) -> bool:
 
 
 def tunable_tasks(mod, target) -> list:
-    """MetaSchedule tasks of ``mod``'s reduction PrimFuncs (conv, matmul, norms), minus those that
-    carry their own schedule (the LSTM recurrence). Elementwise kernels are memory bound: the
-    rules' parallel + vectorize is what a search finds for them too, so trials go elsewhere."""
-    from tvm import s_tir
+    """MetaSchedule tasks of the reduction PrimFuncs (conv, matmul, norms) that ``main`` runs,
+    minus those that carry their own schedule (the LSTM recurrence, the Winograd convs).
+    Elementwise kernels are memory bound: the rules' parallel + vectorize is what a search finds
+    for them too, so trials go elsewhere. ``main_transform_params`` is left out: its kernels (the
+    Winograd weight transforms, the prepacking) run once at load, and MetaSchedule's
+    ``extract_tasks`` would otherwise spend trials on them (7 of the decoder's 55 tasks)."""
+    import tvm
+    from tvm import relax, s_tir
     from tvm.s_tir import meta_schedule as ms
 
     from .schedule.analysis import is_scheduled, root_blocks
@@ -77,7 +81,11 @@ def tunable_tasks(mod, target) -> list:
         blocks = root_blocks(s_tir.Schedule(func.with_attr("global_symbol", "main"))) or []
         return any(b.is_reduction for b in blocks)
 
-    tasks = ms.relax_integration.extract_tasks(mod, target)
+    # DeadCodeElimination keeps every exposed function, so the other entries go first
+    runs = tvm.IRModule({gv: f for gv, f in mod.functions.items()
+                         if not isinstance(f, relax.Function) or gv.name_hint == "main"}, attrs=mod.attrs)
+    runs = relax.transform.DeadCodeElimination(["main"])(runs)
+    tasks = ms.relax_integration.extract_tasks(runs, target)
     return [t for t in tasks if worth_tuning(t.dispatched[0]["main"])]
 
 
@@ -137,7 +145,7 @@ def search(mod, target, trials: int, work: Path, seed: int = 0,
     found = ms.tune_tasks(
         tasks=contexts, task_weights=weights, work_dir=str(work),
         max_trials_global=trials * len(contexts), max_trials_per_task=trials,
-        num_trials_per_iter=min(64, trials), cost_model="xgb",
+        num_trials_per_iter=min(64, trials), cost_model="xgb", task_scheduler=measurer.scheduler,
         builder=ms.builder.LocalBuilder(f_build=build_candidate, f_export=measurer.export(target),
                                         max_workers=target.attrs["num-cores"]),
         runner=measurer.runner(),

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hand_written import FLOPS, MADE_FOR, made_by
+from .hand_written import FLOPS, MADE_FOR, find_made, made_by
 
 #: Outputs per tile, by kernel size: the multiplications fall by ``m r / (m + r - 1)``:
 #: 2.25x at kernel 3, 2.8x at 7, 3.1x at 11.
@@ -53,6 +53,8 @@ BLOCK_BYTES = 256 * 1024
 #: convs keep the direct rule: their transformed weights would take ``(m + r - 1) / r`` times the
 #: memory (2.7x at kernel 3, tens of MB), against the runtime's peak-RSS bar.
 MAX_CHANNELS = 256
+#: ``hand_written.MAKER`` of these kernels (``compile/retarget.py`` makes them again by it)
+MAKER_NAME = "winograd_conv1d"
 
 
 def matrices(m: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -113,7 +115,7 @@ def kernel_for(lanes: int, registers: int, *, channels_in: int, channels_out: in
     sizes = dict(channels_in=channels_in, channels_out=channels_out, taps=taps, dilation=dilation,
                  pad_left=pad_left, m=m)
     func = kernel(**sizes, channels=tile_channels(lanes, registers, channels_out))
-    return made_by(func, "winograd_conv1d", **sizes)
+    return made_by(func, MAKER_NAME, **sizes)
 
 
 def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_left: int, m: int,
@@ -229,7 +231,7 @@ def conv1d(bb, call):
     if m is None:
         return None
     d = int(attrs.dilation[0])
-    func = kernel_for(*MADE_FOR, channels_in=c_in, channels_out=c_out, taps=taps, dilation=d,
-                      pad_left=int(attrs.padding[0]), m=m)
-    gv = bb.add_func(func, f"winograd_conv1d_{c_in}x{c_out}_k{taps}_d{d}")
+    sizes = dict(channels_in=c_in, channels_out=c_out, taps=taps, dilation=d, pad_left=int(attrs.padding[0]), m=m)
+    gv = (find_made(bb.get(), MAKER_NAME, **sizes)  # one kernel per shape in a module
+          or bb.add_func(kernel_for(*MADE_FOR, **sizes), f"winograd_conv1d_{c_in}x{c_out}_k{taps}_d{d}"))
     return relax.call_tir(gv, [x, weight_transform(bb, w, m)], relax.TensorType(call.ty.shape, "float32"))

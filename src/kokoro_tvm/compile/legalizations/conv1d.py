@@ -103,7 +103,9 @@ def _conv1d_symbolic_width(bb, call):
     whole. Widths with no such span (frame-rate convs, ``n`` or ``2 n``) keep the tail.
 
     Output channels that are not whole channel tiles (``conv_post``: 22) are padded with zero
-    filters to ``CHANNEL_SPAN`` and cropped with the width (``_tile_padded_channels``).
+    filters to ``CHANNEL_SPAN`` and cropped with the width (``_tile_padded_channels``); where the
+    padded conv is one ``compile.winograd`` takes (``conv_post``'s), whose kernel stores only the
+    width asked for, the width is left alone and only the filters are padded and cropped.
     """
     from tvm import ir, relax, topi
 
@@ -111,8 +113,15 @@ def _conv1d_symbolic_width(bb, call):
     x, w = call.args
     t_out = call.ty.shape[2]
     padded = _tile_padded_width(t_out)
-    channels = int(w.ty.shape[0])
+    channels, c_in, taps = (int(v) for v in w.ty.shape)
     tiled = _tile_padded_channels(channels) if int(attrs.groups) == 1 else channels
+    if tiled != channels and winograd.tile_outputs(taps, c_in, tiled, int(attrs.groups)) is not None:
+        # Winograd's kernel reads any width and pads it itself: only the filters need whole tiles
+        w = bb.emit(relax.op.nn.pad(w, [0, tiled - channels, 0, 0, 0, 0]))
+        y = bb.emit(relax.op.nn.conv1d(x, w, strides=1, padding=[int(v) for v in attrs.padding],
+                                       dilation=[int(d) for d in attrs.dilation], data_layout="NCW",
+                                       kernel_layout="OIW", out_dtype=str(call.ty.dtype)))
+        return relax.op.strided_slice(y, axes=[1], begin=[0], end=[channels], assume_inbound=True)
     if padded is None and tiled == channels:
         # already whole tiles (the conv emitted below, legalized in turn): TOPI's conv
         return ir.Op.get("relax.nn.conv1d").get_attr("FLegalize")(bb, call)

@@ -2,10 +2,10 @@
 VENV ?= .venv
 PYTHON ?= python3.11
 PY := $(VENV)/bin/python
-EXTRAS := build,weights,text,test,bench,tune,cross,ci
+EXTRAS := build,weights,text,test,lint,bench,tune,cross,ci
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup repro test test-fast test-slow lock
+.PHONY: setup repro test test-fast test-slow lint format lock
 setup: $(VENV)/.installed
 
 # torch first and exactly: an unpinned torch pulls several GB of CUDA wheels. Then every
@@ -38,6 +38,14 @@ test: setup  # everything CI runs
 
 test-fast: setup  # the fast tier: all but the whole-project DVC, CI-workflow and qemu tests
 	$(PY) -m pytest $(XDIST) -m "not slow and not pipeline"
+
+lint: setup  # what CI checks: ruff's lint rules and format (pyproject.toml [tool.ruff])
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup  # fix what ruff can fix, then format
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 test-slow: setup  # only the full-size Kokoro-82M checks (not the default suite)
 	$(PY) -m pytest -m slow -s

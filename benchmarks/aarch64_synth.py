@@ -32,17 +32,58 @@ def install_runtime(dest: Path) -> list[str]:
     from kokoro_tvm.devices import qemu
 
     wheels = dest / "wheel"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+        check=True,
+    )
     (wheel,) = wheels.glob("*.whl")
-    aarch64 = ["--platform", qemu.WHEEL_PLATFORM, "--python-version", "3.11", "--implementation", "cp",
-               "--only-binary=:all:"]
+    aarch64 = [
+        "--platform",
+        qemu.WHEEL_PLATFORM,
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--only-binary=:all:",
+    ]
     report = dest / "resolve.json"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", *aarch64,
-                    "--target", str(dest / "dry"), "--report", str(report), str(wheel)], check=True)
-    resolved = [f"{i['metadata']['name']}=={i['metadata']['version']}"
-                for i in json.loads(report.read_text())["install"]]
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *aarch64, "--target",
-                    str(dest / "site"), str(wheel)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--dry-run",
+            "--ignore-installed",
+            *aarch64,
+            "--target",
+            str(dest / "dry"),
+            "--report",
+            str(report),
+            str(wheel),
+        ],
+        check=True,
+    )
+    resolved = [
+        f"{i['metadata']['name']}=={i['metadata']['version']}"
+        for i in json.loads(report.read_text())["install"]
+    ]
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            *aarch64,
+            "--target",
+            str(dest / "site"),
+            str(wheel),
+        ],
+        check=True,
+    )
     return resolved
 
 
@@ -59,7 +100,9 @@ def main() -> int:
     import numpy as np
     import torch
 
-    warnings.filterwarnings("ignore", message="dropout option adds dropout")  # kokoro's 1-layer LSTMs
+    warnings.filterwarnings(
+        "ignore", message="dropout option adds dropout"
+    )  # kokoro's 1-layer LSTMs
     warnings.filterwarnings("ignore", message=".*weight_norm.* is deprecated")
     from kokoro_tvm import artifacts as A
     from kokoro_tvm.devices import qemu
@@ -82,35 +125,72 @@ def main() -> int:
         for n in args.lengths:
             phonemes = sample_phonemes(n)
             wav, stamps = tmp / f"{n}.wav", tmp / f"{n}.json"
-            cmd = ["-m", "kokoro_tvm.runtime.cli", "synth", "--phonemes", phonemes, "--voice", str(voice),
-                   "--seed", str(args.seed), "--format", "float32", "--target", "aarch64", "--artifacts", str(root),
-                   "--timestamps", str(stamps), "-o", str(wav), "-q", "--threads", "1"]  # emulated: 1 thread
-            proc = qemu.run_python(cmd, env={"PYTHONPATH": str(tmp / "site")}, capture_output=True, text=True)
+            cmd = [
+                "-m",
+                "kokoro_tvm.runtime.cli",
+                "synth",
+                "--phonemes",
+                phonemes,
+                "--voice",
+                str(voice),
+                "--seed",
+                str(args.seed),
+                "--format",
+                "float32",
+                "--target",
+                "aarch64",
+                "--artifacts",
+                str(root),
+                "--timestamps",
+                str(stamps),
+                "-o",
+                str(wav),
+                "-q",
+                "--threads",
+                "1",
+            ]  # emulated: 1 thread
+            proc = qemu.run_python(
+                cmd, env={"PYTHONPATH": str(tmp / "site")}, capture_output=True, text=True
+            )
             if proc.returncode != 0:
                 print(proc.stdout, proc.stderr, file=sys.stderr)
                 return 1
-            arm = np.frombuffer(wav.read_bytes()[-4 * _samples(wav):], dtype="<f4")
+            arm = np.frombuffer(wav.read_bytes()[-4 * _samples(wav) :], dtype="<f4")
             res = tts.synthesize(phonemes, str(voice), 1.0, args.seed)
             with torch.no_grad():
                 ref64 = join([eager_chunk(km64, c, 1.0, replay=True)[0] for c in res.chunks])
                 ref32 = join([eager_chunk(km, c, 1.0, replay=True)[0] for c in res.chunks])
             same_length = arm.size == res.audio.size
-            row = {"phonemes": n, "frames": sum(c.n_frames for c in res.chunks), "chunks": len(res.chunks),
-                   "same_length_as_x86": same_length,
-                   "same_durations_as_x86": _token_times(stamps) == [(t.start, t.end) for t in res.tokens]}
+            row = {
+                "phonemes": n,
+                "frames": sum(c.n_frames for c in res.chunks),
+                "chunks": len(res.chunks),
+                "same_length_as_x86": same_length,
+                "same_durations_as_x86": _token_times(stamps)
+                == [(t.start, t.end) for t in res.tokens],
+            }
             if same_length:
-                row |= {"aarch64": audio_verdict(ref64, ref32, arm), "x86": audio_verdict(ref64, ref32, res.audio)}
+                row |= {
+                    "aarch64": audio_verdict(ref64, ref32, arm),
+                    "x86": audio_verdict(ref64, ref32, res.audio),
+                }
             good = same_length and row["same_durations_as_x86"] and row["aarch64"]["ok"]
             ok &= good
             a = row.get("aarch64", {})
-            print(f"{n:4d} phonemes, {row['frames']} frames: aarch64 {a.get('log_mel_snr_db')} dB (needs "
-                  f"{a.get('min_snr_db')}), x86 {row.get('x86', {}).get('log_mel_snr_db')} dB, float32 kokoro "
-                  f"{a.get('f32_log_mel_snr_db')} dB; durations equal {row['same_durations_as_x86']}: "
-                  f"{'ok' if good else 'FAIL'}")
+            print(
+                f"{n:4d} phonemes, {row['frames']} frames: aarch64 {a.get('log_mel_snr_db')} dB (needs "
+                f"{a.get('min_snr_db')}), x86 {row.get('x86', {}).get('log_mel_snr_db')} dB, float32 kokoro "
+                f"{a.get('f32_log_mel_snr_db')} dB; durations equal {row['same_durations_as_x86']}: "
+                f"{'ok' if good else 'FAIL'}"
+            )
             rows.append(row)
     if args.out:
-        Path(args.out).write_text(json.dumps({"target": "aarch64", "device": "qemu", "resolved": resolved,
-                                              "rows": rows}, indent=2))
+        Path(args.out).write_text(
+            json.dumps(
+                {"target": "aarch64", "device": "qemu", "resolved": resolved, "rows": rows},
+                indent=2,
+            )
+        )
     return 0 if ok else 1
 
 
@@ -118,7 +198,7 @@ def _samples(wav: Path) -> int:
     """The sample count of a float32 WAV (its ``data`` chunk size / 4)."""
     data = wav.read_bytes()
     i = data.rindex(b"data")
-    return int.from_bytes(data[i + 4:i + 8], "little") // 4
+    return int.from_bytes(data[i + 4 : i + 8], "little") // 4
 
 
 def _token_times(stamps: Path) -> list[tuple]:

@@ -43,8 +43,12 @@ def _chain(legal) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--relax", type=Path, default=ROOT / "artifacts" / "relax" / "duration-512.json")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--relax", type=Path, default=ROOT / "artifacts" / "relax" / "duration-512.json"
+    )
     ap.add_argument("--target", default="x86_64_v3")
     ap.add_argument("--lengths", type=int, nargs="+", default=[30, 126, 510, 512])
     ap.add_argument("--rounds", type=int, default=9)
@@ -55,7 +59,8 @@ def main() -> None:
     import numpy as np
     import tvm
 
-    from kokoro_tvm import artifacts as A, params
+    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import params
     from kokoro_tvm.compile import passes, schedule
     from kokoro_tvm.compile.legalize import PASSES
     from kokoro_tvm.compile.schedule.analysis import assume_bounds
@@ -65,12 +70,19 @@ def main() -> None:
     imported = A.load_ir(a.relax)
     target = tvm.target.Target(params.load().targets[a.target])
     fused = passes.run("legalize", PASSES, imported, passes.Context(label="fused"))
-    unfused = passes.run("legalize", [p for p in PASSES if p != "FuseAttention"], imported, passes.Context(label="unfused"))
+    unfused = passes.run(
+        "legalize",
+        [p for p in PASSES if p != "FuseAttention"],
+        imported,
+        passes.Context(label="unfused"),
+    )
     bounds = upper_bounds(unfused)
 
     def built(mod, name):
         with assume_bounds(bounds):
-            scheduled, _ = schedule.apply(tvm.IRModule({"main": mod[name].with_attr("global_symbol", "main")}), target)
+            scheduled, _ = schedule.apply(
+                tvm.IRModule({"main": mod[name].with_attr("global_symbol", "main")}), target
+            )
         return tvm.compile(scheduled, target=target)["main"]
 
     (kernel,) = [gv.name_hint for gv in fused.functions if gv.name_hint.startswith("attention_")]
@@ -81,22 +93,31 @@ def main() -> None:
     dev, rng = tvm.cpu(), np.random.default_rng(0)
     print(f"{cpu_name()}, {a.target}, {a.threads} threads; chain: {', '.join(_chain(unfused))}")
     for n in a.lengths:
-        t = lambda x: tvm.runtime.tensor(x, dev)  # noqa: E731
+        t = lambda x: tvm.runtime.tensor(x, dev)
         q = t(rng.standard_normal((1, heads, n, dim)).astype("float32") * 0.3)
         kt = t(rng.standard_normal((1, heads, dim, n)).astype("float32") * 0.3)
         v = t(rng.standard_normal((1, heads, n, dim)).astype("float32"))
         mask = t(np.zeros((1, 1, n, n), "float32"))
-        scores, guard, probs = (t(np.zeros((1, heads, n, n), "float32")), t(np.zeros((1, heads, n, 1), "int8")),
-                                t(np.zeros((1, heads, n, n), "float32")))
+        scores, guard, probs = (
+            t(np.zeros((1, heads, n, n), "float32")),
+            t(np.zeros((1, heads, n, 1), "int8")),
+            t(np.zeros((1, heads, n, n), "float32")),
+        )
         out = {k: t(np.zeros((1, heads, n, dim), "float32")) for k in ("fused", "rules")}
         masked = len(func.params) == 5
-        runs = {"fused": lambda: one(q, kt, v, *([mask] if masked else []), out["fused"]),
-                "rules": lambda: (chain[0](q, kt, mask, scores), chain[1](scores, guard),
-                                  chain[2](scores, guard, probs), chain[3](probs, v, out["rules"]))}
+        runs = {
+            "fused": lambda: one(q, kt, v, *([mask] if masked else []), out["fused"]),
+            "rules": lambda: (
+                chain[0](q, kt, mask, scores),
+                chain[1](scores, guard),
+                chain[2](scores, guard, probs),
+                chain[3](probs, v, out["rules"]),
+            ),
+        }
         inner = max(1, int(2e5 // (n * n)))
         samples = {k: [] for k in runs}
         for r in range(a.rounds):
-            for k in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+            for k in list(runs) if r % 2 == 0 else list(runs)[::-1]:
                 runs[k]()
                 t0 = time.perf_counter()
                 for _ in range(inner):
@@ -105,9 +126,11 @@ def main() -> None:
         ms = {k: statistics.median(s) for k, s in samples.items()}
         gflop = 4 * heads * dim * n * n / 1e9
         diff = float(np.abs(out["fused"].numpy() - out["rules"].numpy()).max())
-        print(f"n={n}: fused {ms['fused']:.3f} ms ({gflop / ms['fused'] * 1e3:.0f} GFLOP/s), rules "
-              f"{ms['rules']:.3f} ms ({gflop / ms['rules'] * 1e3:.0f}), fused/rules {ms['fused'] / ms['rules']:.3f}, "
-              f"max |diff| {diff:.1e}, load {os.getloadavg()[0]:.2f}")
+        print(
+            f"n={n}: fused {ms['fused']:.3f} ms ({gflop / ms['fused'] * 1e3:.0f} GFLOP/s), rules "
+            f"{ms['rules']:.3f} ms ({gflop / ms['rules'] * 1e3:.0f}), fused/rules {ms['fused'] / ms['rules']:.3f}, "
+            f"max |diff| {diff:.1e}, load {os.getloadavg()[0]:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -15,27 +15,33 @@ import json
 import sys
 from pathlib import Path
 
-from kokoro_tvm.eval import bench
-from kokoro_tvm.pipeline.common import setup
 from kokoro_tvm.artifacts import ArtifactError
-from kokoro_tvm.runtime.library import read_manifest
-from kokoro_tvm.model.checkpoint import CheckpointError, load
+from kokoro_tvm.eval import bench
 from kokoro_tvm.eval.onnx_export import OnnxExportError
+from kokoro_tvm.model.checkpoint import CheckpointError, load
+from kokoro_tvm.pipeline.common import setup
+from kokoro_tvm.runtime.library import read_manifest
 from kokoro_tvm.toolchain import ToolchainError
 
-HEADER = ("| component | bucket | target | eager ms | ORT ms | TVM ms | speedup vs eager | vs ORT | threads |\n"
-          "|---|---:|---|---:|---:|---:|---:|---:|---:|")
+HEADER = (
+    "| component | bucket | target | eager ms | ORT ms | TVM ms | speedup vs eager | vs ORT | threads |\n"
+    "|---|---:|---|---:|---:|---:|---:|---:|---:|"
+)
 
 
 def row(r: dict) -> str:
     ort = f"{r['ort_ms']:.1f}" if "ort_ms" in r else "-"
     vs_ort = f"{r['speedup_vs_ort']:.3f}x" if "speedup_vs_ort" in r else "-"
-    return (f"| {r['component']} | {r['bucket']} | {r['target']} | {r['eager_ms']:.1f} | {ort} | "
-            f"{r['tvm_ms']:.1f} | {r['speedup_vs_eager']:.3f}x | {vs_ort} | {r['threads']} |")
+    return (
+        f"| {r['component']} | {r['bucket']} | {r['target']} | {r['eager_ms']:.1f} | {ort} | "
+        f"{r['tvm_ms']:.1f} | {r['speedup_vs_eager']:.3f}x | {vs_ort} | {r['threads']} |"
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--root", type=Path, default=Path("artifacts"))
     ap.add_argument("--params", type=Path, default=Path("params.yaml"))
     ap.add_argument("--target", help="only this target (default: every built target)")
@@ -49,15 +55,23 @@ def main() -> None:
             prm = dataclasses.replace(prm, bench_repeats=a.repeats)
         manifest = read_manifest(a.root)
         model = load(**manifest["model"])  # the weights the libraries were given
-        entries = [e for e in manifest["libraries"] if a.target in (None, e["target"])
-                   and (not a.components or e["component"] in a.components)]
+        entries = [
+            e
+            for e in manifest["libraries"]
+            if a.target in (None, e["target"])
+            and (not a.components or e["component"] in a.components)
+        ]
         if not entries:
-            raise ArtifactError(f"{a.root}/manifest.json has no library for target {a.target!r}"
-                                f" and components {a.components}")
+            raise ArtifactError(
+                f"{a.root}/manifest.json has no library for target {a.target!r}"
+                f" and components {a.components}"
+            )
         print(HEADER, flush=True)
         rows = []
         for e in entries:
-            rows.append(bench.measure(e["component"], e["bucket"], e["target"], prm, a.root, model=model))
+            rows.append(
+                bench.measure(e["component"], e["bucket"], e["target"], prm, a.root, model=model)
+            )
             print(row(rows[-1]), flush=True)
     except (ArtifactError, ToolchainError, CheckpointError, OnnxExportError, ValueError) as e:
         sys.exit(f"error: {e}")

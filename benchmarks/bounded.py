@@ -24,7 +24,9 @@ import numpy as np
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("component", choices=["text_encoder", "duration", "decoder"])
     ap.add_argument("bucket", type=int)
     ap.add_argument("--config", default="kokoro-82m")
@@ -32,7 +34,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--mcpu", default="x86-64-v3")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--top", type=int, default=0, help="also print each library's slowest kernels at n = B")
+    ap.add_argument(
+        "--top", type=int, default=0, help="also print each library's slowest kernels at n = B"
+    )
     a = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(a.threads)
 
@@ -46,8 +50,7 @@ def main() -> None:
     from kokoro_tvm.eval.metrics import log_mel_snr
     from kokoro_tvm.eval.reference import as_float64, load_kokoro, reference
     from kokoro_tvm.eval.timing import time_interleaved
-    from kokoro_tvm.model.inputs import bounded_example_inputs
-    from kokoro_tvm.model.inputs import example_inputs
+    from kokoro_tvm.model.inputs import bounded_example_inputs, example_inputs
     from kokoro_tvm.model.kmodel import random_kmodel
     from kokoro_tvm.runtime.library import bind_params
 
@@ -60,15 +63,24 @@ def main() -> None:
         km, weights = random_kmodel(cfg, seed=0), "random"
     target = {"kind": "llvm", "mcpu": a.mcpu}
     comp, B = a.component, a.bucket
-    libs = {"padded": compile_component(comp, B, km, cfg, target), "bounded": compile_component(comp, B, km, cfg, target, shapes="bounded")}
+    libs = {
+        "padded": compile_component(comp, B, km, cfg, target),
+        "bounded": compile_component(comp, B, km, cfg, target, shapes="bounded"),
+    }
     vms = {k: c.vm() for k, c in libs.items()}
     params = {k: bind_params(vms[k], libs[k].weights) for k in libs}
-    print(f"{comp}-{B} ({a.config}, {weights} weights), build s: "
-          + ", ".join(f"{k} {c.build_s:.1f} (fallbacks {c.report.fallbacks})" for k, c in libs.items()))
+    print(
+        f"{comp}-{B} ({a.config}, {weights} weights), build s: "
+        + ", ".join(
+            f"{k} {c.build_s:.1f} (fallbacks {c.report.fallbacks})" for k, c in libs.items()
+        )
+    )
 
     def call(kind: str, inputs, n: int):
         t = tvm.runtime.tensor
-        args = inputs if kind == "padded" else bounded_example_inputs(comp, B, cfg, n)  # the same values, cut
+        args = (
+            inputs if kind == "padded" else bounded_example_inputs(comp, B, cfg, n)
+        )  # the same values, cut
         out = vms[kind]["main"](*[t(x.numpy()) for x in args], *params[kind])
         return [out] if hasattr(out, "numpy") else list(out)
 
@@ -90,14 +102,21 @@ def main() -> None:
                 audio = got[0].reshape(-1)[: ref[0].size]
                 err[kind] = round(log_mel_snr(ref[0].reshape(-1), audio), 2)
             else:
-                err[kind] = max(float(np.abs(valid(g, n) - r).max() / (np.abs(r).max() + 1e-30))
-                                for g, r in zip(got, ref))
-        s = time_interleaved({k: (lambda k=k, i=inputs, n=n: call(k, i, n)) for k in libs}, a.repeats, 1)
+                err[kind] = max(
+                    float(np.abs(valid(g, n) - r).max() / (np.abs(r).max() + 1e-30))
+                    for g, r in zip(got, ref)
+                )
+        s = time_interleaved(
+            {k: (lambda k=k, i=inputs, n=n: call(k, i, n)) for k in libs}, a.repeats, 1
+        )
         ms = {k: round(statistics.median(v) * 1e3, 3) for k, v in s.items()}
         rows[n] = {"ms": ms, "rel_err": err, "load_avg_1m": round(os.getloadavg()[0], 2)}
-        print(f"  n={n:4d}: padded {ms['padded']:9.2f} ms  bounded {ms['bounded']:9.2f} ms  "
-              f"bounded/padded {ms['bounded'] / ms['padded']:.2f}  {metric} padded {err['padded']:.3g} "
-              f"bounded {err['bounded']:.3g}  load {rows[n]['load_avg_1m']}", flush=True)
+        print(
+            f"  n={n:4d}: padded {ms['padded']:9.2f} ms  bounded {ms['bounded']:9.2f} ms  "
+            f"bounded/padded {ms['bounded'] / ms['padded']:.2f}  {metric} padded {err['padded']:.3g} "
+            f"bounded {err['bounded']:.3g}  load {rows[n]['load_avg_1m']}",
+            flush=True,
+        )
     if a.top:
         from kernels import _hotspots, cpu_peak_gflops  # benchmarks/kernels.py
 
@@ -106,16 +125,33 @@ def main() -> None:
         for kind, c in libs.items():
             print(f"  {kind}: rules {dict(sorted(c.report.functions.items()))}")
             t = tvm.runtime.tensor
-            args = [t(x.numpy()) for x in (inputs if kind == "padded" else bounded_example_inputs(comp, B, cfg, B))]
+            args = [
+                t(x.numpy())
+                for x in (inputs if kind == "padded" else bounded_example_inputs(comp, B, cfg, B))
+            ]
             _hotspots(c.legalized, c.executable, [*args, *params[kind]], a.top, peak)
     top, quarter = rows[B]["ms"], rows[B // 4]["ms"]
-    summary = {"bounded_at_B_over_padded": round(top["bounded"] / top["padded"], 3),
-               "bounded_B4_over_bounded_B": round(quarter["bounded"] / top["bounded"], 3)}
+    summary = {
+        "bounded_at_B_over_padded": round(top["bounded"] / top["padded"], 3),
+        "bounded_B4_over_bounded_B": round(quarter["bounded"] / top["bounded"], 3),
+    }
     print("  " + ", ".join(f"{k} {v}" for k, v in summary.items()))
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"component": comp, "bucket": B, "config": a.config, "weights": weights,
-                       "threads": a.threads, "repeats": a.repeats, "lengths": rows, **summary}, f, indent=1)
+            json.dump(
+                {
+                    "component": comp,
+                    "bucket": B,
+                    "config": a.config,
+                    "weights": weights,
+                    "threads": a.threads,
+                    "repeats": a.repeats,
+                    "lengths": rows,
+                    **summary,
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

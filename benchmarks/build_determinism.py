@@ -28,9 +28,11 @@ from pathlib import Path
 from kokoro_tvm import artifacts as A, params
 from kokoro_tvm.compile.build import build
 from kokoro_tvm.devices import cross
-component, bucket, target, root, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5])
+component, bucket, target = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+root, out = Path(sys.argv[4]), Path(sys.argv[5])
 spec = params.load().targets[target]
-ex, _, _ = build(A.load_ir(A.legalized_file(component, bucket, root)), spec, A.tune_dir(component, bucket, target, root))
+legal = A.load_ir(A.legalized_file(component, bucket, root))
+ex, _, _ = build(legal, spec, A.tune_dir(component, bucket, target, root))
 A.export_library(ex, out, cross.linker_for(spec))
 """
 
@@ -41,7 +43,9 @@ def symbol_sizes(lib: Path) -> dict[str, str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--component", default="decoder")
     ap.add_argument("--bucket", type=int, default=1536)
     ap.add_argument("--target", default="x86_64_v4")
@@ -54,8 +58,19 @@ def main() -> None:
         libs = [Path(tmp, "d" * (i + 1), "lib.so") for i in range(a.builds)]
         for lib in libs:
             lib.parent.mkdir()
-            subprocess.run([sys.executable, "-c", CHILD, a.component, str(a.bucket), a.target,
-                            str(a.artifacts), str(lib)], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    CHILD,
+                    a.component,
+                    str(a.bucket),
+                    a.target,
+                    str(a.artifacts),
+                    str(lib),
+                ],
+                check=True,
+            )
         shas = [hashlib.sha256(lib.read_bytes()).hexdigest() for lib in libs]
         print(f"{a.component}-{a.bucket} {a.target}, {a.builds} builds in {a.builds} processes:")
         first = symbol_sizes(libs[0])
@@ -64,8 +79,10 @@ def main() -> None:
             if sha != shas[0]:
                 other = symbol_sizes(lib)
                 changed = sorted(s for s in first.keys() & other.keys() if first[s] != other[s])
-                line += (" differs from build 1; symbols of another size: "
-                         f"{', '.join(f'{s} ({first[s]} / {other[s]})' for s in changed) or 'none'}")
+                line += (
+                    " differs from build 1; symbols of another size: "
+                    f"{', '.join(f'{s} ({first[s]} / {other[s]})' for s in changed) or 'none'}"
+                )
             print(line)
         print("identical" if len(set(shas)) == 1 else f"{len(set(shas))} different libraries")
 

@@ -70,7 +70,9 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
             print(f"skip {so}: this CPU lacks {', '.join(missing)}", file=sys.stderr)
             continue
         vm = VirtualMachine(tvm.runtime.load_module(str(so)), tvm.cpu())
-        params = bind_params(vm, [tvm.runtime.tensor(weights[n].numpy()) for n in info["signature"]["params"]])
+        params = bind_params(
+            vm, [tvm.runtime.tensor(weights[n].numpy()) for n in info["signature"]["params"]]
+        )
         loaded[str(so)] = (vm, params)
         axes = info["signature"]["info"]["length_axes"]
     if not loaded:
@@ -79,12 +81,14 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
     rows = []
     for n in frames:
         g = np.random.default_rng(n)
-        x = {"en": g.standard_normal((1, 640, n), dtype=np.float32) * 0.5,
-             "asr": g.standard_normal((1, 512, n), dtype=np.float32) * 0.5,
-             "ref_s": g.standard_normal((1, 256), dtype=np.float32) * 0.1,
-             "rand_ini": g.random((1, 9), dtype=np.float32),
-             "noise": g.standard_normal((1, 600 * n, 9), dtype=np.float32) * 0.003,
-             "frame_lengths": np.array([n])}
+        x = {
+            "en": g.standard_normal((1, 640, n), dtype=np.float32) * 0.5,
+            "asr": g.standard_normal((1, 512, n), dtype=np.float32) * 0.5,
+            "ref_s": g.standard_normal((1, 256), dtype=np.float32) * 0.1,
+            "rand_ini": g.random((1, 9), dtype=np.float32),
+            "noise": g.standard_normal((1, 600 * n, 9), dtype=np.float32) * 0.003,
+            "frame_lengths": np.array([n]),
+        }
         cut = {k: np.ascontiguousarray(v) for k, v in unpadded(x, axes, n).items()}
         args = [tvm.runtime.tensor(v) for v in cut.values()]
         s, en, asr = (torch.from_numpy(x[k]) for k in ("ref_s", "en", "asr"))
@@ -94,7 +98,9 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
                 f0, n_curve = km.predictor.F0Ntrain(en, s[:, 128:])
                 return km.decoder(asr, f0, n_curve, s[:, :128])
 
-        runners = {name: (lambda vm=vm, p=p: vm["main"](*args, *p)) for name, (vm, p) in loaded.items()}
+        runners = {
+            name: (lambda vm=vm, p=p: vm["main"](*args, *p)) for name, (vm, p) in loaded.items()
+        }
         with torch.inference_mode():
             ref = wrapper(*(torch.from_numpy(v) for v in cut.values())).numpy().ravel()
         agree = {}
@@ -103,17 +109,30 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
             got = (out if hasattr(out, "numpy") else out[0]).numpy().ravel()
             agree[name] = round(float(np.linalg.norm(got - ref) / np.linalg.norm(ref)), 5)
         runners["eager"] = eager
-        med = {k: statistics.median(v) for k, v in time_interleaved(runners, rounds, warmup=1).items()}
-        rows.append({"threads": threads, "frames": n, "median_s": {k: round(v, 4) for k, v in med.items()},
-                     "eager_over": {k: round(med["eager"] / v, 3) for k, v in med.items() if k != "eager"},
-                     "rel_l2_vs_eager_wrapper": agree, "load_avg_1m": round(os.getloadavg()[0], 2),
-                     "torch": torch.__version__})
+        med = {
+            k: statistics.median(v) for k, v in time_interleaved(runners, rounds, warmup=1).items()
+        }
+        rows.append(
+            {
+                "threads": threads,
+                "frames": n,
+                "median_s": {k: round(v, 4) for k, v in med.items()},
+                "eager_over": {
+                    k: round(med["eager"] / v, 3) for k, v in med.items() if k != "eager"
+                },
+                "rel_l2_vs_eager_wrapper": agree,
+                "load_avg_1m": round(os.getloadavg()[0], 2),
+                "torch": torch.__version__,
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("libs", type=Path, nargs="+")
     ap.add_argument("--threads", type=int, nargs="+", default=[2, os.cpu_count() or 1])
     ap.add_argument("--frames", type=int, nargs="+", default=[96, 400])
@@ -130,8 +149,17 @@ def main() -> None:
     rows = []
     for threads in a.threads:
         env = dict(os.environ, **({"TVM_USE_RUNTIME_LIB": "1"} if a.runtime_only else {}))
-        cmd = [sys.executable, __file__, *map(str, a.libs), "--child", str(threads), "--frames",
-               *map(str, a.frames), "--rounds", str(a.rounds)]
+        cmd = [
+            sys.executable,
+            __file__,
+            *map(str, a.libs),
+            "--child",
+            str(threads),
+            "--frames",
+            *map(str, a.frames),
+            "--rounds",
+            str(a.rounds),
+        ]
         out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
         rows += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         for line in out.splitlines():

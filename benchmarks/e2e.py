@@ -26,8 +26,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--artifacts", default="artifacts")
     ap.add_argument("--target")
-    ap.add_argument("--lengths", type=int, nargs="*", help="phoneme counts (default: from the buckets)")
-    ap.add_argument("--voice", help="voice: file, registry name or blend (default: the validation voice)")
+    ap.add_argument(
+        "--lengths", type=int, nargs="*", help="phoneme counts (default: from the buckets)"
+    )
+    ap.add_argument(
+        "--voice", help="voice: file, registry name or blend (default: the validation voice)"
+    )
     ap.add_argument("--speed", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -38,7 +42,9 @@ def main() -> int:
 
     import torch
 
-    warnings.filterwarnings("ignore", message="dropout option adds dropout")  # kokoro's 1-layer LSTMs
+    warnings.filterwarnings(
+        "ignore", message="dropout option adds dropout"
+    )  # kokoro's 1-layer LSTMs
     warnings.filterwarnings("ignore", message=".*weight_norm.* is deprecated")
     from kokoro_tvm import artifacts as A
     from kokoro_tvm.eval.e2e import compare, default_lengths, sample_phonemes
@@ -52,10 +58,14 @@ def main() -> int:
     _, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
     km64 = as_float64(km)
     voice = args.voice if args.voice else A.load_array(A.voice_file(root))
-    print(f"model {m['config']} ({m['checkpoint']}), target {tts.target}, {args.threads} threads; "
-          f"token buckets {tts.libraries.token_buckets}, frame buckets {tts.libraries.frame_buckets}")
-    header = f"{'phon':>5} {'tokens':>6} {'frames':>6} {'chunks':>6} {'buckets (frames)':>18} {'SNR tvm':>7} " \
-             f"{'SNR f32':>7} {'dur==':>5} {'utt==':>5} {'RTF tvm':>8} {'RTF eager':>9}"
+    print(
+        f"model {m['config']} ({m['checkpoint']}), target {tts.target}, {args.threads} threads; "
+        f"token buckets {tts.libraries.token_buckets}, frame buckets {tts.libraries.frame_buckets}"
+    )
+    header = (
+        f"{'phon':>5} {'tokens':>6} {'frames':>6} {'chunks':>6} {'buckets (frames)':>18} {'SNR tvm':>7} "
+        f"{'SNR f32':>7} {'dur==':>5} {'utt==':>5} {'RTF tvm':>8} {'RTF eager':>9}"
+    )
     print(header)
     rows, ok = [], True
     for n in args.lengths or default_lengths(tts.libraries.token_buckets):
@@ -63,10 +73,16 @@ def main() -> int:
         r = compare(tts, km, km64, ps, voice, args.speed, args.seed)
         ok &= r["ok"]
         fb = ",".join(map(str, sorted(set(r["frame_buckets"]))))
-        snr, snr32 = (f"{r[k]:7.1f}" if r[k] is not None else "    n/a" for k in ("log_mel_snr_db", "f32_log_mel_snr_db"))
-        print(f"{r['phonemes']:5d} {r['tokens']:6d} {r['frames']:6d} {r['chunks']:6d} {fb:>18} "
-              f"{snr} {snr32} {r['durations_equal']!s:>5} {r['same_utterances']!s:>5} {r['rtf_tvm']:8.2f} {r['rtf_eager']:9.2f}",
-              flush=True)
+        snr, snr32 = (
+            f"{r[k]:7.1f}" if r[k] is not None else "    n/a"
+            for k in ("log_mel_snr_db", "f32_log_mel_snr_db")
+        )
+        print(
+            f"{r['phonemes']:5d} {r['tokens']:6d} {r['frames']:6d} {r['chunks']:6d} {fb:>18} "
+            f"{snr} {snr32} {r['durations_equal']!s:>5} {r['same_utterances']!s:>5} "
+            f"{r['rtf_tvm']:8.2f} {r['rtf_eager']:9.2f}",
+            flush=True,
+        )
         rows.append({k: v for k, v in r.items() if k not in ("result", "reference")})
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=2))

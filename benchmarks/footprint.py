@@ -15,7 +15,8 @@ Per phoneme count (``eval.samples``, the validation voice) and round, alternatin
 Give ``--runtime-python`` the interpreter of a runtime-only install (``pip install
 kokoro-tvm-pipeline``: numpy and the TVM runtime, no torch), as its users have it: in the
 development venv ``import tvm`` also imports torch (apache-tvm-ffi does, when it is installed),
-~1.3 s and ~200 MB that a user's process does not pay. The package builds its session as it does for its users (ORT's default threads: every physical
+~1.3 s and ~200 MB that a user's process does not pay. The package builds its session as it does for
+its users (ORT's default threads: every physical
 core); the runtime gets ``--threads`` (default: every core). Reported per runner, medians over
 rounds: ``ready_s`` (process start to loaded, imports included: the runtime loads its libraries
 lazily, so its first call carries that), ``first_audio_s`` (process start to the first call's
@@ -70,8 +71,11 @@ def main() -> int:
     ap.add_argument("--lengths", type=int, nargs="*", default=[30, 510])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--runtime-python", default=sys.executable,
-                    help="interpreter for the runtime's process (a torch-free install; default: this one)")
+    ap.add_argument(
+        "--runtime-python",
+        default=sys.executable,
+        help="interpreter for the runtime's process (a torch-free install; default: this one)",
+    )
     ap.add_argument("--out")
     args = ap.parse_args()
 
@@ -89,22 +93,31 @@ def main() -> int:
     np.save(voice, A.load_array(A.voice_file(root)))
     models = {"int8": work / "int8.onnx", "fp32": work / "fp32.onnx"}
     models["int8"].write_bytes(registry_onnx_bytes())
-    models["fp32"].write_bytes(onnx_kmodel.export_kmodel(A.kokoro_checkpoint_file(root), A.model_config_file(root)))
+    models["fp32"].write_bytes(
+        onnx_kmodel.export_kmodel(A.kokoro_checkpoint_file(root), A.model_config_file(root))
+    )
     env = dict(os.environ, TVM_NUM_THREADS=str(args.threads))
     runners = ["tvm", "kokoro_onnx_int8", "kokoro_onnx_fp32"]
-    report = {"cpu": cpu_name(),
-              "threads": args.threads, "runtime_python": args.runtime_python, "load_avg_before": os.getloadavg()[0], "lengths": {}}
+    report = {
+        "cpu": cpu_name(),
+        "threads": args.threads,
+        "runtime_python": args.runtime_python,
+        "load_avg_before": os.getloadavg()[0],
+        "lengths": {},
+    }
     for n in args.lengths:
         ps = sample_phonemes(n)
         samples: dict[str, list[dict]] = {r: [] for r in runners}
         for rnd in range(args.rounds):
-            for name in runners[rnd % 3:] + runners[: rnd % 3]:
+            for name in runners[rnd % 3 :] + runners[: rnd % 3]:
                 model = str(models[name.rsplit("_", 1)[-1]]) if name != "tvm" else ""
                 row = _measured(name, ps, voice, root, args, model, env)
                 samples[name].append(row)
                 print(n, name, {k: round(v, 3) for k, v in row.items()}, flush=True)
-        report["lengths"][n] = {name: {k: round(statistics.median(r[k] for r in rows), 3) for k in rows[0]}
-                                for name, rows in samples.items()}
+        report["lengths"][n] = {
+            name: {k: round(statistics.median(r[k] for r in rows), 3) for k in rows[0]}
+            for name, rows in samples.items()
+        }
     report["load_avg_after"] = os.getloadavg()[0]
     print(json.dumps(report, indent=1))
     if args.out:
@@ -112,12 +125,30 @@ def main() -> int:
     return 0
 
 
-def _measured(name: str, ps: str, voice: Path, root: Path, args, model: str, env: dict[str, str]) -> dict:
+def _measured(
+    name: str, ps: str, voice: Path, root: Path, args, model: str, env: dict[str, str]
+) -> dict:
     start = time.time()
     python = args.runtime_python if name == "tvm" else sys.executable
-    proc = subprocess.Popen([python, "-c", CHILD, name, repr(start), ps, str(voice), str(root),
-                             args.target, str(args.threads), model], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            python,
+            "-c",
+            CHILD,
+            name,
+            repr(start),
+            ps,
+            str(voice),
+            str(root),
+            args.target,
+            str(args.threads),
+            model,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = proc.communicate()
     if proc.returncode:
         raise SystemExit(f"{name} failed:\n{err[-3000:]}")

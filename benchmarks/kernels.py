@@ -27,30 +27,61 @@ import os
 import time
 from unittest import mock
 
-DEFAULT = ["duration:32", "duration:64", "text_encoder:32", "text_encoder:64", "decoder:128", "decoder:256"]
+DEFAULT = [
+    "duration:32",
+    "duration:64",
+    "text_encoder:32",
+    "text_encoder:64",
+    "decoder:128",
+    "decoder:256",
+]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--threads", type=int, default=int(os.environ.get("TVM_NUM_THREADS", "2")))
     ap.add_argument("--only", nargs="*", default=DEFAULT, help="component:bucket ...")
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--settle", type=float, default=None,
-                    help="seconds to pause before each timed call (default timing.SETTLE_S); 0 shows the "
-                         "cost of one runtime's spinning threads on the next")
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=None,
+        help="seconds to pause before each timed call (default timing.SETTLE_S); 0 shows the "
+        "cost of one runtime's spinning threads on the next",
+    )
     ap.add_argument("--top", type=int, default=8, help="hotspot kernels to print per component")
     ap.add_argument("--mcpu", default="x86-64-v3")
-    ap.add_argument("--ops", action="store_true", help="single-op before/after table (Kokoro-82M shapes) and exit")
+    ap.add_argument(
+        "--ops",
+        action="store_true",
+        help="single-op before/after table (Kokoro-82M shapes) and exit",
+    )
     ap.add_argument("--frames", type=int, default=128, help="decoder frames m for --ops shapes")
-    ap.add_argument("--tiles", action="store_true",
-                    help="decoder conv shapes, pick_tile's register tile vs conv.LONG_TILE, and exit")
-    ap.add_argument("--blocks", action="store_true",
-                    help="bounded generator conv shapes, conv.LENGTH_BLOCK against 1 (channel tiles outermost), and exit")
-    ap.add_argument("--winograd", action="store_true",
-                    help="bounded generator conv shapes, the direct conv against Winograd's kernel, and exit")
-    ap.add_argument("--conv-tiles", nargs="+", metavar="RxV[b]", default=None,
-                    help="bounded decoder conv shapes, the conv rule against these forced register tiles "
-                         "(R width samples x V vectors of channels; b: length-blocked), and exit")
+    ap.add_argument(
+        "--tiles",
+        action="store_true",
+        help="decoder conv shapes, pick_tile's register tile vs conv.LONG_TILE, and exit",
+    )
+    ap.add_argument(
+        "--blocks",
+        action="store_true",
+        help="bounded generator conv shapes, conv.LENGTH_BLOCK against 1 (channel tiles outermost), and exit",
+    )
+    ap.add_argument(
+        "--winograd",
+        action="store_true",
+        help="bounded generator conv shapes, the direct conv against Winograd's kernel, and exit",
+    )
+    ap.add_argument(
+        "--conv-tiles",
+        nargs="+",
+        metavar="RxV[b]",
+        default=None,
+        help="bounded decoder conv shapes, the conv rule against these forced register tiles "
+        "(R width samples x V vectors of channels; b: length-blocked), and exit",
+    )
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     if args.blocks:
@@ -70,22 +101,24 @@ def main() -> None:
     from tvm import relax
 
     from kokoro_tvm.compile.flow import compile_component
+    from kokoro_tvm.compile.schedule.analysis import CPU
+    from kokoro_tvm.config import load_model_config
+    from kokoro_tvm.eval.roofline import fma_peak
+    from kokoro_tvm.eval.timing import SETTLE_S, time_interleaved
     from kokoro_tvm.model import components
+    from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.model.inputs import example_inputs
     from kokoro_tvm.runtime.library import bind_params
-    from kokoro_tvm.eval.timing import SETTLE_S, time_interleaved
-    from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.model.checkpoint import build_kmodel
-    from kokoro_tvm.compile.schedule.analysis import CPU
-    from kokoro_tvm.eval.roofline import fma_peak
 
     torch.set_num_threads(args.threads)
     target_spec = {"kind": "llvm", "mcpu": args.mcpu}
     target = tvm.target.Target(target_spec)
     cpu = CPU.of(target)
     peak = fma_peak(target_spec, args.threads)
-    print(f"threads={args.threads} target={target_spec} lanes={cpu.lanes} measured FMA peak={peak['gflops']:.0f} "
-          f"GFLOP/s (implies {peak['implied_ghz']:.2f} GHz for {peak['fma_pipes_assumed']} full-width pipes)")
+    print(
+        f"threads={args.threads} target={target_spec} lanes={cpu.lanes} measured FMA peak={peak['gflops']:.0f} "
+        f"GFLOP/s (implies {peak['implied_ghz']:.2f} GHz for {peak['fma_pipes_assumed']} full-width pipes)"
+    )
     peak = peak["gflops"]
     cfg = load_model_config("kokoro-82m")
     km = build_kmodel(cfg, "random", seed=0)
@@ -100,28 +133,36 @@ def main() -> None:
         inputs = example_inputs(component, bucket, cfg, seed=1)
         module = components.build_component(component, km)
         vm = relax.VirtualMachine(ex, tvm.cpu())
-        targs = ([tvm.runtime.tensor(x.numpy()) for x in inputs]
-                 + bind_params(vm, built.weights))
+        targs = [tvm.runtime.tensor(x.numpy()) for x in inputs] + bind_params(vm, built.weights)
         with torch.no_grad():
             ref = module(*inputs)
         ref = ref if isinstance(ref, tuple) else (ref,)
         out = vm["main"](*targs)
-        errs = [float(np.abs(out[i].numpy() - r.numpy()).max() / max(np.abs(r.numpy()).max(), 1e-30))
-                for i, r in enumerate(ref)]
+        errs = [
+            float(np.abs(out[i].numpy() - r.numpy()).max() / max(np.abs(r.numpy()).max(), 1e-30))
+            for i, r in enumerate(ref)
+        ]
         with torch.no_grad():
-            samples = time_interleaved({"eager": lambda: module(*inputs),
-                                        "tvm": lambda: vm["main"](*targs)}, args.repeat, 1,
-                                       SETTLE_S if args.settle is None else args.settle)
+            samples = time_interleaved(
+                {"eager": lambda: module(*inputs), "tvm": lambda: vm["main"](*targs)},
+                args.repeat,
+                1,
+                SETTLE_S if args.settle is None else args.settle,
+            )
         t_eager, t_tvm = samples["eager"], samples["tvm"]
         e, v = float(np.median(t_eager)), float(np.median(t_tvm))
         rows.append((component, bucket, e, v, build_s, report))
-        print(f"\n== {component}-{bucket}: eager {e*1e3:.1f} ms | TVM {v*1e3:.1f} ms | eager/TVM {e/v:.2f}x | "
-              f"build {build_s:.1f}s (+{prep_s:.1f}s export/import/legalize) | rel err {max(errs):.1e}")
+        print(
+            f"\n== {component}-{bucket}: eager {e * 1e3:.1f} ms | TVM {v * 1e3:.1f} ms | eager/TVM {e / v:.2f}x | "
+            f"build {build_s:.1f}s (+{prep_s:.1f}s export/import/legalize) | rel err {max(errs):.1e}"
+        )
         print(f"   rules {report.as_dict()['counts']} fallbacks {report.fallbacks}")
         _hotspots(legal, ex, targs, args.top, peak)
-    print(f"\n{'component':14} {'bucket':>6} {'eager ms':>9} {'TVM ms':>9} {'eager/TVM':>9} {'build s':>8}")
+    print(
+        f"\n{'component':14} {'bucket':>6} {'eager ms':>9} {'TVM ms':>9} {'eager/TVM':>9} {'build s':>8}"
+    )
     for component, bucket, e, v, b, _ in rows:
-        print(f"{component:14} {bucket:6d} {e*1e3:9.1f} {v*1e3:9.1f} {e/v:9.2f} {b:8.1f}")
+        print(f"{component:14} {bucket:6d} {e * 1e3:9.1f} {v * 1e3:9.1f} {e / v:9.2f} {b:8.1f}")
 
 
 def _legalize_variant(mod, new: bool):
@@ -133,11 +174,18 @@ def _legalize_variant(mod, new: bool):
 
     if new:
         return legalize(mod)
-    return tvm.transform.Sequential([
-        relax.transform.DecomposeOpsForInference(), relax.transform.LegalizeOps(),
-        relax.transform.LiftTransformParams(), relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR(),
-        relax.transform.DeadCodeElimination()])(mod)
+    return tvm.transform.Sequential(
+        [
+            relax.transform.DecomposeOpsForInference(),
+            relax.transform.LegalizeOps(),
+            relax.transform.LiftTransformParams(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+            relax.transform.DeadCodeElimination(),
+        ]
+    )(mod)
 
 
 def ops_table(args) -> None:
@@ -156,10 +204,10 @@ def ops_table(args) -> None:
     from tvm.relax.frontend.torch import from_exported_program
 
     from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile.schedule import reduction, tile
+    from kokoro_tvm.eval.timing import SETTLE_S, time_interleaved
     from kokoro_tvm.model.lengths import Span
     from kokoro_tvm.runtime.library import bind_params
-    from kokoro_tvm.eval.timing import SETTLE_S, time_interleaved
-    from kokoro_tvm.compile.schedule import reduction, tile
 
     torch.set_num_threads(args.threads)
     m = args.frames
@@ -199,24 +247,56 @@ def ops_table(args) -> None:
 
     n_gen = 120 * m + 1
     cases = [
-        ("ALBERT ffn linear 768->2048 x 64", torch.nn.Linear(768, 2048), (torch.randn(1, 64, 768),)),
-        ("ALBERT ffn_output 2048->768 x 64", torch.nn.Linear(2048, 768), (torch.randn(1, 64, 2048),)),
-        ("ups[0] convT 512->256 k20 s10", ConvT(512, 256, 20, 10, 5), (torch.randn(1, 512, 2 * m),)),
+        (
+            "ALBERT ffn linear 768->2048 x 64",
+            torch.nn.Linear(768, 2048),
+            (torch.randn(1, 64, 768),),
+        ),
+        (
+            "ALBERT ffn_output 2048->768 x 64",
+            torch.nn.Linear(2048, 768),
+            (torch.randn(1, 64, 2048),),
+        ),
+        (
+            "ups[0] convT 512->256 k20 s10",
+            ConvT(512, 256, 20, 10, 5),
+            (torch.randn(1, 512, 2 * m),),
+        ),
         ("ups[1] convT 256->128 k12 s6", ConvT(256, 128, 12, 6, 3), (torch.randn(1, 256, 20 * m),)),
-        ("decoder pool convT dw 1090 k3 s2", ConvT(1090, 1090, 3, 2, 1, 1, 1090), (torch.randn(1, 1090, m),)),
-        ("F0/N pool convT dw 512 k3 s2", ConvT(512, 512, 3, 2, 1, 1, 512), (torch.randn(1, 512, m),)),
+        (
+            "decoder pool convT dw 1090 k3 s2",
+            ConvT(1090, 1090, 3, 2, 1, 1, 1090),
+            (torch.randn(1, 1090, m),),
+        ),
+        (
+            "F0/N pool convT dw 512 k3 s2",
+            ConvT(512, 512, 3, 2, 1, 1, 512),
+            (torch.randn(1, 512, m),),
+        ),
         ("masked norm 1024 x m", Norm(1024), (torch.randn(1, 1024, m), torch.tensor([m * 3 // 4]))),
-        ("masked norm 128 x 120m (gen)", Norm(128), (torch.randn(1, 128, 120 * m), torch.tensor([100 * m]))),
-        ("masked norm 256 x 20m (gen)", Norm(256), (torch.randn(1, 256, 20 * m), torch.tensor([15 * m]))),
+        (
+            "masked norm 128 x 120m (gen)",
+            Norm(128),
+            (torch.randn(1, 128, 120 * m), torch.tensor([100 * m])),
+        ),
+        (
+            "masked norm 256 x 20m (gen)",
+            Norm(256),
+            (torch.randn(1, 256, 20 * m), torch.tensor([15 * m])),
+        ),
         ("snake 128 x 120m+1", Snake(128), (torch.randn(1, 128, n_gen),)),
         ("conv_post 128->22 k7 x 120m+1", Conv(128, 22, 7), (torch.randn(1, 128, n_gen),)),
     ]
     target = {"kind": "llvm", "mcpu": args.mcpu}
-    print(f"threads={args.threads} frames={m}: median ms, old | new | eager  (rel err of new vs torch)")
+    print(
+        f"threads={args.threads} frames={m}: median ms, old | new | eager  (rel err of new vs torch)"
+    )
     for name, module, inputs in cases:
         module.eval()
         ep = torch.export.export(module, inputs)
-        mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+        mod, params = relax.frontend.detach_params(
+            from_exported_program(ep, keep_params_as_input=True)
+        )
         params = [p.numpy() for p in params.get("main", [])]
         runs = []
         for new in (False, True):
@@ -225,10 +305,13 @@ def ops_table(args) -> None:
                 reduction._rfactor = lambda *a: None
                 orig = tile.pick_tile
                 tile.pick_tile = lambda cpu, r, c, can_pack_rows, _o=orig: (
-                    _o(cpu, r, c, can_pack_rows) if c % cpu.lanes == 0 or (can_pack_rows and r % cpu.lanes == 0)
-                    else None)
+                    _o(cpu, r, c, can_pack_rows)
+                    if c % cpu.lanes == 0 or (can_pack_rows and r % cpu.lanes == 0)
+                    else None
+                )
             try:
                 from kokoro_tvm.compile.schedule import conv as conv_rule
+
                 conv_rule.pick_tile = tile.pick_tile
                 ex, _, _ = build(_legalize_variant(mod, new), target)
             finally:
@@ -244,21 +327,40 @@ def ops_table(args) -> None:
         out = (out if hasattr(out, "numpy") else out[0]).numpy()
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
         with torch.no_grad():
-            samples = time_interleaved({
-                "old": lambda: runs[0][0]["main"](*runs[0][1]), "new": lambda: runs[1][0]["main"](*runs[1][1]),
-                "eager": lambda: module(*inputs)}, args.repeat, 1, SETTLE_S if args.settle is None else args.settle)
+            samples = time_interleaved(
+                {
+                    "old": lambda: runs[0][0]["main"](*runs[0][1]),
+                    "new": lambda: runs[1][0]["main"](*runs[1][1]),
+                    "eager": lambda: module(*inputs),
+                },
+                args.repeat,
+                1,
+                SETTLE_S if args.settle is None else args.settle,
+            )
         old, new_, eager = (float(np.median(samples[k])) * 1e3 for k in ("old", "new", "eager"))
-        print(f"  {name:34} {old:9.2f} | {new_:9.2f} | {eager:9.2f}   "
-              f"x{old / new_:5.1f}  (err {err:.1e})", flush=True)
+        print(
+            f"  {name:34} {old:9.2f} | {new_:9.2f} | {eager:9.2f}   "
+            f"x{old / new_:5.1f}  (err {err:.1e})",
+            flush=True,
+        )
 
 
 #: (in channels, out channels, kernel, dilation, output width): Kokoro-82M decoder convs at 64
 #: frames (generator resblocks at 20m and 120m+1 samples, ups[1] as a polyphase k2 conv,
 #: decoder blocks at m and 2m frames) plus the 256/512 widths of longer buckets.
-TILE_SHAPES = [(256, 256, 7, 1, 1280), (256, 256, 11, 3, 1280), (256, 768, 2, 1, 1344),
-               (128, 128, 11, 1, 7681), (128, 128, 7, 3, 7681), (128, 128, 3, 1, 7681),
-               (1024, 1024, 3, 1, 512), (512, 512, 3, 1, 256), (1090, 512, 3, 1, 128),
-               (512, 512, 3, 1, 64), (1090, 1024, 3, 1, 64)]
+TILE_SHAPES = [
+    (256, 256, 7, 1, 1280),
+    (256, 256, 11, 3, 1280),
+    (256, 768, 2, 1, 1344),
+    (128, 128, 11, 1, 7681),
+    (128, 128, 7, 3, 7681),
+    (128, 128, 3, 1, 7681),
+    (1024, 1024, 3, 1, 512),
+    (512, 512, 3, 1, 256),
+    (1090, 512, 3, 1, 128),
+    (512, 512, 3, 1, 64),
+    (1090, 1024, 3, 1, 64),
+]
 
 
 def tiles_table(args) -> None:
@@ -274,19 +376,27 @@ def tiles_table(args) -> None:
 
     from kokoro_tvm.compile.build import build
     from kokoro_tvm.compile.legalize import legalize
-    from kokoro_tvm.runtime.library import bind_params
     from kokoro_tvm.compile.schedule import conv as conv_rule
     from kokoro_tvm.compile.schedule.analysis import CPU
+    from kokoro_tvm.runtime.library import bind_params
 
     target = {"kind": "llvm", "mcpu": args.mcpu}
     cpu = CPU.of(tvm.target.Target(target))
-    print(f"threads={args.threads} {target}: median ms (GFLOP/s), pick_tile | {conv_rule.LONG_TILE}")
+    print(
+        f"threads={args.threads} {target}: median ms (GFLOP/s), pick_tile | {conv_rule.LONG_TILE}"
+    )
     for cin, cout, k, d, width in TILE_SHAPES:
-        picked = "LONG_TILE" if conv_rule.conv_tile(cpu, cout, width, can_pack_rows=True) else "pick_tile"
+        picked = (
+            "LONG_TILE"
+            if conv_rule.conv_tile(cpu, cout, width, can_pack_rows=True)
+            else "pick_tile"
+        )
         module = torch.nn.Conv1d(cin, cout, k, padding=d * (k - 1) // 2, dilation=d).eval()
         x = torch.randn(1, cin, width + (k + 1) % 2)  # even k: one more input sample, same width
         ep = torch.export.export(module, (x,))
-        mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+        mod, params = relax.frontend.detach_params(
+            from_exported_program(ep, keep_params_as_input=True)
+        )
         legal = legalize(mod)
         params = [p.numpy() for p in params.get("main", [])]
         timers = []
@@ -303,17 +413,30 @@ def tiles_table(args) -> None:
         samples = _alternate(timers, args.repeat)
         flops = 2.0 * cin * cout * k * width
         old, new = (float(np.median(s)) for s in samples)
-        print(f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:5}: {old*1e3:7.2f} ({flops/old/1e9:5.1f}) | "
-              f"{new*1e3:7.2f} ({flops/new/1e9:5.1f})  x{old/new:4.2f}  rule: {picked}", flush=True)
+        print(
+            f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:5}: {old * 1e3:7.2f} ({flops / old / 1e9:5.1f}) | "
+            f"{new * 1e3:7.2f} ({flops / new / 1e9:5.1f})  x{old / new:4.2f}  rule: {picked}",
+            flush=True,
+        )
 
 
 #: (channels, kernel, dilation, width, bound): the generator's resblock convs over a symbolic length
 #: (at a long and a short input), then convs with large weights: the decoder body's at frame rate
 #: and the text encoder's
-BLOCK_SHAPES = [(128, 3, 1, 160000, 184320), (128, 11, 5, 160000, 184320), (128, 7, 3, 160000, 184320),
-                (128, 3, 1, 19200, 184320), (256, 7, 3, 25600, 30720), (256, 11, 5, 25600, 30720),
-                (256, 7, 3, 3840, 30720), (1024, 3, 1, 1280, 1536), (1024, 3, 1, 192, 1536),
-                (512, 3, 1, 2560, 3072), (512, 3, 1, 384, 3072), (512, 5, 1, 512, 512)]
+BLOCK_SHAPES = [
+    (128, 3, 1, 160000, 184320),
+    (128, 11, 5, 160000, 184320),
+    (128, 7, 3, 160000, 184320),
+    (128, 3, 1, 19200, 184320),
+    (256, 7, 3, 25600, 30720),
+    (256, 11, 5, 25600, 30720),
+    (256, 7, 3, 3840, 30720),
+    (1024, 3, 1, 1280, 1536),
+    (1024, 3, 1, 192, 1536),
+    (512, 3, 1, 2560, 3072),
+    (512, 3, 1, 384, 3072),
+    (512, 5, 1, 512, 512),
+]
 
 
 def blocks_table(args) -> None:
@@ -329,31 +452,48 @@ def blocks_table(args) -> None:
 
     target = {"kind": "llvm", "mcpu": args.mcpu}
     variants = ({"LENGTH_BLOCK_INPUT_OVER_WEIGHTS": 0.0}, {"LENGTH_BLOCK": 1})  # blocked, unblocked
-    print(f"threads={args.threads} {target}: median ms (GFLOP/s), blocked (LENGTH_BLOCK="
-          f"{conv_rule.LENGTH_BLOCK}) | unblocked; load {os.getloadavg()[0]:.2f}")
+    print(
+        f"threads={args.threads} {target}: median ms (GFLOP/s), blocked (LENGTH_BLOCK="
+        f"{conv_rule.LENGTH_BLOCK}) | unblocked; load {os.getloadavg()[0]:.2f}"
+    )
     for c, k, d, width, bound in BLOCK_SHAPES:
         x, legal, params = _bounded_conv(c, c, k, d, width, bound)
         picked: list[int] = []  # what the rule itself returns: schedule only, no compile
         rule = conv_rule.length_block
-        with mock.patch.object(conv_rule, "length_block", lambda *a: picked.append(rule(*a)) or picked[-1]):
+        with mock.patch.object(
+            conv_rule, "length_block", lambda *a: picked.append(rule(*a)) or picked[-1]
+        ):
             schedule.apply(legal, target)
-        outs, timers = zip(*(_hot_run(legal, target, x, params, mock.patch.multiple(conv_rule, **overrides))
-                             for overrides in variants))
+        outs, timers = zip(
+            *(
+                _hot_run(legal, target, x, params, mock.patch.multiple(conv_rule, **overrides))
+                for overrides in variants
+            )
+        )
         samples = _alternate(timers, args.repeat)
         flops = 2.0 * c * c * k * width
         new, old = (float(np.median(s)) for s in samples)
         rule = "blocked" if max(picked, default=1) > 1 else "unblocked"
-        print(f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound}): {new*1e3:8.2f} ({flops/new/1e9:5.1f}) | "
-              f"{old*1e3:8.2f} ({flops/old/1e9:5.1f})  x{old/new:4.2f}  rule: {rule:9}  "
-              f"identical={np.array_equal(*outs)}", flush=True)
+        print(
+            f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound}): {new * 1e3:8.2f} ({flops / new / 1e9:5.1f}) | "
+            f"{old * 1e3:8.2f} ({flops / old / 1e9:5.1f})  x{old / new:4.2f}  rule: {rule:9}  "
+            f"identical={np.array_equal(*outs)}",
+            flush=True,
+        )
 
 
 #: (in channels, out channels, kernel, dilation, width, bound): the decoder body at frame rate
 #: (1536 frames, at a short and a long input), its upsampled 512-channel convs, the generator's
 #: resblocks (256 channels at 20 n, 128 at 120 n)
-CONV_TILE_SHAPES = [(1090, 1024, 3, 1, 192, 1536), (1024, 1024, 3, 1, 1200, 1536), (512, 512, 3, 1, 2400, 3072),
-                    (256, 256, 11, 5, 12000, 30720), (256, 256, 3, 1, 1920, 30720),
-                    (128, 128, 7, 3, 72000, 184320), (128, 128, 3, 1, 4000, 184320)]
+CONV_TILE_SHAPES = [
+    (1090, 1024, 3, 1, 192, 1536),
+    (1024, 1024, 3, 1, 1200, 1536),
+    (512, 512, 3, 1, 2400, 3072),
+    (256, 256, 11, 5, 12000, 30720),
+    (256, 256, 3, 1, 1920, 30720),
+    (128, 128, 7, 3, 72000, 184320),
+    (128, 128, 3, 1, 4000, 184320),
+]
 
 
 def conv_tiles_table(args) -> None:
@@ -373,8 +513,10 @@ def conv_tiles_table(args) -> None:
         patches = {"conv_tile": lambda *a, **kw: tile}
         if spec.endswith("b"):  # the rule's AVX2 branch, its size bound at 0
             rule = conv_rule.length_block
-            patches.update(LENGTH_BLOCK_INPUT_OVER_WEIGHTS=0.0,
-                           length_block=lambda cpu, op, t: rule(dataclasses.replace(cpu, registers=16), op, t))
+            patches.update(
+                LENGTH_BLOCK_INPUT_OVER_WEIGHTS=0.0,
+                length_block=lambda cpu, op, t: rule(dataclasses.replace(cpu, registers=16), op, t),
+            )
         else:
             patches["LENGTH_BLOCK"] = 1
         return patches
@@ -382,22 +524,48 @@ def conv_tiles_table(args) -> None:
     target = {"kind": "llvm", "mcpu": args.mcpu}
     names = ["rule", *args.conv_tiles]
     variants = [{}] + [forced(spec) for spec in args.conv_tiles]
-    print(f"{target} threads={args.threads} load {os.getloadavg()[0]:.2f}: median ms (GFLOP/s, x rule)")
+    print(
+        f"{target} threads={args.threads} load {os.getloadavg()[0]:.2f}: median ms (GFLOP/s, x rule)"
+    )
     for cin, cout, k, d, width, bound in CONV_TILE_SHAPES:
         x, legal, params = _bounded_conv(cin, cout, k, d, width, bound)
-        outs, timers = zip(*(_hot_run(legal, target, x, params, mock.patch.multiple(conv_rule, **patches)
-                                      if patches else contextlib.nullcontext()) for patches in variants))
+        outs, timers = zip(
+            *(
+                _hot_run(
+                    legal,
+                    target,
+                    x,
+                    params,
+                    mock.patch.multiple(conv_rule, **patches)
+                    if patches
+                    else contextlib.nullcontext(),
+                )
+                for patches in variants
+            )
+        )
         med = [float(np.median(s)) for s in _alternate(timers, args.repeat)]
         flops = 2.0 * cin * cout * k * width
-        cells = "  ".join(f"{name} {m * 1e3:.2f} ({flops / m / 1e9:.0f}, x{med[0] / m:.2f})" for name, m in zip(names, med))
+        cells = "  ".join(
+            f"{name} {m * 1e3:.2f} ({flops / m / 1e9:.0f}, x{med[0] / m:.2f})"
+            for name, m in zip(names, med)
+        )
         diff = max(float(np.abs(o - outs[0]).max()) for o in outs)
-        print(f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:6} (bound {bound:6}): {cells}  max diff {diff:.1e}",
-              flush=True)
+        print(
+            f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:6} (bound {bound:6}): {cells}  max diff {diff:.1e}",
+            flush=True,
+        )
 
 
-WINOGRAD_SHAPES = [(256, 3, 1, 8000, 30720), (256, 7, 3, 8000, 30720), (256, 11, 5, 8000, 30720),
-                   (128, 3, 1, 48000, 184320), (128, 7, 3, 48000, 184320), (128, 11, 5, 48000, 184320),
-                   (256, 7, 1, 1920, 30720), (128, 11, 1, 11520, 184320)]
+WINOGRAD_SHAPES = [
+    (256, 3, 1, 8000, 30720),
+    (256, 7, 3, 8000, 30720),
+    (256, 11, 5, 8000, 30720),
+    (128, 3, 1, 48000, 184320),
+    (128, 7, 3, 48000, 184320),
+    (128, 11, 5, 48000, 184320),
+    (256, 7, 1, 1920, 30720),
+    (128, 11, 1, 11520, 184320),
+]
 
 
 def winograd_table(args) -> None:
@@ -411,8 +579,10 @@ def winograd_table(args) -> None:
     from kokoro_tvm.compile import winograd
 
     target = {"kind": "llvm", "mcpu": args.mcpu}
-    print(f"{target} threads={args.threads} load {os.getloadavg()[0]:.2f}: median ms "
-          f"(direct-equivalent GFLOP/s), error vs float64")
+    print(
+        f"{target} threads={args.threads} load {os.getloadavg()[0]:.2f}: median ms "
+        f"(direct-equivalent GFLOP/s), error vs float64"
+    )
     for c, k, d, width, bound in WINOGRAD_SHAPES:
         runs = []
         for direct in (True, False):
@@ -420,13 +590,19 @@ def winograd_table(args) -> None:
             x, legal, params = _bounded_conv(c, c, k, d, width, bound, direct=direct)
             runs.append(_hot_run(legal, target, x, params, contextlib.nullcontext()))
         w, b = (torch.from_numpy(p).double() for p in params)
-        want = torch.nn.functional.conv1d(x.double(), w, b, padding=d * (k - 1) // 2, dilation=d).numpy()
+        want = torch.nn.functional.conv1d(
+            x.double(), w, b, padding=d * (k - 1) // 2, dilation=d
+        ).numpy()
         errs = [float(np.abs(out - want).max() / np.abs(want).max()) for out, _ in runs]
         old, new = (float(np.median(s)) for s in _alternate([t for _, t in runs], args.repeat))
         flops = 2.0 * c * c * k * width
-        print(f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound:6}): direct {old * 1e3:7.2f} ({flops / old / 1e9:4.0f}, "
-              f"err {errs[0]:.1e})  winograd F({winograd.OUTPUTS[k]},{k}) {new * 1e3:7.2f} ({flops / new / 1e9:4.0f}, "
-              f"err {errs[1]:.1e})  x{old / new:.2f}", flush=True)
+        print(
+            f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound:6}): "
+            f"direct {old * 1e3:7.2f} ({flops / old / 1e9:4.0f}, "
+            f"err {errs[0]:.1e})  winograd F({winograd.OUTPUTS[k]},{k}) {new * 1e3:7.2f} ({flops / new / 1e9:4.0f}, "
+            f"err {errs[1]:.1e})  x{old / new:.2f}",
+            flush=True,
+        )
 
 
 def _bounded_conv(cin: int, cout: int, k: int, d: int, width: int, bound: int, direct: bool = True):
@@ -446,7 +622,11 @@ def _bounded_conv(cin: int, cout: int, k: int, d: int, width: int, bound: int, d
     n = torch.export.Dim("n", min=2, max=bound)
     ep = torch.export.export(module, (x,), dynamic_shapes=({2: n},))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-    with mock.patch.object(winograd, "tile_outputs", lambda *a, **kw: None) if direct else contextlib.nullcontext():
+    with (
+        mock.patch.object(winograd, "tile_outputs", lambda *a, **kw: None)
+        if direct
+        else contextlib.nullcontext()
+    ):
         legal = legalize(mod)
     return x, legal, [p.numpy() for p in params.get("main", [])]
 
@@ -466,14 +646,16 @@ def _hot_run(legal, target: dict, x, params, patched):
     vm.set_input("main", tvm.runtime.tensor(x.numpy()), *bind_params(vm, params))
     vm.invoke_stateful("main")
     out = vm.get_outputs("main")
-    return (out[0] if isinstance(out, tuple) else out).numpy(), vm.time_evaluator("invoke_stateful", tvm.cpu(), number=2, repeat=1)
+    return (out[0] if isinstance(out, tuple) else out).numpy(), vm.time_evaluator(
+        "invoke_stateful", tvm.cpu(), number=2, repeat=1
+    )
 
 
 def _alternate(timers, repeat: int) -> list[list[float]]:
     """Seconds per call of ``time_evaluator`` timers, the order reversed every other round."""
     samples: list[list[float]] = [[] for _ in timers]
     for r in range(repeat):
-        for i in (range(len(timers)) if r % 2 == 0 else reversed(range(len(timers)))):
+        for i in range(len(timers)) if r % 2 == 0 else reversed(range(len(timers))):
             samples[i].append(timers[i]("main").mean)
     return samples
 
@@ -489,8 +671,12 @@ def _hotspots(legal, ex, targs, top: int, peak: float) -> None:
     prof = kernel_profile(vm, lambda: vm["main"](*targs), legal, peak, top)
     print(f"   top kernels of one instrumented run ({prof['run_ms']:.1f} ms):")
     for r in prof["top"]:
-        gf = f" {r['gflops']:6.1f} GFLOP/s ({100 * r['of_peak']:.0f}% of peak)" if r["gflop"] else ""
-        print(f"     {r['kernel'][:64]:64} {r['ms']:8.2f} ms x{r['calls']} {100 * r['share']:4.1f}%{gf}")
+        gf = (
+            f" {r['gflops']:6.1f} GFLOP/s ({100 * r['of_peak']:.0f}% of peak)" if r["gflop"] else ""
+        )
+        print(
+            f"     {r['kernel'][:64]:64} {r['ms']:8.2f} ms x{r['calls']} {100 * r['share']:4.1f}%{gf}"
+        )
 
 
 if __name__ == "__main__":

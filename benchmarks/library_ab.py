@@ -31,11 +31,18 @@ ROOT = Path(__file__).resolve().parents[1]
 def library_at(rev: str, component: str, bucket: int, target: str, into: Path) -> Path:
     """An artifacts root under ``into`` holding ``rev``'s library (and its build record) from
     the DVC cache, the working tree's weights beside it."""
-    lock = yaml.safe_load(subprocess.run(["git", "show", f"{rev}:dvc.lock"], cwd=ROOT, check=True,
-                                         capture_output=True, text=True).stdout)
+    lock = yaml.safe_load(
+        subprocess.run(
+            ["git", "show", f"{rev}:dvc.lock"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout
+    )
     wanted = {f"artifacts/build/{target}/{component}-{bucket}{ext}" for ext in (".so", ".json")}
-    outs = {o["path"]: o["md5"] for st in lock["stages"].values() for o in st.get("outs", [])
-            if o["path"] in wanted}
+    outs = {
+        o["path"]: o["md5"]
+        for st in lock["stages"].values()
+        for o in st.get("outs", [])
+        if o["path"] in wanted
+    }
     if set(outs) != wanted:
         raise SystemExit(f"{rev}'s dvc.lock has no build of {component}-{bucket} for {target}")
     root = into / rev
@@ -51,9 +58,13 @@ def library_at(rev: str, component: str, bucket: int, target: str, into: Path) -
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("old_rev")
-    ap.add_argument("new_rev", nargs="?", default=None, help="default: the working tree's artifacts/")
+    ap.add_argument(
+        "new_rev", nargs="?", default=None, help="default: the working tree's artifacts/"
+    )
     ap.add_argument("--component", choices=("duration", "text_encoder"), default="duration")
     ap.add_argument("--bucket", type=int, default=512)
     ap.add_argument("--target", default="x86_64_v4")
@@ -71,25 +82,35 @@ def main() -> None:
     tts = KokoroTVM.from_manifest(ROOT / "artifacts", num_threads=a.threads)
     pack = tts.voice_pack("jf_alpha")
     with tempfile.TemporaryDirectory() as tmp:
-        roots = {"old": library_at(a.old_rev, a.component, a.bucket, a.target, Path(tmp)),
-                 "new": library_at(a.new_rev, a.component, a.bucket, a.target, Path(tmp)) if a.new_rev
-                 else ROOT / "artifacts"}
+        roots = {
+            "old": library_at(a.old_rev, a.component, a.bucket, a.target, Path(tmp)),
+            "new": library_at(a.new_rev, a.component, a.bucket, a.target, Path(tmp))
+            if a.new_rev
+            else ROOT / "artifacts",
+        }
         libs = {k: load_built(r, a.component, a.bucket, a.target) for k, r in roots.items()}
         for n in a.phonemes:
             (chunk,) = tts.plan(samples.phonemes(n), pack)
             ids = planner.token_input(chunk.input_ids, libs["old"])
             inputs = [ids, np.array([chunk.n_tokens])]
             if a.component == "duration":
-                inputs.append(chunk.style[:, chunk.style.shape[1] // 2:])
+                inputs.append(chunk.style[:, chunk.style.shape[1] // 2 :])
             args = {k: lib.device_args(*inputs) for k, lib in libs.items()}
             outs = {k: [x.numpy() for x in libs[k].vm["main"](*args[k])] for k in libs}
-            diff = [float(np.abs(o.astype("float64") - w).max()) for o, w in zip(outs["old"], outs["new"])]
-            ms = time_interleaved({k: (lambda k=k: libs[k].vm["main"](*args[k])) for k in libs},
-                                  a.rounds, warmup=1)
+            diff = [
+                float(np.abs(o.astype("float64") - w).max())
+                for o, w in zip(outs["old"], outs["new"])
+            ]
+            ms = time_interleaved(
+                {k: (lambda k=k: libs[k].vm["main"](*args[k])) for k in libs}, a.rounds, warmup=1
+            )
             med = {k: round(1e3 * float(np.median(v)), 2) for k, v in ms.items()}
-            print(f"{a.component}-{a.bucket} {a.target}, {chunk.n_tokens} tokens: old {med['old']} ms, "
-                  f"new {med['new']} ms, new/old {med['new'] / med['old']:.3f}; max |diff| per output "
-                  f"{diff}; load {os.getloadavg()[0]:.2f}", flush=True)
+            print(
+                f"{a.component}-{a.bucket} {a.target}, {chunk.n_tokens} tokens: old {med['old']} ms, "
+                f"new {med['new']} ms, new/old {med['new'] / med['old']:.3f}; max |diff| per output "
+                f"{diff}; load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ import torch
 from torch import nn
 
 from kokoro_tvm.compile.build import build
+from kokoro_tvm.compile.convert_map import convert_map
 from kokoro_tvm.compile.legalize import legalize
 from kokoro_tvm.model.lstm_op import lstm_with_lengths
-from kokoro_tvm.compile.convert_map import convert_map
 from kokoro_tvm.spec import LSTM_STRATEGIES
 
 
@@ -44,7 +44,10 @@ def main() -> None:
 
     torch.manual_seed(0)
     model = OneLSTM().eval()
-    print(f"{'T':>5} {'strategy':8} {'IR lines':>8} {'import s':>8} {'build s':>8} {'run ms':>8}", flush=True)
+    print(
+        f"{'T':>5} {'strategy':8} {'IR lines':>8} {'import s':>8} {'build s':>8} {'run ms':>8}",
+        flush=True,
+    )
     for steps in args.steps:
         x = torch.randn(1, steps, 640)
         lengths = torch.tensor([steps])
@@ -52,15 +55,21 @@ def main() -> None:
         vms, rows = {}, {}
         for s in LSTM_STRATEGIES:
             t0 = time.perf_counter()
-            mod = from_exported_program(ep, keep_params_as_input=True, custom_convert_map=convert_map(s),
-                                        run_ep_decomposition=False)
+            mod = from_exported_program(
+                ep,
+                keep_params_as_input=True,
+                custom_convert_map=convert_map(s),
+                run_ep_decomposition=False,
+            )
             t_import = time.perf_counter() - t0
             mod, params = relax.frontend.detach_params(mod)
             t0 = time.perf_counter()
             ex = build(legalize(mod), {"kind": "llvm", "mcpu": "x86-64-v3"})[0]
             t_build = time.perf_counter() - t0  # legalize + schedule + compile
             vm = relax.VirtualMachine(ex, tvm.cpu())
-            inputs = [tvm.runtime.tensor(x.numpy()), tvm.runtime.tensor(lengths.numpy())] + list(params["main"])
+            inputs = [tvm.runtime.tensor(x.numpy()), tvm.runtime.tensor(lengths.numpy())] + list(
+                params["main"]
+            )
             vm["main"](*inputs)
             vms[s] = (vm, inputs)
             rows[s] = [len(mod.script().splitlines()), t_import, t_build, []]
@@ -70,7 +79,10 @@ def main() -> None:
                 vm["main"](*inputs)
                 rows[s][3].append(time.perf_counter() - t0)
         for s, (lines, t_imp, t_b, runs) in rows.items():
-            print(f"{steps:5d} {s:8} {lines:8d} {t_imp:8.2f} {t_b:8.2f} {1e3 * statistics.median(runs):8.1f}", flush=True)
+            print(
+                f"{steps:5d} {s:8} {lines:8d} {t_imp:8.2f} {t_b:8.2f} {1e3 * statistics.median(runs):8.1f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

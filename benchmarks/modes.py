@@ -28,8 +28,12 @@ def buckets(root: Path, component: str, target: str) -> list[int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--padded", type=Path, required=True, help="artifacts dir of a shapes: padded checkout")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--padded", type=Path, required=True, help="artifacts dir of a shapes: padded checkout"
+    )
     ap.add_argument("--bounded", type=Path, default=Path("artifacts"))
     ap.add_argument("--target", default="x86_64_v3")
     ap.add_argument("--components", nargs="+", default=["text_encoder", "duration", "decoder"])
@@ -40,24 +44,31 @@ def main() -> None:
 
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.eval.timing import apply_threads, cpu_name, time_interleaved
-    from kokoro_tvm.spec import MIN_LENGTH  # what the runtime accepts (the export allows shorter)
     from kokoro_tvm.model.inputs import example_inputs
     from kokoro_tvm.runtime.library import load_built
+    from kokoro_tvm.spec import MIN_LENGTH  # what the runtime accepts (the export allows shorter)
 
     apply_threads(a.threads)
     cfg = load_model_config("kokoro-82m")
     rows = []
     print(f"{cpu_name()}, {a.threads} threads, medians of {a.repeats} interleaved rounds (ms)")
-    print("| component-B | n | padded | bounded | bounded/padded | largest bounded bucket at n | load |")
+    print(
+        "| component-B | n | padded | bounded | bounded/padded | largest bounded bucket at n | load |"
+    )
     print("|---|---|---|---|---|---|---|")
     for comp in a.components:
         ladder = buckets(a.bounded, comp, a.target)
         if ladder != buckets(a.padded, comp, a.target):
-            raise SystemExit(f"{comp}: bounded buckets {ladder} differ from padded {buckets(a.padded, comp, a.target)}")
+            raise SystemExit(
+                f"{comp}: bounded buckets {ladder} differ from padded {buckets(a.padded, comp, a.target)}"
+            )
         top = ladder[-1]
         largest = load_built(a.bounded, comp, top, a.target)
         for B in ladder:
-            libs = {"padded": load_built(a.padded, comp, B, a.target), "bounded": load_built(a.bounded, comp, B, a.target)}
+            libs = {
+                "padded": load_built(a.padded, comp, B, a.target),
+                "bounded": load_built(a.bounded, comp, B, a.target),
+            }
             if (libs["padded"].bounded, libs["bounded"].bounded) != (False, True):
                 raise SystemExit(f"{comp}-{B}: --padded/--bounded libraries have the other shapes")
             for i, n in enumerate(sorted({B, B // 2, B // 4, MIN_LENGTH[comp]}, reverse=True)):
@@ -68,16 +79,39 @@ def main() -> None:
                     runners["largest"] = lambda: largest(*xl)
                 s = time_interleaved(runners, a.repeats, warmup=1 if i == 0 else 0)
                 ms = {k: round(statistics.median(v) * 1e3, 2) for k, v in s.items()}
-                row = {"component": comp, "bucket": B, "n": n, "ms": ms, "largest_bucket": top,
-                       "load_avg_1m": round(os.getloadavg()[0], 2)}
+                row = {
+                    "component": comp,
+                    "bucket": B,
+                    "n": n,
+                    "ms": ms,
+                    "largest_bucket": top,
+                    "load_avg_1m": round(os.getloadavg()[0], 2),
+                }
                 rows.append(row)
-                big = f"{ms['largest']:.1f} ({ms['largest'] / ms['bounded']:.2f}x)" if "largest" in ms else "-"
-                print(f"| {comp}-{B} | {n} | {ms['padded']:.1f} | {ms['bounded']:.1f} | "
-                      f"{ms['bounded'] / ms['padded']:.2f} | {big} | {row['load_avg_1m']} |", flush=True)
+                big = (
+                    f"{ms['largest']:.1f} ({ms['largest'] / ms['bounded']:.2f}x)"
+                    if "largest" in ms
+                    else "-"
+                )
+                print(
+                    f"| {comp}-{B} | {n} | {ms['padded']:.1f} | {ms['bounded']:.1f} | "
+                    f"{ms['bounded'] / ms['padded']:.2f} | {big} | {row['load_avg_1m']} |",
+                    flush=True,
+                )
             del libs
     if a.out:
-        a.out.write_text(json.dumps({"cpu": cpu_name(), "threads": a.threads, "repeats": a.repeats,
-                                     "target": a.target, "rows": rows}, indent=1))
+        a.out.write_text(
+            json.dumps(
+                {
+                    "cpu": cpu_name(),
+                    "threads": a.threads,
+                    "repeats": a.repeats,
+                    "target": a.target,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

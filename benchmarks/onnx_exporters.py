@@ -15,7 +15,9 @@ import time
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("component")
     ap.add_argument("bucket", type=int)
     ap.add_argument("--repeats", type=int, default=4)

@@ -49,7 +49,9 @@ def fingerprints(cases=CASES, strategies=STRATEGIES, targets=TARGETS) -> dict[st
             key = f"{component}-{bucket}/{strategy}"
             mod, sig = to_relax(ep, component, bucket, cfg, strategy)
             out[f"{key}/relax"] = _sha(mod)
-            out[f"{key}/signature"] = hashlib.sha256(json.dumps(sig.as_dict(), sort_keys=True).encode()).hexdigest()
+            out[f"{key}/signature"] = hashlib.sha256(
+                json.dumps(sig.as_dict(), sort_keys=True).encode()
+            ).hexdigest()
             legal = legalize(mod)
             out[f"{key}/legalize"] = _sha(legal)
             for name, spec in targets.items():

@@ -24,7 +24,12 @@ from pathlib import Path
 
 def timed_repro(force: bool = False) -> tuple[dict[str, float], float, str]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen(["dvc", "repro", *(["--force"] if force else [])], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        ["dvc", "repro", *(["--force"] if force else [])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     starts: list[tuple[str, float]] = []
     log = []
     for line in proc.stdout:
@@ -56,14 +61,27 @@ def main() -> None:
     t = time.perf_counter()
     noop_stages, _, _ = timed_repro()
     noop = time.perf_counter() - t
-    sizes = {p.as_posix(): p.stat().st_size for p in sorted(Path("artifacts").rglob("*"))
-             if p.is_file() and p.suffix in (".so", ".npz", ".pt2")}
-    result = {"total_s": round(total, 1), "force": args.force, "load_avg_before": load_before,
-              "load_avg_after": load_after, "per_stage_s": {k: round(v, 1) for k, v in per_stage.items()},
-              "per_kind_s": {k: round(sum(v), 1) for k, v in kinds.items()},
-              "noop_s": round(noop, 1), "noop_ran": sorted(noop_stages), "bytes": sizes}
+    sizes = {
+        p.as_posix(): p.stat().st_size
+        for p in sorted(Path("artifacts").rglob("*"))
+        if p.is_file() and p.suffix in (".so", ".npz", ".pt2")
+    }
+    result = {
+        "total_s": round(total, 1),
+        "force": args.force,
+        "load_avg_before": load_before,
+        "load_avg_after": load_after,
+        "per_stage_s": {k: round(v, 1) for k, v in per_stage.items()},
+        "per_kind_s": {k: round(sum(v), 1) for k, v in kinds.items()},
+        "noop_s": round(noop, 1),
+        "noop_ran": sorted(noop_stages),
+        "bytes": sizes,
+    }
     Path(args.out).write_text(json.dumps(result, indent=2))
-    print(f"repro {total:.0f} s (load average {load_before[0]:.2f} before, {load_after[0]:.2f} after); no-op repro {noop:.1f} s (ran {sorted(noop_stages)})")
+    print(
+        f"repro {total:.0f} s (load average {load_before[0]:.2f} before, {load_after[0]:.2f} after); "
+        f"no-op repro {noop:.1f} s (ran {sorted(noop_stages)})"
+    )
     for k, v in kinds.items():
         print(f"  {k:10s} {sum(v):8.1f} s over {len(v)} stage(s)")
     for name, sec in per_stage.items():

@@ -18,7 +18,9 @@ from pathlib import Path
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("component")
     ap.add_argument("bucket", type=int)
     ap.add_argument("--ort", action="store_true")
@@ -28,7 +30,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=6)
     ap.add_argument("--pauses", type=float, nargs="*", default=[0.0, 0.05, 0.3, 1.0])
-    ap.add_argument("--first-calls", action="store_true", help="time the first three rounds, no warmup")
+    ap.add_argument(
+        "--first-calls", action="store_true", help="time the first three rounds, no warmup"
+    )
     a = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(a.threads)
 
@@ -47,20 +51,33 @@ def main() -> None:
     lib = load_built(Path(a.artifacts), a.component, a.bucket, a.target)
     cfg, km = load_model(prm.model_config, prm.checkpoint, prm.seed)
     inputs = example_inputs(a.component, a.bucket, cfg)
-    runners = {"eager": B._eager_runner(a.component, a.bucket, km, inputs, cfg), "tvm": B._tvm_runner(lib, inputs)}
+    runners = {
+        "eager": B._eager_runner(a.component, a.bucket, km, inputs, cfg),
+        "tvm": B._tvm_runner(lib, inputs),
+    }
     if a.ort:
         runners["ort"] = B.ort_runner(a.component, a.bucket, km, cfg, inputs, a.threads)
     if a.first_calls:
-        print(f"{a.component}-{a.bucket}, {a.threads} threads, ms per call from the first call on, no warmup")
+        print(
+            f"{a.component}-{a.bucket}, {a.threads} threads, ms per call from the first call on, no warmup"
+        )
         for r in range(3):
-            print(f"  round {r}: " + "  ".join(f"{k} {timed_call(f)[1] * 1e3:8.1f}" for k, f in runners.items()),
-                  flush=True)
+            print(
+                f"  round {r}: "
+                + "  ".join(f"{k} {timed_call(f)[1] * 1e3:8.1f}" for k, f in runners.items()),
+                flush=True,
+            )
         return
-    print(f"{a.component}-{a.bucket}, {a.threads} threads, median ms of {a.repeats} interleaved rounds")
+    print(
+        f"{a.component}-{a.bucket}, {a.threads} threads, median ms of {a.repeats} interleaved rounds"
+    )
     for pause in a.pauses:
         s = time_interleaved(runners, a.repeats, 1, pause)
-        print(f"  pause {pause:4.2f} s: " + "  ".join(
-            f"{k} {float(np.median(v)) * 1e3:8.1f}" for k, v in s.items()), flush=True)
+        print(
+            f"  pause {pause:4.2f} s: "
+            + "  ".join(f"{k} {float(np.median(v)) * 1e3:8.1f}" for k, v in s.items()),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

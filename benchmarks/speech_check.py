@@ -54,7 +54,11 @@ def main() -> int:
         d_en = km.bert_encoder(km.bert(ids, attention_mask=(~mask).int())).transpose(-1, -2)
         d = km.predictor.text_encoder(d_en, ref_s[:, 128:], torch.tensor([n]), mask)
         x, _ = km.predictor.lstm(d)
-        dur = torch.round(torch.sigmoid(km.predictor.duration_proj(x)).sum(-1) / a.speed).clamp(min=1).long()[0]
+        dur = (
+            torch.round(torch.sigmoid(km.predictor.duration_proj(x)).sum(-1) / a.speed)
+            .clamp(min=1)
+            .long()[0]
+        )
         aln = torch.zeros(n, int(dur.sum()))
         aln[torch.repeat_interleave(torch.arange(n), dur), torch.arange(aln.shape[1])] = 1
         f0, _ = km.predictor.F0Ntrain(d.transpose(-1, -2) @ aln, ref_s[:, 128:])
@@ -62,13 +66,22 @@ def main() -> int:
     spf = samples_per_frame(cfg)
     stats = speech_stats(audio, f0.reshape(-1).numpy(), spf / 2 / rate)
     pauses = pause_contrast(audio, phonemes, dur.numpy(), spf)
-    checks = {"voiced_fraction_above_0.5": stats["voiced_fraction_of_loud"] > 0.5,
-              "pitch_follows_f0": stats["pitch_f0_correlation"] > 0.8
-              and stats["pitch_f0_correlation"] > stats["pitch_reversed_f0_correlation"] + 0.3,
-              "pauses_at_punctuation": pauses["punctuation_tokens"] == 0
-              or pauses["median_pause_minus_speech_db"] < -10.0}
-    doc = {"wav": a.wav, "audio_s": round(audio.size / rate, 3), "frames": int(dur.sum()),
-           "audio_frames": round(audio.size / spf, 2), **stats, **pauses, "checks": checks}
+    checks = {
+        "voiced_fraction_above_0.5": stats["voiced_fraction_of_loud"] > 0.5,
+        "pitch_follows_f0": stats["pitch_f0_correlation"] > 0.8
+        and stats["pitch_f0_correlation"] > stats["pitch_reversed_f0_correlation"] + 0.3,
+        "pauses_at_punctuation": pauses["punctuation_tokens"] == 0
+        or pauses["median_pause_minus_speech_db"] < -10.0,
+    }
+    doc = {
+        "wav": a.wav,
+        "audio_s": round(audio.size / rate, 3),
+        "frames": int(dur.sum()),
+        "audio_frames": round(audio.size / spf, 2),
+        **stats,
+        **pauses,
+        "checks": checks,
+    }
     print(json.dumps(doc, indent=2, default=float))
     if a.json:
         Path(a.json).write_text(json.dumps(doc, indent=2, default=float))

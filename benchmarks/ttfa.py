@@ -16,7 +16,8 @@ before each call), each timed until its first audio is in hand:
 
 Prints (and with ``--out`` writes) medians, all samples, the load average before and after, and
 each way's first chunk, the runtime's chunk lengths and any warning that a bucket was too small
-to run kokoro's utterances whole (then the runtime's chunks are not kokoro's). Runs on any build: the real one, or for a smoke run the tiny test build
+to run kokoro's utterances whole (then the runtime's chunks are not kokoro's). Runs on any build:
+the real one, or for a smoke run the tiny test build
 (``tests/runtime_project``; its small buckets split the paragraph further, and eager kokoro on
 it is slow: ``--phonemes 40 --repeats 1 --warmup 0``).
 """
@@ -36,10 +37,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--artifacts", default=os.environ.get("KOKORO_TVM_ARTIFACTS", "artifacts"))
     ap.add_argument("--target")
-    ap.add_argument("--phonemes", type=int, default=400, help="paragraph length in phonemes (default 400)")
+    ap.add_argument(
+        "--phonemes", type=int, default=400, help="paragraph length in phonemes (default 400)"
+    )
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=0, help="threads for TVM and torch (0: all cores)")
+    ap.add_argument(
+        "--threads", type=int, default=0, help="threads for TVM and torch (0: all cores)"
+    )
     ap.add_argument("--out", help="also write the result as JSON")
     args = ap.parse_args()
 
@@ -52,13 +57,17 @@ def main() -> int:
     from kokoro_tvm.eval.timing import apply_threads, cpu_name, time_interleaved
     from kokoro_tvm.runtime.synthesizer import KokoroTVM
 
-    warnings.filterwarnings("ignore", message="dropout option adds dropout")  # kokoro's 1-layer LSTMs
+    warnings.filterwarnings(
+        "ignore", message="dropout option adds dropout"
+    )  # kokoro's 1-layer LSTMs
     root = Path(args.artifacts)
     threads = apply_threads(args.threads)  # before the first TVM call
     tts = KokoroTVM.from_manifest(root, target=args.target, num_threads=threads)
     _, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
     pack = A.load_array(A.voice_file(root)).astype(np.float32)
-    if pack.shape[0] < 510:  # a one-style test voice: every row the same (kokoro indexes pack[len(ps) - 1])
+    if (
+        pack.shape[0] < 510
+    ):  # a one-style test voice: every row the same (kokoro indexes pack[len(ps) - 1])
         pack = np.repeat(pack[-1:], 510, axis=0)
     ps = sample_phonemes(args.phonemes)
     pipe = quiet_pipeline(km)
@@ -73,8 +82,12 @@ def main() -> int:
                 stream = tts.stream(ps, pack, first_clause=first_clause)
                 part = next(stream)
                 stream.close()
-            first[name] = {"phonemes": len(part.chunk.phonemes), "audio_s": part.audio.size / part.sample_rate,
-                           "last": part.last}
+            first[name] = {
+                "phonemes": len(part.chunk.phonemes),
+                "audio_s": part.audio.size / part.sample_rate,
+                "last": part.last,
+            }
+
         return run
 
     def kokoro():
@@ -82,7 +95,10 @@ def main() -> int:
             gen = pipe.generate_from_tokens(ps, pack_t, model=km)
             result = next(gen)
             gen.close()
-        first["kokoro"] = {"phonemes": len(result.phonemes), "audio_s": result.audio.numel() / 24000}
+        first["kokoro"] = {
+            "phonemes": len(result.phonemes),
+            "audio_s": result.audio.numel() / 24000,
+        }
 
     plans, said = {}, set()
     for name, fc in (("runtime", False), ("runtime_first_clause", True)):
@@ -91,26 +107,47 @@ def main() -> int:
             plans[name] = [len(c.phonemes) for c in tts.plan(ps, pack, first_clause=fc)]
         said |= {str(w.message) for w in caught}
     load_before = os.getloadavg()
-    samples = time_interleaved({"runtime": runtime(False, "runtime"),
-                                "runtime_first_clause": runtime(True, "runtime_first_clause"),
-                                "kokoro": kokoro}, args.repeats, args.warmup)
+    samples = time_interleaved(
+        {
+            "runtime": runtime(False, "runtime"),
+            "runtime_first_clause": runtime(True, "runtime_first_clause"),
+            "kokoro": kokoro,
+        },
+        args.repeats,
+        args.warmup,
+    )
     load_after = os.getloadavg()
     med = {k: statistics.median(v) for k, v in samples.items()}
-    doc = {"artifacts": str(root), "target": tts.target, "model": tts.manifest["model"],
-           "token_buckets": tts.libraries.token_buckets, "frame_buckets": tts.libraries.frame_buckets, "threads": threads,
-           "cpu": cpu_name(), "loadavg_before": load_before, "loadavg_after": load_after,
-           "paragraph_phonemes": len(ps), "repeats": args.repeats,
-           "chunk_phonemes": plans, "runtime_warnings": sorted(said),
-           "median_s": med, "samples_s": samples, "first_chunk": first,
-           "kokoro_over_runtime": med["kokoro"] / med["runtime"],
-           "kokoro_over_runtime_first_clause": med["kokoro"] / med["runtime_first_clause"]}
+    doc = {
+        "artifacts": str(root),
+        "target": tts.target,
+        "model": tts.manifest["model"],
+        "token_buckets": tts.libraries.token_buckets,
+        "frame_buckets": tts.libraries.frame_buckets,
+        "threads": threads,
+        "cpu": cpu_name(),
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+        "paragraph_phonemes": len(ps),
+        "repeats": args.repeats,
+        "chunk_phonemes": plans,
+        "runtime_warnings": sorted(said),
+        "median_s": med,
+        "samples_s": samples,
+        "first_chunk": first,
+        "kokoro_over_runtime": med["kokoro"] / med["runtime"],
+        "kokoro_over_runtime_first_clause": med["kokoro"] / med["runtime_first_clause"],
+    }
     text = json.dumps(doc, indent=1)
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
     for name, s in med.items():
-        print(f"{name:22s} first audio after {s:.3f} s (median of {len(samples[name])}; first chunk "
-              f"{first[name]['phonemes']} phonemes, {first[name]['audio_s']:.2f} s of audio)", file=sys.stderr)
+        print(
+            f"{name:22s} first audio after {s:.3f} s (median of {len(samples[name])}; first chunk "
+            f"{first[name]['phonemes']} phonemes, {first[name]['audio_s']:.2f} s of audio)",
+            file=sys.stderr,
+        )
     print(f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after", file=sys.stderr)
     return 0
 
@@ -121,7 +158,13 @@ def quiet_pipeline(km):
     from kokoro.pipeline import KPipeline
 
     pipe = KPipeline.__new__(KPipeline)
-    pipe.lang_code, pipe.model, pipe.voices, pipe.g2p, pipe.repo_id = "a", km, {}, None, "hexgrad/Kokoro-82M"
+    pipe.lang_code, pipe.model, pipe.voices, pipe.g2p, pipe.repo_id = (
+        "a",
+        km,
+        {},
+        None,
+        "hexgrad/Kokoro-82M",
+    )
     return pipe
 
 

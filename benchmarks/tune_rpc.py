@@ -10,7 +10,8 @@ i.e. one core per device, as separate boards would be. ``--device qemu`` makes t
 emulated aarch64 boards (qemu-user, ``python -m kokoro_tvm.devices.setup``) tuning the aarch64
 target: boards slower than the host, where measuring is most of a search. ``--warmup`` short
 untimed searches come first (``WARMUP_TRIALS`` trials: the first search in a process pays the
-imports, the cost model and LLVM's start-up, whatever its length). Then the runs alternate (1, 2, 1, 2, ...), each with the same seed and trial budget;
+imports, the cost model and LLVM's start-up, whatever its length). Then the runs alternate (1, 2, 1,
+2, ...), each with the same seed and trial budget;
 the table gives each wall time, the median ratio and the load average. Without ``--legalized``
 the module is ``synthetic()``'s two convs.
 
@@ -55,8 +56,11 @@ def synthetic():
     from kokoro_tvm.compile import winograd
     from kokoro_tvm.compile.legalize import legalize
 
-    block = torch.nn.Sequential(torch.nn.Conv1d(128, 128, 7, padding=3), torch.nn.LeakyReLU(0.1),
-                                torch.nn.Conv1d(128, 128, 3, padding=1)).eval()
+    block = torch.nn.Sequential(
+        torch.nn.Conv1d(128, 128, 7, padding=3),
+        torch.nn.LeakyReLU(0.1),
+        torch.nn.Conv1d(128, 128, 3, padding=1),
+    ).eval()
     ep = torch.export.export(block, (torch.randn(1, 128, 1024),))
     mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
     with mock.patch.object(winograd, "tile_outputs", lambda *a, **kw: None):
@@ -76,29 +80,55 @@ def servers(device: str, tracker: str, key: str, count: int) -> Iterator[None]:
     extra = qemu.sysroot() / qemu.RUNTIME_EXTRA
     with contextlib.ExitStack() as stack:
         for _ in range(count):
-            stack.enter_context(qemu.rpc_server(tracker=tracker, key=key, load_library=[extra], threads=1))
+            stack.enter_context(
+                qemu.rpc_server(tracker=tracker, key=key, load_library=[extra], threads=1)
+            )
         yield
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--legalized", type=Path, default=None, help="a legalize stage's output (default: synthetic)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--legalized",
+        type=Path,
+        default=None,
+        help="a legalize stage's output (default: synthetic)",
+    )
     ap.add_argument("--trials", type=int, default=32, help="trials per task")
-    ap.add_argument("--rounds", type=int, default=2, help="0: no 1-vs-2 timing (with --compare-local)")
+    ap.add_argument(
+        "--rounds", type=int, default=2, help="0: no 1-vs-2 timing (with --compare-local)"
+    )
     ap.add_argument("--warmup", type=int, default=1, help="untimed searches first (1 server)")
     ap.add_argument("--mcpu", default="x86-64-v3", help="with --device host")
-    ap.add_argument("--device", choices=("host", "qemu"), default="host",
-                    help="servers: host processes (x86 candidates), or qemu-user aarch64 boards")
-    ap.add_argument("--compare-local", action="store_true",
-                    help="then tune locally and through 2 servers and compare the picks and libraries (host only)")
-    ap.add_argument("--scheduler", choices=("round-robin", "gradient"), default=None,
-                    help="MetaSchedule's task scheduler on the tracker (default: the tune stage's, "
-                         "compile.measure.TrackerMeasure.scheduler)")
+    ap.add_argument(
+        "--device",
+        choices=("host", "qemu"),
+        default="host",
+        help="servers: host processes (x86 candidates), or qemu-user aarch64 boards",
+    )
+    ap.add_argument(
+        "--compare-local",
+        action="store_true",
+        help="then tune locally and through 2 servers and compare the picks and libraries (host only)",
+    )
+    ap.add_argument(
+        "--scheduler",
+        choices=("round-robin", "gradient"),
+        default=None,
+        help="MetaSchedule's task scheduler on the tracker (default: the tune stage's, "
+        "compile.measure.TrackerMeasure.scheduler)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     if a.compare_local and a.device != "host":
-        ap.error("--compare-local needs --device host: an emulated board's target cannot be tuned locally")
-    if a.compare_local:  # before TVM's thread pool starts: one core per measurement, here as on a server
+        ap.error(
+            "--compare-local needs --device host: an emulated board's target cannot be tuned locally"
+        )
+    if (
+        a.compare_local
+    ):  # before TVM's thread pool starts: one core per measurement, here as on a server
         os.environ["TVM_NUM_THREADS"] = "1"
 
     from kokoro_tvm import artifacts as A
@@ -116,26 +146,58 @@ def main() -> None:
     with local_tracker() as tracker:
         for w in range(a.warmup):
             with servers(a.device, tracker, f"warmup-{w}", 1), tempfile.TemporaryDirectory() as db:
-                record = {"device": "rpc", "target": name, "tracker": tracker, "key": f"warmup-{w}", "timeout_s": 60}
+                record = {
+                    "device": "rpc",
+                    "target": name,
+                    "tracker": tracker,
+                    "key": f"warmup-{w}",
+                    "timeout_s": 60,
+                }
                 t0 = time.perf_counter()
-                tune.tune(lambda: mod, spec, min(a.trials, WARMUP_TRIALS), Path(db), cores, device=record)
-                print(f"warm-up search {w + 1}/{a.warmup}: {time.perf_counter() - t0:.1f} s (not counted)", flush=True)
+                tune.tune(
+                    lambda: mod, spec, min(a.trials, WARMUP_TRIALS), Path(db), cores, device=record
+                )
+                print(
+                    f"warm-up search {w + 1}/{a.warmup}: {time.perf_counter() - t0:.1f} s (not counted)",
+                    flush=True,
+                )
         for r in range(a.rounds):
             for count in (1, 2):
                 key = f"bench-{count}-{r}"
                 with servers(a.device, tracker, key, count), tempfile.TemporaryDirectory() as db:
-                    record = {"device": "rpc", "target": name, "tracker": tracker, "key": key, "timeout_s": 60}
+                    record = {
+                        "device": "rpc",
+                        "target": name,
+                        "tracker": tracker,
+                        "key": key,
+                        "timeout_s": 60,
+                    }
                     t0 = time.perf_counter()
                     report = tune.tune(lambda: mod, spec, a.trials, Path(db), cores, device=record)
                     wall = time.perf_counter() - t0
-                rows.append({"servers": count, "round": r, "wall_s": round(wall, 1), "load": os.getloadavg()[0],
-                             "search_s": report["search_s"], "keep_s": report["keep_s"],
-                             "kept": report["kept"], "tasks": len(report["tasks"])})
+                rows.append(
+                    {
+                        "servers": count,
+                        "round": r,
+                        "wall_s": round(wall, 1),
+                        "load": os.getloadavg()[0],
+                        "search_s": report["search_s"],
+                        "keep_s": report["keep_s"],
+                        "kept": report["kept"],
+                        "tasks": len(report["tasks"]),
+                    }
+                )
                 print(json.dumps(rows[-1]), flush=True)
         if a.compare_local:
             compared = compare_local(mod, spec, a.trials, cores, tracker)
-    result = {"cpu": cpu_name(), "device": a.device, "target": name, "trials_per_task": a.trials,
-              "scheduler": measure.TrackerMeasure.scheduler, "rows": rows}
+    result = {
+        "cpu": cpu_name(),
+        "device": a.device,
+        "target": name,
+        "trials_per_task": a.trials,
+        "scheduler": measure.TrackerMeasure.scheduler,
+        "rows": rows,
+    }
     if rows:  # --rounds 0: only --compare-local
         med = {n: statistics.median(x["wall_s"] for x in rows if x["servers"] == n) for n in (1, 2)}
         result.update(median_wall_s=med, ratio_2_over_1=round(med[2] / med[1], 3))
@@ -161,10 +223,20 @@ def compare_local(mod, spec: dict, trials: int, cores: int, tracker: str, rounds
         dbs = {"local": Path(work, "local"), "tracker": Path(work, "tracker")}
         reports = {"local": tune.tune(lambda: mod, spec, trials, dbs["local"], cores)}
         with servers("host", tracker, "compare", 2):
-            record = {"device": "rpc", "target": "host", "tracker": tracker, "key": "compare", "timeout_s": 60}
-            reports["tracker"] = tune.tune(lambda: mod, spec, trials, dbs["tracker"], cores, device=record)
+            record = {
+                "device": "rpc",
+                "target": "host",
+                "tracker": tracker,
+                "key": "compare",
+                "timeout_s": 60,
+            }
+            reports["tracker"] = tune.tune(
+                lambda: mod, spec, trials, dbs["tracker"], cores, device=record
+            )
         picks = {where: _kept_traces(db) for where, db in dbs.items()}
-        kept = {where: [r["task"] for r in rep["tasks"] if r["kept"]] for where, rep in reports.items()}
+        kept = {
+            where: [r["task"] for r in rep["tasks"] if r["kept"]] for where, rep in reports.items()
+        }
         both = sorted(set(picks["local"]) & set(picks["tracker"]))
         same = [h for h in both if picks["local"][h] == picks["tracker"][h]]
         vms = {}
@@ -172,16 +244,27 @@ def compare_local(mod, spec: dict, trials: int, cores: int, tracker: str, rounds
             ex, _, _ = build(mod, spec, tune_db=db)
             vms[where] = relax.VirtualMachine(ex, tvm.cpu())
         rng = np.random.default_rng(0)
-        inputs = [tvm.runtime.tensor(rng.standard_normal([int(d) for d in p.ty.shape]).astype("float32"))
-                  for p in mod["main"].params]
+        inputs = [
+            tvm.runtime.tensor(rng.standard_normal([int(d) for d in p.ty.shape]).astype("float32"))
+            for p in mod["main"].params
+        ]
         outputs = {where: _first(vm["main"](*inputs)).numpy() for where, vm in vms.items()}
-        samples = time_interleaved({where: (lambda vm=vm: vm["main"](*inputs)) for where, vm in vms.items()},
-                                   rounds, warmup=1)
+        samples = time_interleaved(
+            {where: (lambda vm=vm: vm["main"](*inputs)) for where, vm in vms.items()},
+            rounds,
+            warmup=1,
+        )
     ms = {where: round(1e3 * statistics.median(s), 4) for where, s in samples.items()}
-    result = {"tasks": len(reports["local"]["tasks"]), "kept": kept, "kept_by_both": len(both),
-              "same_schedule": len(same), "library_ms": ms, "tracker_over_local": round(ms["tracker"] / ms["local"], 3),
-              "max_abs_diff_tracker_vs_local": float(np.abs(outputs["tracker"] - outputs["local"]).max()),
-              "load": os.getloadavg()[0]}
+    result = {
+        "tasks": len(reports["local"]["tasks"]),
+        "kept": kept,
+        "kept_by_both": len(both),
+        "same_schedule": len(same),
+        "library_ms": ms,
+        "tracker_over_local": round(ms["tracker"] / ms["local"], 3),
+        "max_abs_diff_tracker_vs_local": float(np.abs(outputs["tracker"] - outputs["local"]).max()),
+        "load": os.getloadavg()[0],
+    }
     print(json.dumps(result, indent=1), flush=True)
     return result
 
@@ -200,7 +283,9 @@ def _kept_traces(db_dir: Path) -> dict[int, str]:
 
     workloads, records = tune.database_files(db_dir)
     db = ms.database.JSONDatabase(path_workload=str(workloads), path_tuning_record=str(records))
-    return {tvm_ffi.structural_hash(r.workload.mod): str(r.trace) for r in db.get_all_tuning_records()}
+    return {
+        tvm_ffi.structural_hash(r.workload.mod): str(r.trace) for r in db.get_all_tuning_records()
+    }
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """DVC stage `bench@<component>-<bucket>-<target>`: see kokoro_tvm.pipeline.bench."""
 
 from _common import args, main
+
 from kokoro_tvm.pipeline import bench
 from kokoro_tvm.pipeline.common import setup
 

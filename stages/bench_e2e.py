@@ -1,6 +1,7 @@
 """DVC stage `bench_e2e`: see kokoro_tvm.pipeline.bench_e2e."""
 
 from _common import args, main
+
 from kokoro_tvm.pipeline import bench_e2e
 from kokoro_tvm.pipeline.common import setup
 

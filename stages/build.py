@@ -1,6 +1,7 @@
 """DVC stage `build@<component>-<bucket>-<target>`: see kokoro_tvm.pipeline.build."""
 
 from _common import args, main
+
 from kokoro_tvm.pipeline import build
 from kokoro_tvm.pipeline.common import setup
 

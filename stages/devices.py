@@ -1,6 +1,7 @@
 """DVC stage `devices@<target>`: see kokoro_tvm.pipeline.devices."""
 
 from _common import args, main
+
 from kokoro_tvm.pipeline import devices
 from kokoro_tvm.pipeline.common import setup
 

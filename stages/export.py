@@ -1,6 +1,7 @@
 """DVC stage `export@<component>-<bucket>`: see kokoro_tvm.pipeline.export."""
 
 from _common import args, main
+
 from kokoro_tvm.pipeline import export
 from kokoro_tvm.pipeline.common import setup
 

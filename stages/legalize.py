@@ -1,6 +1,7 @@
 """DVC stage `legalize@<component>-<bucket>`: see kokoro_tvm.pipeline.legalize."""
 
 from _common import args, main
+
 from kokoro_tvm.pipeline import legalize
 from kokoro_tvm.pipeline.common import setup
 

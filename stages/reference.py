@@ -1,6 +1,7 @@
 """DVC stage `reference@<component>-<bucket>`: see kokoro_tvm.pipeline.reference."""
 
 from _common import args, main
+
 from kokoro_tvm.pipeline import reference
 from kokoro_tvm.pipeline.common import setup
 

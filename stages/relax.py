@@ -1,6 +1,7 @@
 """DVC stage `relax@<component>-<bucket>`: see kokoro_tvm.pipeline.relax."""
 
 from _common import args, main
+
 from kokoro_tvm.pipeline import relax
 from kokoro_tvm.pipeline.common import setup
 

@@ -1,6 +1,7 @@
 """DVC stage `toolchain`: see kokoro_tvm.pipeline.toolchain."""
 
 from _common import main
+
 from kokoro_tvm.pipeline import toolchain
 from kokoro_tvm.pipeline.common import setup
 

@@ -1,6 +1,7 @@
 """DVC stage `tune@<component>-<bucket>-<target>`: see kokoro_tvm.pipeline.tune."""
 
 from _common import args, main
+
 from kokoro_tvm.pipeline import tune
 from kokoro_tvm.pipeline.common import setup
 

@@ -1,6 +1,7 @@
 """DVC stage `validate@<component>-<bucket>-<target>`: see kokoro_tvm.pipeline.validate."""
 
 from _common import args, main
+
 from kokoro_tvm.pipeline import validate
 from kokoro_tvm.pipeline.common import setup
 

@@ -41,18 +41,33 @@ class Project:
         self.root = root
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1",
-                    PYTHONPATH=str(self.root / "src"), **(extra or {}))  # stages import this copy, not the checkout
+        return dict(
+            os.environ,
+            PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+            DVC_NO_ANALYTICS="1",
+            PYTHONPATH=str(self.root / "src"),
+            **(extra or {}),
+        )  # stages import this copy, not the checkout
 
     def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         """``args`` in the background (pipes for stdout and stderr): what a concurrent job runs."""
-        return subprocess.Popen(args, cwd=self.root, env=self.env(env), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            args,
+            cwd=self.root,
+            env=self.env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
-    def run(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self, *args: str, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         p = subprocess.run(args, cwd=self.root, env=self.env(env), capture_output=True, text=True)
         if check and p.returncode != 0:
-            raise AssertionError(f"{' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+            raise AssertionError(
+                f"{' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
+            )
         return p
 
     def repro(self, *args: str, env: dict[str, str] | None = None) -> set[str]:
@@ -60,7 +75,9 @@ class Project:
         ``devices@<target>`` stages: they run on every repro by design (``always_changed``: the CPU
         under a cache can change), and what matters is what they make rerun."""
         out = self.run("dvc", "repro", *args, env=env).stdout
-        return {s for s in re.findall(r"Running stage '([^']+)'", out) if not s.startswith("devices@")}
+        return {
+            s for s in re.findall(r"Running stage '([^']+)'", out) if not s.startswith("devices@")
+        }
 
     def changed(self, env: dict[str, str] | None = None) -> set[str]:
         """Stages ``dvc status`` sees out of date, but the ``devices@`` ones: they run on every
@@ -88,7 +105,9 @@ def make_project(root: Path, params: dict) -> Project:
     for name in ("dvc.yaml", ".gitignore", ".dvcignore"):
         shutil.copy(REPO / name, root / name)
     for name in ("stages", "src"):
-        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        shutil.copytree(
+            REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+        )
     (root / "artifacts").mkdir()
     proj = Project(root)
     proj.set_params(params)
@@ -123,11 +142,15 @@ def build_tiny(root: Path) -> None:
         (root / FIRST_RUN_LOG).write_text(run.log)
         built = set().union(*(run.built(job) for job in run.ran))
         every = {s for s in proj.stages() if not s.startswith("devices@")}
-        assert built == every, f"the workflow's jobs should build every stage, built {sorted(built)}"
+        assert built == every, (
+            f"the workflow's jobs should build every stage, built {sorted(built)}"
+        )
         proj.run("python", "-m", "kokoro_tvm.pipeline.ci", "remote", env=remote.env)
         ran = proj.repro("--pull", "--allow-missing", env=remote.env)
         assert ran == set(), f"restoring what the workflow built rebuilt {sorted(ran)}"
-        proj.run("dvc", "remote", "remove", "--local", ci.REMOTE)  # tests set up remotes of their own
+        proj.run(
+            "dvc", "remote", "remove", "--local", ci.REMOTE
+        )  # tests set up remotes of their own
         proj.run("git", "add", "-A")
         proj.run("git", "commit", "-qm", "tiny pipeline")
     finally:
@@ -158,7 +181,9 @@ class WorkflowRun:
                 continue
             if not isinstance(rec, dict) or "jobID" not in rec:
                 continue
-            job = "/".join([rec["jobID"], *(str(v) for _, v in sorted((rec.get("matrix") or {}).items()))])
+            job = "/".join(
+                [rec["jobID"], *(str(v) for _, v in sorted((rec.get("matrix") or {}).items()))]
+            )
             t = datetime.fromisoformat(rec["time"])
             first, last = self.span.get(job, (t, t))
             self.span[job] = (min(first, t), max(last, t))
@@ -169,15 +194,27 @@ class WorkflowRun:
         return {s for s in self.ran[job] if not s.startswith("devices@")}
 
 
-def run_workflow(proj: Project, remote: "S3Remote") -> WorkflowRun:
+def run_workflow(proj: Project, remote: S3Remote) -> WorkflowRun:
     """``act`` in self-hosted mode: each job in its own copy of the checkout (ignored files, the
     DVC cache among them, are not copied: every job starts empty, as a fresh runner does), the
     remote from secrets, this venv as the runners' toolchain."""
     secrets = [a for k, v in remote.env.items() for a in ("--secret", f"{k}={v}")]
-    p = proj.run("act", "push", "-P", "ubuntu-latest=-self-hosted", "--json", "--no-cache-server",
-                 "--var", f"KOKORO_TVM_VENV={BIN.parent}", *secrets, check=False)
+    p = proj.run(
+        "act",
+        "push",
+        "-P",
+        "ubuntu-latest=-self-hosted",
+        "--json",
+        "--no-cache-server",
+        "--var",
+        f"KOKORO_TVM_VENV={BIN.parent}",
+        *secrets,
+        check=False,
+    )
     run = WorkflowRun(p.stdout)
-    assert p.returncode == 0, f"act failed ({p.returncode}):\n{p.stdout[-6000:]}\n{p.stderr[-3000:]}"
+    assert p.returncode == 0, (
+        f"act failed ({p.returncode}):\n{p.stdout[-6000:]}\n{p.stderr[-3000:]}"
+    )
     return run
 
 
@@ -198,9 +235,22 @@ class S3Server:
             self.port = s.getsockname()[1]
         self.log = root.parent / f"rclone-{self.port}.log"
         self.proc = subprocess.Popen(
-            [str(BIN / "rclone"), "serve", "s3", *flags, "--addr", f"127.0.0.1:{self.port}",
-             "--auth-key", f"{self.KEY},{self.SECRET}", "--config", "/dev/null", str(root)],
-            stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+            [
+                str(BIN / "rclone"),
+                "serve",
+                "s3",
+                *flags,
+                "--addr",
+                f"127.0.0.1:{self.port}",
+                "--auth-key",
+                f"{self.KEY},{self.SECRET}",
+                "--config",
+                "/dev/null",
+                str(root),
+            ],
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 20
         while True:
             with socket.socket() as s:
@@ -214,14 +264,18 @@ class S3Server:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def bucket(self, name: str) -> "S3Remote":
+    def bucket(self, name: str) -> S3Remote:
         """A new bucket, made through the S3 API as a user makes one: a directory made behind the
         server's back stays invisible while its listing cache (``--dir-cache-time``) holds."""
         import botocore.session
 
         client = botocore.session.get_session().create_client(
-            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
-            aws_access_key_id=self.KEY, aws_secret_access_key=self.SECRET)
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=self.KEY,
+            aws_secret_access_key=self.SECRET,
+        )
         client.create_bucket(Bucket=name)
         return S3Remote(self, name)
 
@@ -236,8 +290,12 @@ class S3Remote:
     def __init__(self, server: S3Server, bucket: str):
         self.server, self.url = server, f"s3://{bucket}/kokoro-tvm"
         self.dir = server.root / bucket / "kokoro-tvm"
-        self.env = {"DVC_REMOTE_URL": self.url, "DVC_REMOTE_ENDPOINT_URL": server.endpoint,
-                    "AWS_ACCESS_KEY_ID": server.KEY, "AWS_SECRET_ACCESS_KEY": server.SECRET}
+        self.env = {
+            "DVC_REMOTE_URL": self.url,
+            "DVC_REMOTE_ENDPOINT_URL": server.endpoint,
+            "AWS_ACCESS_KEY_ID": server.KEY,
+            "AWS_SECRET_ACCESS_KEY": server.SECRET,
+        }
 
     def objects(self) -> dict[str, Path]:
         """Content-addressed objects (``files/md5/ab/cdef...``) by hash; rclone's temp files of an
@@ -249,11 +307,18 @@ class S3Remote:
         """Objects whose bytes do not hash to their name (a directory's listing is ``<md5>.dir``)."""
         import hashlib
 
-        return [key for key, p in self.objects().items()
-                if hashlib.md5(p.read_bytes()).hexdigest() != key.removesuffix(".dir")]
+        return [
+            key
+            for key, p in self.objects().items()
+            if hashlib.md5(p.read_bytes()).hexdigest() != key.removesuffix(".dir")
+        ]
 
     def run_records(self) -> list[Path]:
-        return sorted(p for p in (self.dir / "runs").rglob("*") if p.is_file()) if (self.dir / "runs").exists() else []
+        return (
+            sorted(p for p in (self.dir / "runs").rglob("*") if p.is_file())
+            if (self.dir / "runs").exists()
+            else []
+        )
 
 
 @pytest.fixture(scope="session")

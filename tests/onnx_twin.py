@@ -22,10 +22,26 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from kokoro_tvm.model import onnx_checkpoint as ow
-from kokoro_tvm.model.onnx_checkpoint import quantization as ow_quantization, graph as ow_graph, names as ow_names, nodes as ow_nodes, target as ow_target
+from kokoro_tvm.model.onnx_checkpoint import (
+    graph as ow_graph,
+)
+from kokoro_tvm.model.onnx_checkpoint import (
+    names as ow_names,
+)
+from kokoro_tvm.model.onnx_checkpoint import (
+    nodes as ow_nodes,
+)
+from kokoro_tvm.model.onnx_checkpoint import (
+    quantization as ow_quantization,
+)
+from kokoro_tvm.model.onnx_checkpoint import (
+    target as ow_target,
+)
 
 
-def _chain_to_scale_mul(g: ow_graph.Graph, node: onnx.NodeProto) -> tuple[list[onnx.NodeProto], onnx.NodeProto]:
+def _chain_to_scale_mul(
+    g: ow_graph.Graph, node: onnx.NodeProto
+) -> tuple[list[onnx.NodeProto], onnx.NodeProto]:
     """The nodes between an integer op and its output-scale Mul (inclusive of the Mul)."""
     _, mul = ow_quantization.integer_op_scale(g, node)
     chain, t = [], node.output[0]
@@ -64,7 +80,9 @@ def float_twin(model: onnx.ModelProto) -> onnx.ModelProto:
             W = ow.dequantize(g.consts[n.input[1]], scale, zp, axis=1)
             chain, mul = _chain_to_scale_mul(g, n)
             w = add_init(f"{n.name}__twin_W", W)
-            replace[i] = helper.make_node("MatMul", [float_input(n.input[0]), w], [mul.output[0]], name=n.name + "__twin")
+            replace[i] = helper.make_node(
+                "MatMul", [float_input(n.input[0]), w], [mul.output[0]], name=n.name + "__twin"
+            )
             drop.update(index[id(c)] for c in chain)
         elif n.op_type == "ConvInteger":
             read = ow_nodes.read_node(g, n)
@@ -90,20 +108,32 @@ def float_twin(model: onnx.ModelProto) -> onnx.ModelProto:
 
             w = add_init(f"{n.name}__twin_W", deq(inp[1], inp[8], inp[9]))
             r = add_init(f"{n.name}__twin_R", deq(inp[2], inp[10], inp[11]))
-            node = helper.make_node("LSTM", [inp[0], w, r] + inp[3:8], list(n.output), name=n.name + "__twin")
+            node = helper.make_node(
+                "LSTM", [inp[0], w, r] + inp[3:8], list(n.output), name=n.name + "__twin"
+            )
             node.attribute.extend(n.attribute)
             while node.input and not node.input[-1]:
                 node.input.pop()
             replace[i] = node
-        elif n.op_type == "Gather" and n.input[0] in g.consts and g.consts[n.input[0]].dtype != np.float32:
+        elif (
+            n.op_type == "Gather"
+            and n.input[0] in g.consts
+            and g.consts[n.input[0]].dtype != np.float32
+        ):
             read = ow_nodes.read_node(g, n)
             if read is None:
                 continue
-            dq = ow_quantization.dequantize_after(g, n.output[0])  # may sit after a Transpose: keep that, in float
+            dq = ow_quantization.dequantize_after(
+                g, n.output[0]
+            )  # may sit after a Transpose: keep that, in float
             w = add_init(f"{n.name}__twin_W", read[1]["weight"])
-            replace[i] = helper.make_node("Gather", [w, n.input[1]], list(n.output), name=n.name + "__twin")
+            replace[i] = helper.make_node(
+                "Gather", [w, n.input[1]], list(n.output), name=n.name + "__twin"
+            )
             replace[i].attribute.extend(n.attribute)
-            replace[index[id(dq)]] = helper.make_node("Identity", [dq.input[0]], list(dq.output), name=dq.name + "__twin")
+            replace[index[id(dq)]] = helper.make_node(
+                "Identity", [dq.input[0]], list(dq.output), name=dq.name + "__twin"
+            )
 
     nodes = []
     for i, n in enumerate(g.nodes):
@@ -166,15 +196,29 @@ def zero_random_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
     nodes = []
     for n in out.graph.node:
         if n.op_type in ("RandomNormalLike", "RandomUniformLike"):
-            dtype = {a.name: helper.get_attribute_value(a) for a in n.attribute}.get("dtype", TensorProto.FLOAT)
+            dtype = {a.name: helper.get_attribute_value(a) for a in n.attribute}.get(
+                "dtype", TensorProto.FLOAT
+            )
             shape = n.output[0] + "__shape"
             nodes.append(helper.make_node("Shape", [n.input[0]], [shape]))
-            nodes.append(helper.make_node("ConstantOfShape", [shape], [n.output[0]],
-                                          value=helper.make_tensor("z", dtype, [1], [0])))
+            nodes.append(
+                helper.make_node(
+                    "ConstantOfShape",
+                    [shape],
+                    [n.output[0]],
+                    value=helper.make_tensor("z", dtype, [1], [0]),
+                )
+            )
         elif n.op_type in ("RandomNormal", "RandomUniform"):
             a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
-            zeros = np.zeros(a["shape"], helper.tensor_dtype_to_np_dtype(a.get("dtype", TensorProto.FLOAT)))
-            nodes.append(helper.make_node("Constant", [], [n.output[0]], value=numpy_helper.from_array(zeros)))
+            zeros = np.zeros(
+                a["shape"], helper.tensor_dtype_to_np_dtype(a.get("dtype", TensorProto.FLOAT))
+            )
+            nodes.append(
+                helper.make_node(
+                    "Constant", [], [n.output[0]], value=numpy_helper.from_array(zeros)
+                )
+            )
         else:
             nodes.append(n)
     del out.graph.node[:]
@@ -193,7 +237,9 @@ def expose(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
     return out
 
 
-def module_tensors(model: onnx.ModelProto, cfg: dict[str, Any], modules: list[str]) -> dict[str, tuple[str, str]]:
+def module_tensors(
+    model: onnx.ModelProto, cfg: dict[str, Any], modules: list[str]
+) -> dict[str, tuple[str, str]]:
     """(input, output) tensor names of each listed conv/linear module that is called once.
 
     Found by node scope like the converter does. The input is the float one in a float twin
@@ -207,21 +253,28 @@ def module_tensors(model: onnx.ModelProto, cfg: dict[str, Any], modules: list[st
         if read is None:
             continue
         kind = read[0]
-        cands = [m for m in ow_names.resolve(ow_names.scope(n.name), target.modules)
-                 if ow_nodes.accepts(target.modules[m], kind) and ow_nodes.fits(target, m, read[1])]
+        cands = [
+            m
+            for m in ow_names.resolve(ow_names.scope(n.name), target.modules)
+            if ow_nodes.accepts(target.modules[m], kind) and ow_nodes.fits(target, m, read[1])
+        ]
         if len(cands) != 1 or cands[0] not in modules:
             continue
         out = n.output[0]
         if n.op_type in ("MatMulInteger", "ConvInteger"):
             out = ow_quantization.integer_op_scale(g, n)[1].output[0]
         bias = ow_quantization.bias_after(g, out)
-        if bias is not None and bias[1].op_type == "Add":  # Linear as MatMul + Add; ORT 1.31's ConvInteger
+        if (
+            bias is not None and bias[1].op_type == "Add"
+        ):  # Linear as MatMul + Add; ORT 1.31's ConvInteger
             out = bias[1].output[0]
         found.setdefault(cands[0], []).append((n.input[0], out))
     return {m: v[0] for m, v in found.items() if len(v) == 1}
 
 
-def module_outputs(model: onnx.ModelProto, cfg: dict[str, Any], modules: list[str]) -> dict[str, str]:
+def module_outputs(
+    model: onnx.ModelProto, cfg: dict[str, Any], modules: list[str]
+) -> dict[str, str]:
     """Output tensor name of each listed conv/linear module (called once), found by node scope."""
     return {m: io[1] for m, io in module_tensors(model, cfg, modules).items()}
 
@@ -230,7 +283,9 @@ def module_outputs(model: onnx.ModelProto, cfg: dict[str, Any], modules: list[st
 def zero_noise() -> Iterator[None]:
     """Within the block, kokoro's SineGen gets zero random phases and zero noise (like the graph)."""
     rand, randn_like = torch.rand, torch.randn_like
-    torch.rand = lambda *a, **k: torch.zeros(*a, **{x: y for x, y in k.items() if x in ("dtype", "device")})
+    torch.rand = lambda *a, **k: torch.zeros(
+        *a, **{x: y for x, y in k.items() if x in ("dtype", "device")}
+    )
     torch.randn_like = lambda x, *a, **k: torch.zeros_like(x)
     try:
         yield
@@ -244,6 +299,9 @@ def capture(km: torch.nn.Module, modules: list[str]) -> tuple[dict[str, torch.Te
     handles = []
     named = dict(km.named_modules())
     for m in modules:
-        handles.append(named[m].register_forward_hook(
-            lambda mod, inp, out, m=m: got.__setitem__(m, out.detach().clone())))
+        handles.append(
+            named[m].register_forward_hook(
+                lambda mod, inp, out, m=m: got.__setitem__(m, out.detach().clone())
+            )
+        )
     return got, handles

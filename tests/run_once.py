@@ -7,7 +7,6 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-
 #: name -> the tree built in this process (runs without pytest-xdist)
 _BUILT: dict[str, Path] = {}
 

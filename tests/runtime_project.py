@@ -27,12 +27,15 @@ RUNTIME_PARAMS = {
     "runtime": {"num_threads": 0},
 }
 
+
 def _graph_files(component: str, bucket: int, root: Path) -> list[Path]:
     """What the stages before build make of one (component, bucket): the same for every target."""
     from kokoro_tvm import artifacts as A
 
-    return [f(component, bucket, root) for f in (A.export_file, A.relax_file, A.signature_file, A.legalized_file,
-                                                 A.reference_file)]
+    return [
+        f(component, bucket, root)
+        for f in (A.export_file, A.relax_file, A.signature_file, A.legalized_file, A.reference_file)
+    ]
 
 
 def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | None = None) -> Path:
@@ -44,14 +47,26 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
     import shutil
 
     from kokoro_tvm import artifacts as A
-    from kokoro_tvm.pipeline import (build, devices, export, legalize, manifest, reference, relax, toolchain, validate,
-                                     weights)
+    from kokoro_tvm.pipeline import (
+        build,
+        devices,
+        export,
+        legalize,
+        manifest,
+        reference,
+        relax,
+        toolchain,
+        validate,
+        weights,
+    )
     from kokoro_tvm.pipeline.common import setup
     from kokoro_tvm.spec import COMPONENTS
 
     if reuse is not None:
         theirs = yaml.safe_load((reuse.parent / "params.yaml").read_text())
-        assert all(theirs[k] == params[k] for k in ("model", "lstm", "shapes")), "reuse: another model or shapes"
+        assert all(theirs[k] == params[k] for k in ("model", "lstm", "shapes")), (
+            "reuse: another model or shapes"
+        )
     root.mkdir(parents=True, exist_ok=True)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     with contextlib.chdir(root):
@@ -90,5 +105,7 @@ def runtime_artifacts(tmp_path_factory) -> Path:
     iterating on runtime code; the code under test must not have changed the graphs)."""
     if os.environ.get("KOKORO_TVM_TEST_ARTIFACTS"):
         return Path(os.environ["KOKORO_TVM_TEST_ARTIFACTS"])
-    tree = once(tmp_path_factory, "runtime", lambda root: build_artifacts(root / "repo"), copy=False)
+    tree = once(
+        tmp_path_factory, "runtime", lambda root: build_artifacts(root / "repo"), copy=False
+    )
     return tree / "repo" / "artifacts"

@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from host import runs_here
 
 from kokoro_tvm.compile.attention import ROWS, attention_kernel
 from kokoro_tvm.compile.build import build
 from kokoro_tvm.compile.importer import import_params_as_inputs
 from kokoro_tvm.compile.legalize import legalize
-
-from host import runs_here
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 HEADS, DIM = 4, 32
@@ -31,12 +30,14 @@ class ManualSoftmax(torch.nn.Module):
     kernel reproduces (an all ``-inf`` row gives NaN here, zeros there)."""
 
     def forward(self, q, k, v, mask):
-        return torch.softmax(q @ k.transpose(-1, -2) / DIM ** 0.5 + mask, dim=-1) @ v
+        return torch.softmax(q @ k.transpose(-1, -2) / DIM**0.5 + mask, dim=-1) @ v
 
 
 def _legalized(module: torch.nn.Module, masked: bool):
     n = torch.export.Dim("n", min=2, max=200)
-    example = [torch.randn(1, HEADS, 16, DIM) for _ in range(3)] + ([torch.zeros(1, 1, 16, 16)] if masked else [])
+    example = [torch.randn(1, HEADS, 16, DIM) for _ in range(3)] + (
+        [torch.zeros(1, 1, 16, 16)] if masked else []
+    )
     shapes = [{2: n}] * 3 + ([{2: n, 3: n}] if masked else [])
     ep = torch.export.export(module.eval(), tuple(example), dynamic_shapes=tuple(shapes))
     mod, _ = import_params_as_inputs(ep, "loop")
@@ -73,7 +74,9 @@ def test_albert_attention_is_one_kernel(masked):
 
     legal = _legalized(Attention(), masked)
     names = _kernels(legal)
-    assert [n for n in names if n.startswith("attention_")] == [f"attention_h{HEADS}_d{DIM}_n200" + ("_masked" if masked else "")], names
+    assert [n for n in names if n.startswith("attention_")] == [
+        f"attention_h{HEADS}_d{DIM}_n200" + ("_masked" if masked else "")
+    ], names
     assert not [n for n in names if "softmax" in n or "matmul" in n], names
     if not runs_here(V3):
         return
@@ -105,6 +108,8 @@ def test_attention_kernel_sizes_its_row_buffer_from_the_bound():
     func = attention_kernel(HEADS, DIM, 200, masked=False)
     rows = [line.strip() for line in func.script().splitlines() if line.strip().startswith("s = ")]
     assert rows == [f"s = T.alloc_local(({ROWS}, {-(-200 // COLS) * COLS}))"], rows
-    assert str(func.attrs[FLOPS]).endswith("n * n") and f"{4 * HEADS * DIM}" in str(func.attrs[FLOPS])
+    assert str(func.attrs[FLOPS]).endswith("n * n") and f"{4 * HEADS * DIM}" in str(
+        func.attrs[FLOPS]
+    )
     with pytest.raises(ValueError, match="multiple of"):
         attention_kernel(HEADS, COLS + 1, 200, masked=False)

@@ -50,10 +50,18 @@ def project(tmp_path_factory, tiny) -> Path:
     built = compile_component(component, bucket, km, cfg, {"kind": "llvm"})
     lib = A.library_file(component, bucket, target, art)
     A.export_library(built.executable, lib)
-    A.save_ir(A.legalized_file(component, bucket, art), built.legalized)  # the roofline counts its FLOPs
+    A.save_ir(
+        A.legalized_file(component, bucket, art), built.legalized
+    )  # the roofline counts its FLOPs
     A.save_weights(A.weights_file(component, art), dict(zip(built.signature.params, built.weights)))
-    A.write_json(A.build_info_file(component, bucket, target, art),
-                 {"signature": built.signature.as_dict(), "sha256": A.sha256(lib), "needs": {"arch": host_arch(), "isa": []}})
+    A.write_json(
+        A.build_info_file(component, bucket, target, art),
+        {
+            "signature": built.signature.as_dict(),
+            "sha256": A.sha256(lib),
+            "needs": {"arch": host_arch(), "isa": []},
+        },
+    )
     from kokoro_tvm.runtime.voices import random_style
 
     A.save_array(A.voice_file(art), random_style(0, 256))
@@ -61,16 +69,32 @@ def project(tmp_path_factory, tiny) -> Path:
     from kokoro_tvm.eval import validate as V
     from kokoro_tvm.eval.reference import as_float64
 
-    cases = V.reference_cases(component, bucket, km, as_float64(km), cfg, A.load_array(A.voice_file(art)), [bucket])
-    A.save_weights(A.reference_file(component, bucket, art), V.cases_to_arrays(component, cases, cfg))
+    cases = V.reference_cases(
+        component, bucket, km, as_float64(km), cfg, A.load_array(A.voice_file(art)), [bucket]
+    )
+    A.save_weights(
+        A.reference_file(component, bucket, art), V.cases_to_arrays(component, cases, cfg)
+    )
     # as if validated: bench runs only libraries whose validation ran these very bytes
-    A.write_json(A.validation_file(component, bucket, target, art),
-                 {"library_sha256": A.sha256(lib), "weights_sha256": A.sha256(A.weights_file(component, art))})
-    (root / "params.yaml").write_text(yaml.safe_dump({
-        "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
-        "buckets": {"tokens": [8], "frames": [12]}, "lstm": {"strategy": "loop"},
-        "targets": {"generic": {"kind": "llvm"}}, "runtime": {"num_threads": 0},
-        "bench": {"repeats": 3, "onnxruntime": True}}))
+    A.write_json(
+        A.validation_file(component, bucket, target, art),
+        {
+            "library_sha256": A.sha256(lib),
+            "weights_sha256": A.sha256(A.weights_file(component, art)),
+        },
+    )
+    (root / "params.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
+                "buckets": {"tokens": [8], "frames": [12]},
+                "lstm": {"strategy": "loop"},
+                "targets": {"generic": {"kind": "llvm"}},
+                "runtime": {"num_threads": 0},
+                "bench": {"repeats": 3, "onnxruntime": True},
+            }
+        )
+    )
     return root
 
 
@@ -96,7 +120,9 @@ def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
     with torch.no_grad(), onnx_export.plain_lstms():  # the graph ONNX gets: float32 source
         ref = components.build_component(component, km)(*inputs)
     ref = [r.numpy() for r in (ref if isinstance(ref, tuple) else (ref,))]
-    session = onnx_export.ort_session(onnx_export.export_onnx(component, bucket, km, cfg, dynamo=dynamo), 1)
+    session = onnx_export.ort_session(
+        onnx_export.export_onnx(component, bucket, km, cfg, dynamo=dynamo), 1
+    )
     got = session.run(None, onnx_export.ort_feeds(session, component, bucket, cfg, inputs))
     assert len(got) == len(ref)
     if component == "decoder":
@@ -110,7 +136,9 @@ def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
         from kokoro_tvm.eval.reference import as_float64, reference
         from kokoro_tvm.eval.validate import audio_verdict
 
-        r32, r64 = (reference(component, m, inputs, bucket, cfg)[0].numpy() for m in (km, as_float64(km)))
+        r32, r64 = (
+            reference(component, m, inputs, bucket, cfg)[0].numpy() for m in (km, as_float64(km))
+        )
 
         def faithful(audio) -> bool:
             v = audio_verdict(r64, r32, audio)
@@ -132,7 +160,9 @@ def test_plain_lstms_is_scoped():
 
 def test_measure_tiny_library(project, tiny):
     component, bucket, target = LIB
-    r = bench.measure(component, bucket, target, _params(project), project / "artifacts", model=tiny)
+    r = bench.measure(
+        component, bucket, target, _params(project), project / "artifacts", model=tiny
+    )
     assert (r["component"], r["bucket"], r["target"]) == LIB
     for key in ("eager_ms", "ort_ms", "tvm_ms"):
         assert r[key] > 0, key
@@ -142,11 +172,16 @@ def test_measure_tiny_library(project, tiny):
     assert os.environ["TVM_NUM_THREADS"] == str(r["threads"])
     assert torch.get_num_threads() == r["threads"]
     assert r["repeats"] == 3
-    assert r["tvm_vs_float64"]["ok"] and r["tvm_vs_float64"]["rel_err"] <= r["tvm_vs_float64"]["max_rel_err"]
+    assert (
+        r["tvm_vs_float64"]["ok"]
+        and r["tvm_vs_float64"]["rel_err"] <= r["tvm_vs_float64"]["max_rel_err"]
+    )
     assert set(r["ort_vs_float64"]) == set(r["tvm_vs_float64"]) and r["eager_vs_float64"]["ok"]
 
     # the roofline view: FLOPs over each median, against the peak measured for the target
-    assert r["gflop"] > 0 and r["tvm_gflops"] == pytest.approx(r["gflop"] / r["tvm_ms"] * 1e3, rel=0.02)
+    assert r["gflop"] > 0 and r["tvm_gflops"] == pytest.approx(
+        r["gflop"] / r["tvm_ms"] * 1e3, rel=0.02
+    )
     assert r["tvm_of_peak"] == pytest.approx(r["tvm_gflops"] / r["peak_gflops"], rel=0.02)
     assert 0.3 < r["peak"]["implied_ghz"] < 8, r["peak"]  # a real FMA loop at a real clock
     kernels = r["top_kernels"]
@@ -199,7 +234,9 @@ def test_checked_rounds_stops_at_a_failed_check():
     assert [r.calls for r in runners.values()] == [1, 1]
 
 
-def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(project, tiny, monkeypatch, capsys):
+def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(
+    project, tiny, monkeypatch, capsys
+):
     """The verdict is validation's: the tiny library passes; the same library 1 % off misses
     it and the bench refuses its timing (negative control), while ONNX Runtime 1 % off is a
     peer: timed, its failed verdict recorded and printed."""
@@ -211,13 +248,19 @@ def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(project, ti
     off = [x * 1.01 for x in case["r32"]]
     assert not bench.verdict(component, case, off)["ok"]
     call = CompiledComponent.__call__
-    monkeypatch.setattr(CompiledComponent, "__call__", lambda self, *a: [x * 1.01 for x in call(self, *a)])
+    monkeypatch.setattr(
+        CompiledComponent, "__call__", lambda self, *a: [x * 1.01 for x in call(self, *a)]
+    )
     prm = _params(project, bench_repeats=1)
     with pytest.raises(bench.DisagreementError, match="misses the float64 criterion"):
         bench.measure(component, bucket, target, prm, project / "artifacts", model=tiny)
     monkeypatch.setattr(CompiledComponent, "__call__", call)
     ort = bench.ort_runner
-    monkeypatch.setattr(bench, "ort_runner", lambda *a, **k: (lambda f: lambda: [x * 1.01 for x in f()])(ort(*a, **k)))
+    monkeypatch.setattr(
+        bench,
+        "ort_runner",
+        lambda *a, **k: (lambda f: lambda: [x * 1.01 for x in f()])(ort(*a, **k)),
+    )
     r = bench.measure(component, bucket, target, prm, project / "artifacts", model=tiny)
     assert r["tvm_vs_float64"]["ok"] and not r["ort_vs_float64"]["ok"] and r["ort_ms"] > 0
     assert "ort misses the float64 criterion" in capsys.readouterr().out
@@ -231,14 +274,26 @@ def test_summary_has_one_sorted_file_per_component(tmp_path, monkeypatch, projec
     monkeypatch.chdir(tmp_path)
     for component in BUCKETS:
         for b in prm.buckets(component):
-            bench.write_outputs({"component": component, "bucket": b, "target": "generic", "speedup_vs_eager": 1.0,
-                                 "speedup_vs_ort": 1.0, "eager_ms": 1.0, "ort_ms": 1.0, "tvm_ms": 1.0})
+            bench.write_outputs(
+                {
+                    "component": component,
+                    "bucket": b,
+                    "target": "generic",
+                    "speedup_vs_eager": 1.0,
+                    "speedup_vs_ort": 1.0,
+                    "eager_ms": 1.0,
+                    "ort_ms": 1.0,
+                    "tvm_ms": 1.0,
+                }
+            )
     bench_summary.run(prm, "generic")
     paths = [A.bench_summary_file(c, "generic") for c in ("duration", "text_encoder", "decoder")]
     assert all(p.exists() for p in paths)
     assert [row["bucket"] for row in json.loads(paths[0].read_text())] == [8, 16]
     monkeypatch.undo()
-    without_ort = bench.measure(*LIB, _params(project, bench_onnxruntime=False), project / "artifacts", model=tiny)
+    without_ort = bench.measure(
+        *LIB, _params(project, bench_onnxruntime=False), project / "artifacts", model=tiny
+    )
     assert "ort_ms" not in without_ort and without_ort["tvm_ms"] > 0
 
 
@@ -277,11 +332,19 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
     lib.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(A.library_file(component, bucket, target, art), lib)
     info = A.read_json(A.build_info_file(component, bucket, target, art), "build info")
-    A.write_json(A.build_info_file(component, bucket, "alien", art), {**info, "needs": requirements(alien)})
-    with pytest.raises(A.ArtifactError, match=r"target 'alien' needs CPU features this machine lacks \(arch aarch64\)"
-                                              r".*params.yaml 'devices'"):
+    A.write_json(
+        A.build_info_file(component, bucket, "alien", art), {**info, "needs": requirements(alien)}
+    )
+    with pytest.raises(
+        A.ArtifactError,
+        match=r"target 'alien' needs CPU features this machine lacks \(arch aarch64\)"
+        r".*params.yaml 'devices'",
+    ):
         load_built(art, component, bucket, "alien")
-    A.write_json(A.build_info_file(component, bucket, "alien", art), {**info, "needs": requirements({"kind": "llvm"})})
+    A.write_json(
+        A.build_info_file(component, bucket, "alien", art),
+        {**info, "needs": requirements({"kind": "llvm"})},
+    )
     assert load_built(art, component, bucket, "alien").entry["target"] == "alien"
 
 
@@ -290,11 +353,16 @@ def test_export_failures_name_what_failed_and_restore_the_log_level():
 
     log = logging.getLogger("torch.onnx")
     before = log.level
-    with pytest.raises(onnx_export.OnnxExportError, match=r"ONNX export of decoder bucket 12 failed \(ValueError: boom\)"):
+    with pytest.raises(
+        onnx_export.OnnxExportError,
+        match=r"ONNX export of decoder bucket 12 failed \(ValueError: boom\)",
+    ):
         with onnx_export.quiet_export("decoder bucket 12"):
             assert log.level == logging.ERROR
             raise ValueError("boom")
-    with pytest.raises(onnx_export.OnnxExportError, match=r"needs the bench extra .*pip install -e '\.\[bench\]'"):
+    with pytest.raises(
+        onnx_export.OnnxExportError, match=r"needs the bench extra .*pip install -e '\.\[bench\]'"
+    ):
         with onnx_export.quiet_export("the whole model"):
             raise ImportError("No module named 'onnx'")
     assert log.level == before

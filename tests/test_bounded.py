@@ -12,23 +12,22 @@ import pytest
 import torch
 import torch.nn.functional as F
 import tvm
+from runtime_project import RUNTIME_PARAMS, runtime_artifacts
+from test_runtime import find_phonemes
 
 from kokoro_tvm import artifacts as A
 from kokoro_tvm.compile.flow import compile_component
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.eval.metrics import rel_err
-from kokoro_tvm.eval.reference import reference
-from kokoro_tvm.model.inputs import example_inputs
-from kokoro_tvm.model.kmodel import random_kmodel
 from kokoro_tvm.eval.e2e import compare
-from kokoro_tvm.eval.reference import as_float64
+from kokoro_tvm.eval.metrics import rel_err
+from kokoro_tvm.eval.reference import as_float64, reference
 from kokoro_tvm.model import lengths
 from kokoro_tvm.model.checkpoint import build_kmodel
+from kokoro_tvm.model.inputs import example_inputs
+from kokoro_tvm.model.kmodel import random_kmodel
 from kokoro_tvm.runtime import alignment, chunking
 from kokoro_tvm.runtime.library import bind_params
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
-from runtime_project import RUNTIME_PARAMS, runtime_artifacts
-from test_runtime import find_phonemes
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 BUCKET = 16
@@ -52,7 +51,9 @@ def test_one_library_equals_kokoro_at_every_length(tiny, component):
     lib = compile_component(component, BUCKET, km, cfg, V3, shapes="bounded")
     assert not lib.report.fallbacks  # every kernel got a rule, symbolic extents and all
     main = lib.legalized["main"]
-    assert list(dict(main.attrs["tir_var_upper_bound"]).values()) == [BUCKET]  # the one length, bounded
+    assert list(dict(main.attrs["tir_var_upper_bound"]).values()) == [
+        BUCKET
+    ]  # the one length, bounded
     vm = lib.vm()
     params = bind_params(vm, lib.weights)
     for n in (BUCKET, BUCKET // 2 + 1, 1):
@@ -76,8 +77,10 @@ def test_a_length_past_the_bound_is_refused_not_computed(tiny):
 
 # -- the decoder's rewrites, each against the upstream limitation it answers ---------------------
 
+
 def _export_dyn(fn, x: torch.Tensor):
     """``fn`` exported with ``x``'s axis 2 a ``Dim``."""
+
     class M(torch.nn.Module):
         def forward(self, x):
             return fn(x)
@@ -86,16 +89,33 @@ def _export_dyn(fn, x: torch.Tensor):
     return torch.export.export(M(), (x,), dynamic_shapes=({2: n},))
 
 
-def _samples(x):  # [1, C, n, 600] -> [1, C, 600 n], as SineGen's input (the length's only form here)
+def _samples(
+    x,
+):  # [1, C, n, 600] -> [1, C, 600 n], as SineGen's input (the length's only form here)
     return x.reshape(1, x.shape[1], -1)
 
 
-@pytest.mark.parametrize("stock,ours,shape", [
-    (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), lambda x: lengths.upsample_nearest(x, 2), (1, 3, 8)),
-    (lambda x: F.interpolate(x, scale_factor=300, mode="linear"), lambda x: lengths.resample_linear(x, 300), (1, 3, 8)),
-    (lambda x: F.interpolate(_samples(x), scale_factor=1 / 300, mode="linear"),
-     lambda x: lengths.resample_linear(_samples(x), 1 / 300), (1, 3, 8, 600)),
-], ids=["nearest_x2", "linear_x300", "linear_div300"])
+@pytest.mark.parametrize(
+    "stock,ours,shape",
+    [
+        (
+            lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+            lambda x: lengths.upsample_nearest(x, 2),
+            (1, 3, 8),
+        ),
+        (
+            lambda x: F.interpolate(x, scale_factor=300, mode="linear"),
+            lambda x: lengths.resample_linear(x, 300),
+            (1, 3, 8),
+        ),
+        (
+            lambda x: F.interpolate(_samples(x), scale_factor=1 / 300, mode="linear"),
+            lambda x: lengths.resample_linear(_samples(x), 1 / 300),
+            (1, 3, 8, 600),
+        ),
+    ],
+    ids=["nearest_x2", "linear_x300", "linear_div300"],
+)
 def test_interpolate_on_a_symbolic_length_needs_the_written_out_form(stock, ours, shape):
     """TVM 0.27's importer cannot express ``F.interpolate``'s float size arithmetic on a symbolic
     length ("Unsupported function types", or a ``broadcast_to`` of a PrimValue); the written-out
@@ -104,7 +124,10 @@ def test_interpolate_on_a_symbolic_length_needs_the_written_out_form(stock, ours
 
     x = torch.randn(*shape, dtype=torch.float64)
     torch.testing.assert_close(ours(x), stock(x), rtol=0, atol=1e-12)
-    with pytest.raises((AssertionError, TypeError), match="Unsupported function types|broadcast_to requires the input"):
+    with pytest.raises(
+        (AssertionError, TypeError),
+        match="Unsupported function types|broadcast_to requires the input",
+    ):
         from_exported_program(_export_dyn(stock, x))
     from_exported_program(_export_dyn(ours, x))
 
@@ -125,13 +148,21 @@ def test_a_derived_length_input_does_not_survive_a_pt2_round_trip():
             return en.sum(1, keepdim=True) + noise.reshape(1, -1, 600).sum(-1).unsqueeze(1)
 
     n = torch.export.Dim("n", min=3, max=64)
-    derived = torch.export.export(M(), (torch.randn(1, 4, 8), torch.randn(1, 4800)),
-                                  dynamic_shapes={"en": {2: n}, "noise": {1: 600 * n}})
+    derived = torch.export.export(
+        M(),
+        (torch.randn(1, 4, 8), torch.randn(1, 4800)),
+        dynamic_shapes={"en": {2: n}, "noise": {1: 600 * n}},
+    )
     with pytest.raises(AssertionError, match="expected sympy.Symbol"):
         round_trip(derived)
-    split = torch.export.export(M(), (torch.randn(1, 4, 8), torch.randn(1, 8, 600)),
-                                dynamic_shapes={"en": {2: n}, "noise": {1: n}})
-    assert set(map(str, round_trip(split).range_constraints)) == {str(next(iter(split.range_constraints)))}
+    split = torch.export.export(
+        M(),
+        (torch.randn(1, 4, 8), torch.randn(1, 8, 600)),
+        dynamic_shapes={"en": {2: n}, "noise": {1: n}},
+    )
+    assert set(map(str, round_trip(split).range_constraints)) == {
+        str(next(iter(split.range_constraints)))
+    }
 
 
 def test_instance_norm_legalizes_with_a_centred_variance():
@@ -146,7 +177,10 @@ def test_instance_norm_legalizes_with_a_centred_variance():
     gamma, beta = np.ones(2, np.float32), np.zeros(2, np.float32)
     want = torch.nn.functional.instance_norm(torch.from_numpy(x).double(), eps=1e-5).numpy()
     bb = relax.BlockBuilder()
-    args = [relax.Var(n, relax.TensorType(a.shape, "float32")) for n, a in (("x", x), ("g", gamma), ("b", beta))]
+    args = [
+        relax.Var(n, relax.TensorType(a.shape, "float32"))
+        for n, a in (("x", x), ("g", gamma), ("b", beta))
+    ]
     with bb.function("main", args):
         bb.emit_func_output(bb.emit(relax.op.nn.instance_norm(*args, channel_axis=1, axes=[2])))
 
@@ -183,8 +217,8 @@ def test_a_bounded_conv_with_a_partial_channel_tile_is_computed_over_whole_ones(
     from tvm.relax.frontend.torch import from_exported_program
 
     from kokoro_tvm.compile.build import build
-    from kokoro_tvm.compile.legalize import legalize
     from kokoro_tvm.compile.legalizations.conv1d import _tile_padded_channels
+    from kokoro_tvm.compile.legalize import legalize
 
     assert [_tile_padded_channels(c) for c in (1, 16, 22, 128, 1024)] == [1, 16, 32, 128, 1024]
     torch.manual_seed(0)
@@ -222,27 +256,48 @@ def test_instance_norm_stores_no_full_size_temporary():
 
     rng = np.random.default_rng(1)
     x = (3 + rng.standard_normal((1, 4, 5000))).astype(np.float32)
-    gamma, beta = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    gamma, beta = (
+        rng.standard_normal(4).astype(np.float32),
+        rng.standard_normal(4).astype(np.float32),
+    )
     bb = relax.BlockBuilder()
-    args = [relax.Var(n, relax.TensorType(a.shape, "float32")) for n, a in (("x", x), ("g", gamma), ("b", beta))]
+    args = [
+        relax.Var(n, relax.TensorType(a.shape, "float32"))
+        for n, a in (("x", x), ("g", gamma), ("b", beta))
+    ]
     with bb.function("main", args):
         with bb.dataflow():
             out = bb.emit_output(relax.op.nn.instance_norm(*args, channel_axis=1, axes=[0, 2]))
         bb.emit_func_output(out)
     mod = relax.transform.LegalizeOps(customize_legalize_map=LEGALIZE_MAP)(bb.get())
-    mod = tvm.transform.Sequential([relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps(),
-                                    relax.transform.FuseTIR()])(mod)
-    full = [b.var for blk in mod["main"].body.blocks for b in blk.bindings
-            if [int(d) for d in b.var.ty.shape] == list(x.shape)]
+    mod = tvm.transform.Sequential(
+        [
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )(mod)
+    full = [
+        b.var
+        for blk in mod["main"].body.blocks
+        for b in blk.bindings
+        if [int(d) for d in b.var.ty.shape] == list(x.shape)
+    ]
     assert len(full) == 1, mod["main"]
     got = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())["main"](
-        *[tvm.runtime.tensor(a) for a in (x, gamma, beta)]).numpy()
-    want = torch.nn.functional.instance_norm(torch.from_numpy(x).double(), weight=torch.from_numpy(gamma).double(),
-                                             bias=torch.from_numpy(beta).double(), eps=1e-5).numpy()
+        *[tvm.runtime.tensor(a) for a in (x, gamma, beta)]
+    ).numpy()
+    want = torch.nn.functional.instance_norm(
+        torch.from_numpy(x).double(),
+        weight=torch.from_numpy(gamma).double(),
+        bias=torch.from_numpy(beta).double(),
+        eps=1e-5,
+    ).numpy()
     np.testing.assert_allclose(got, want, atol=2e-5)
 
 
 # -- the pipeline: shapes = bounded -------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def bounded_project(tmp_path_factory):
@@ -263,7 +318,9 @@ def test_pipeline_builds_validates_and_runs_bounded_libraries(bounded_project):
     ps = find_phonemes(km, 17, 31)  # one chunk, in the 32-frame bucket, which it does not fill
     row = compare(tts, km, as_float64(km), ps)
     assert row["chunks"] == 1 and row["frame_buckets"] == [32] and not row["at_bucket"], row
-    assert row["finite"] and row["durations_equal"] and row["ok"], row  # kokoro's audio under float64
+    assert row["finite"] and row["durations_equal"] and row["ok"], (
+        row
+    )  # kokoro's audio under float64
 
     t = len(ps) + 2
     lib = tts.libraries.get("duration", 6 if t <= 6 else 12)
@@ -273,7 +330,10 @@ def test_pipeline_builds_validates_and_runs_bounded_libraries(bounded_project):
     dur, d = lib(ids, np.array([t]), style)
     assert dur.shape == (1, t) and d.shape[1] == t  # computed for the valid tokens only
     past = lib.bucket + 1
-    with pytest.raises(ValueError, match=f"bucket {lib.bucket}: length {past} is outside 3..{lib.bucket}; pick a bucket"):
+    with pytest.raises(
+        ValueError,
+        match=f"bucket {lib.bucket}: length {past} is outside 3..{lib.bucket}; pick a bucket",
+    ):
         lib(ids, np.array([past]), style)
 
 
@@ -286,15 +346,23 @@ def test_the_runtime_passes_bounded_libraries_valid_length_inputs(bounded_projec
     tts = KokoroTVM.from_manifest(bounded_project)
     seen = []
     args = CompiledComponent.device_args
-    monkeypatch.setattr(CompiledComponent, "device_args",
-                        lambda self, *x: seen.append((self, [np.shape(a) for a in x])) or args(self, *x))
+    monkeypatch.setattr(
+        CompiledComponent,
+        "device_args",
+        lambda self, *x: seen.append((self, [np.shape(a) for a in x])) or args(self, *x),
+    )
     m = RUNTIME_PARAMS["model"]
     km = build_kmodel(load_model_config(m["config"]), m["checkpoint"], m["seed"])
-    res = tts.synthesize(find_phonemes(km, 17, 31), "random", seed=0)  # one chunk: 12 tokens max, 17-31 frames
+    res = tts.synthesize(
+        find_phonemes(km, 17, 31), "random", seed=0
+    )  # one chunk: 12 tokens max, 17-31 frames
     (chunk,) = res.chunks
     assert len(seen) == 3  # duration, text encoder, decoder
     for lib, shapes in seen:
-        axes, n = lib.entry["length_axes"], chunk.n_tokens if lib.entry["component"] != "decoder" else chunk.n_frames
+        axes, n = (
+            lib.entry["length_axes"],
+            chunk.n_tokens if lib.entry["component"] != "decoder" else chunk.n_frames,
+        )
         names = [s["name"] for s in lib.entry["inputs"]]
         for name, (axis, scale) in axes.items():
             assert shapes[names.index(name)][axis] == scale * n, (lib.entry["component"], name)
@@ -303,14 +371,29 @@ def test_the_runtime_passes_bounded_libraries_valid_length_inputs(bounded_projec
     dec = tts.libraries.get("decoder", chunk.frame_bucket)
     spf = tts.libraries.samples_per_frame
     m, fb = chunk.n_frames, chunk.frame_bucket
-    en, asr = (alignment.expand(x, chunk.durations) for x in (chunk.d, tts.libraries.get("text_encoder", chunk.token_bucket)(
-        np.pad(chunk.input_ids[None], ((0, 0), (0, chunk.token_bucket - chunk.n_tokens))), np.array([chunk.n_tokens]))[0]))
+    en, asr = (
+        alignment.expand(x, chunk.durations)
+        for x in (
+            chunk.d,
+            tts.libraries.get("text_encoder", chunk.token_bucket)(
+                np.pad(chunk.input_ids[None], ((0, 0), (0, chunk.token_bucket - chunk.n_tokens))),
+                np.array([chunk.n_tokens]),
+            )[0],
+        )
+    )
     valid = dec(en, asr, np.array([m]), chunk.style, chunk.rand_ini, chunk.noise)[0]
-    pad = lambda x, axis, k: np.pad(x, [(0, k - x.shape[axis]) if i == axis else (0, 0) for i in range(x.ndim)])  # noqa: E731
-    bucket = dec(pad(en, 2, fb), pad(asr, 2, fb), np.array([m]), chunk.style, chunk.rand_ini,
-                 pad(chunk.noise, 1, fb * spf))[0]
+    pad = lambda x, axis, k: np.pad(
+        x, [(0, k - x.shape[axis]) if i == axis else (0, 0) for i in range(x.ndim)]
+    )
+    bucket = dec(
+        pad(en, 2, fb),
+        pad(asr, 2, fb),
+        np.array([m]),
+        chunk.style,
+        chunk.rand_ini,
+        pad(chunk.noise, 1, fb * spf),
+    )[0]
     np.testing.assert_array_equal(valid, bucket)
     np.testing.assert_allclose(valid.reshape(-1), chunk.audio, rtol=0, atol=0)
     with pytest.raises(ValueError, match=r"input 'en' must have shape .* or "):
         dec(en[..., :-1], asr, np.array([m]), chunk.style, chunk.rand_ini, chunk.noise)
-

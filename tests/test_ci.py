@@ -9,11 +9,18 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIRST_RUN_LOG, Project, S3Remote, S3Server, WorkflowRun, build_tiny, run_workflow
+from conftest import (
+    FIRST_RUN_LOG,
+    Project,
+    S3Remote,
+    S3Server,
+    WorkflowRun,
+    build_tiny,
+    run_workflow,
+)
 from run_once import once
 
 from kokoro_tvm.pipeline import ci
-
 
 pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make test-fast`
 
@@ -41,7 +48,9 @@ def push(job: Project, remote: S3Remote, check: bool = True):
     return job.run("python", "-m", "kokoro_tvm.pipeline.ci", "push", env=remote.env, check=check)
 
 
-def test_s3_round_trip_rebuilds_nothing_on_a_fresh_clone(built_project: Project, s3: S3Server, tmp_path):
+def test_s3_round_trip_rebuilds_nothing_on_a_fresh_clone(
+    built_project: Project, s3: S3Server, tmp_path
+):
     remote = s3.bucket("roundtrip")
     push(job_checkout(built_project, tmp_path / "laptop", remote), remote)
     assert remote.objects() and remote.run_records() and not remote.corrupt()
@@ -50,13 +59,17 @@ def test_s3_round_trip_rebuilds_nothing_on_a_fresh_clone(built_project: Project,
     fresh.run("git", "rm", "-q", "dvc.lock")
     ran = fresh.repro("--pull", env=remote.env)
     assert ran == set(), f"a fresh clone rebuilt {sorted(ran)}"
-    assert (fresh.root / "artifacts/manifest.json").read_bytes() == (built_project.root / "artifacts/manifest.json").read_bytes()
+    assert (fresh.root / "artifacts/manifest.json").read_bytes() == (
+        built_project.root / "artifacts/manifest.json"
+    ).read_bytes()
 
 
 def test_concurrent_pushes_leave_one_good_copy(built_project: Project, s3: S3Server, tmp_path):
     remote = s3.bucket("concurrent")
     jobs = [job_checkout(built_project, tmp_path / f"job{i}", remote) for i in range(2)]
-    procs = [j.start("python", "-m", "kokoro_tvm.pipeline.ci", "push", env=remote.env) for j in jobs]
+    procs = [
+        j.start("python", "-m", "kokoro_tvm.pipeline.ci", "push", env=remote.env) for j in jobs
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert not remote.corrupt() and not list(remote.dir.rglob(".rclone_temp*"))
@@ -66,7 +79,9 @@ def test_concurrent_pushes_leave_one_good_copy(built_project: Project, s3: S3Ser
     assert fresh.repro("--pull", env=remote.env) == set()
 
 
-def test_a_push_killed_mid_upload_leaves_nothing_half_written(built_project: Project, s3: S3Server, tmp_path):
+def test_a_push_killed_mid_upload_leaves_nothing_half_written(
+    built_project: Project, s3: S3Server, tmp_path
+):
     remote = s3.bucket("killed")
     job = job_checkout(built_project, tmp_path / "job", remote)
     proc = job.start("dvc", "push", "--run-cache", env=remote.env)
@@ -77,11 +92,16 @@ def test_a_push_killed_mid_upload_leaves_nothing_half_written(built_project: Pro
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
     # The server drops a broken single PUT's temp file once it sees the connection go. A large
     # object goes up in parts: an incomplete multipart upload stays, invisible, until aborted,
     # as on S3 (hence S3's lifecycle rule for them). Neither is ever an object.
     def single_put_temps() -> list[Path]:
-        return [p for p in remote.dir.rglob(".rclone_temp*") if not p.name.startswith(".rclone_temp_multipart")]
+        return [
+            p
+            for p in remote.dir.rglob(".rclone_temp*")
+            if not p.name.startswith(".rclone_temp_multipart")
+        ]
 
     deadline = time.monotonic() + 30
     while single_put_temps() and time.monotonic() < deadline:
@@ -97,25 +117,37 @@ def test_a_push_killed_mid_upload_leaves_nothing_half_written(built_project: Pro
     assert fresh.changed() == set()
 
 
-def test_a_remote_that_refuses_writes_is_one_error_line(built_project: Project, s3: S3Server, tmp_path):
+def test_a_remote_that_refuses_writes_is_one_error_line(
+    built_project: Project, s3: S3Server, tmp_path
+):
     """The remote refuses this job's writes (a key it does not know: a rotated or mistyped
     secret): one line naming the remote, its answer and what to fix; DVC's own output is kept.
     (``rclone serve s3 --read-only`` would be the closer fake, but it never answers a PUT, and
     ``dvc push`` then waits for ever; a real S3 answers AccessDenied.)"""
     remote = s3.bucket("refusing")
     job = job_checkout(built_project, tmp_path / "job", remote)
-    p = job.run("python", "-m", "kokoro_tvm.pipeline.ci", "push", check=False,
-                env=remote.env | {"AWS_ACCESS_KEY_ID": "rotated-key"})
+    p = job.run(
+        "python",
+        "-m",
+        "kokoro_tvm.pipeline.ci",
+        "push",
+        check=False,
+        env=remote.env | {"AWS_ACCESS_KEY_ID": "rotated-key"},
+    )
     assert p.returncode == 1
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
-    assert lines[0].startswith(f"error: dvc push to remote '{remote.url}' failed: the server answered InvalidAccessKeyId")
+    assert lines[0].startswith(
+        f"error: dvc push to remote '{remote.url}' failed: the server answered InvalidAccessKeyId"
+    )
     assert "accept writes" in lines[0] and "AWS_ACCESS_KEY_ID" in lines[0]
     assert (job.root / ".dvc/tmp/ci-push.log").read_text().count("ERROR")  # DVC's own words, kept
     assert not remote.objects()  # nothing was written
 
 
-def test_a_remote_that_never_answers_is_one_error_line_in_bounded_time(built_project: Project, tmp_path):
+def test_a_remote_that_never_answers_is_one_error_line_in_bounded_time(
+    built_project: Project, tmp_path
+):
     """A remote that accepts connections and answers nothing (a listening socket nobody reads):
     dvc would wait for ever; the push fails after its timeout, in one line that says so.
     Negative control of the bound: the refusing remote above fails at once, without it."""
@@ -124,21 +156,39 @@ def test_a_remote_that_never_answers_is_one_error_line_in_bounded_time(built_pro
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(64)  # the kernel completes the handshakes; nothing ever reads a request
-        env = {"DVC_REMOTE_URL": "s3://silent/cache", "DVC_REMOTE_ENDPOINT_URL": f"http://127.0.0.1:{silent.getsockname()[1]}",
-               "AWS_ACCESS_KEY_ID": "key", "AWS_SECRET_ACCESS_KEY": "secret"}
+        env = {
+            "DVC_REMOTE_URL": "s3://silent/cache",
+            "DVC_REMOTE_ENDPOINT_URL": f"http://127.0.0.1:{silent.getsockname()[1]}",
+            "AWS_ACCESS_KEY_ID": "key",
+            "AWS_SECRET_ACCESS_KEY": "secret",
+        }
         job = checkout(built_project, tmp_path / "job")
         job.run("python", "-m", "kokoro_tvm.pipeline.ci", "remote", env=env)
         t0 = time.monotonic()
-        p = job.run("python", "-m", "kokoro_tvm.pipeline.ci", "push", "--timeout-s", "10", env=env, check=False)
+        p = job.run(
+            "python",
+            "-m",
+            "kokoro_tvm.pipeline.ci",
+            "push",
+            "--timeout-s",
+            "10",
+            env=env,
+            check=False,
+        )
         assert time.monotonic() - t0 < 40
     assert p.returncode == 1
     (line,) = p.stderr.strip().splitlines()
-    assert line.startswith("error: dvc push to remote 's3://silent/cache' did not finish in 10 s") and "does not answer" in line
+    assert (
+        line.startswith("error: dvc push to remote 's3://silent/cache' did not finish in 10 s")
+        and "does not answer" in line
+    )
 
 
 def test_missing_remote_secret_is_a_clear_error(built_project: Project, tmp_path):
     job = checkout(built_project, tmp_path / "job")
-    p = job.run("python", "-m", "kokoro_tvm.pipeline.ci", "remote", env={"DVC_REMOTE_URL": ""}, check=False)
+    p = job.run(
+        "python", "-m", "kokoro_tvm.pipeline.ci", "remote", env={"DVC_REMOTE_URL": ""}, check=False
+    )
     assert p.returncode == 1 and "DVC_REMOTE_URL is not set" in p.stderr
 
 
@@ -146,12 +196,15 @@ def test_job_stages_partition_the_library_stages(built_project: Project):
     """prepare + one job per target and axis own every stage but the gather job's, each once."""
     names = ci.stage_names(built_project.root)
     targets = list(built_project.params["targets"])
-    jobs = [ci.shared(names, targets)] + [ci.owned(names, m["target"], m["axis"])
-                                          for m in ci.matrix(targets)["include"]]
+    jobs = [ci.shared(names, targets)] + [
+        ci.owned(names, m["target"], m["axis"]) for m in ci.matrix(targets)["include"]
+    ]
     owned = [n for job in jobs for n in job]
     assert len(owned) == len(set(owned)), "a stage belongs to two jobs"
     rest = set(names) - set(owned)
-    assert rest == {"manifest", "bench_e2e"} | {f"{k}@{t}" for k in ("devices", "bench_summary") for t in targets}
+    assert rest == {"manifest", "bench_e2e"} | {
+        f"{k}@{t}" for k in ("devices", "bench_summary") for t in targets
+    }
     assert "build_frames@decoder-12-generic" in ci.owned(names, "generic", "frames")
     assert ci.owned(names, "generic", "tokens") and ci.owned(names, "elsewhere", "frames") == []
     with pytest.raises(ci.CIError, match="unknown length axis"):
@@ -159,11 +212,16 @@ def test_job_stages_partition_the_library_stages(built_project: Project):
 
 
 def test_gather_check_fails_on_a_library_built_there():
-    cached = "Stage 'build_frames@decoder-12-generic' is cached - skipping run, checking out outputs\n"
-    gathers_own = "".join(f"Running stage '{s}':\n" for s in ("manifest", "bench_summary@generic", "bench_e2e"))
+    cached = (
+        "Stage 'build_frames@decoder-12-generic' is cached - skipping run, checking out outputs\n"
+    )
+    gathers_own = "".join(
+        f"Running stage '{s}':\n" for s in ("manifest", "bench_summary@generic", "bench_e2e")
+    )
     assert ci.library_stages_ran(cached + gathers_own) == []
     assert ci.library_stages_ran("Running stage 'validate_tokens@duration-8-generic':\n") == [
-        "validate_tokens@duration-8-generic"]
+        "validate_tokens@duration-8-generic"
+    ]
 
 
 def test_the_workflow_fans_out_and_gather_rebuilds_nothing(tmp_path_factory):

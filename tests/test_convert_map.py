@@ -46,10 +46,22 @@ def _import(module: nn.Module, x: torch.Tensor, convert_map):
     return mod, [p.numpy() for p in params.get("main", [])]
 
 
-@pytest.mark.parametrize("module, x, upstream", [
-    (EdgePad(), torch.randn(1, 4, 16), "broadcast_to expects the input tensor shape is broadcastable"),
-    (Positions(), torch.randn(1, 16), "Cannot find the FInferType attribute registered to op: prim.if_then_else"),
-], ids=["edge-slice", "position-ids"])
+@pytest.mark.parametrize(
+    "module, x, upstream",
+    [
+        (
+            EdgePad(),
+            torch.randn(1, 4, 16),
+            "broadcast_to expects the input tensor shape is broadcastable",
+        ),
+        (
+            Positions(),
+            torch.randn(1, 16),
+            "Cannot find the FInferType attribute registered to op: prim.if_then_else",
+        ),
+    ],
+    ids=["edge-slice", "position-ids"],
+)
 def test_symbolic_slices_import_in_bounds(module, x, upstream):
     with pytest.raises(Exception, match=upstream):  # TVM 0.27's stock slice converter
         _import(module, x, None)

@@ -100,7 +100,9 @@ def test_missing_linker_names_the_fix(monkeypatch):
 
 
 @pytest.mark.parametrize("linker", ["gcc", "zig"])
-def test_aarch64_export_is_a_deterministic_aarch64_elf(linker, aarch64_executable, tmp_path, monkeypatch):
+def test_aarch64_export_is_a_deterministic_aarch64_elf(
+    linker, aarch64_executable, tmp_path, monkeypatch
+):
     need_linker()  # at least one linker (CI: both are installed, but either one alone is fine)
     monkeypatch.setenv("KOKORO_TVM_CROSS_LINKER", linker)
     ok, why = cross.available(AARCH64)
@@ -112,7 +114,9 @@ def test_aarch64_export_is_a_deterministic_aarch64_elf(linker, aarch64_executabl
     aarch64_executable.export_library(str(paths[1]), fcompile=fcompile)  # the same fcompile again
     aarch64_executable.export_library(str(paths[2]), fcompile=cross.linker_for(AARCH64))
     data = [p.read_bytes() for p in paths]
-    assert data[0] == data[1] == data[2], f"{linker}: exporting the same module twice gave different bytes"
+    assert data[0] == data[1] == data[2], (
+        f"{linker}: exporting the same module twice gave different bytes"
+    )
     head = data[0][:20]
     assert head[:4] == b"\x7fELF" and head[4] == 2 and head[5] == 1  # ELF64, little endian
     assert int.from_bytes(head[16:18], "little") == ET_DYN
@@ -160,11 +164,20 @@ def test_tracker_finds_the_qemu_server_by_key(aarch64_lib, inputs, x86_result):
     need_qemu()
     key = "kokoro-tvm-test-aarch64"
     with local_tracker() as tracker, qemu.rpc_server(tracker=tracker, key=key):
-        board = {"device": "rpc", "target": "aarch64", "tracker": tracker, "key": key, "timeout_s": 30}
+        board = {
+            "device": "rpc",
+            "target": "aarch64",
+            "tracker": tracker,
+            "key": key,
+            "timeout_s": 30,
+        }
         with open_session(board) as session:
             out = run_remote(session.remote, aarch64_lib, inputs)
         t0 = time.monotonic()
-        with pytest.raises(DeviceError, match=r"no free device under key 'absent-board' for 2 s.*--key absent-board"):
+        with pytest.raises(
+            DeviceError,
+            match=r"no free device under key 'absent-board' for 2 s.*--key absent-board",
+        ):
             with open_session(board | {"key": "absent-board", "timeout_s": 2}):
                 pass
         assert time.monotonic() - t0 < 10
@@ -189,8 +202,17 @@ def test_an_aarch64_target_is_tuned_on_an_emulated_board(tmp_path, capsys):
     mod = legalize(mod)
     key = "kokoro-tvm-test-aarch64-tune"
     extra = qemu.sysroot() / qemu.RUNTIME_EXTRA
-    with local_tracker() as tracker, qemu.rpc_server(tracker=tracker, key=key, load_library=[extra], threads=1):
-        board = {"device": "rpc", "target": "aarch64", "tracker": tracker, "key": key, "timeout_s": 120}
+    with (
+        local_tracker() as tracker,
+        qemu.rpc_server(tracker=tracker, key=key, load_library=[extra], threads=1),
+    ):
+        board = {
+            "device": "rpc",
+            "target": "aarch64",
+            "tracker": tracker,
+            "key": key,
+            "timeout_s": 120,
+        }
         report = tune.tune(lambda: mod, AARCH64, 4, tmp_path, 2, device=board, min_gain=0.0)
     out = capsys.readouterr().out
     n = len(report["tasks"])
@@ -198,7 +220,9 @@ def test_an_aarch64_target_is_tuned_on_an_emulated_board(tmp_path, capsys):
     _, _, sched = build(mod, AARCH64, tmp_path)
     for i, task in enumerate(report["tasks"]):
         # every candidate failing to load (a tar the board cannot link) leaves no "best", no record
-        assert re.search(rf"tune \[{i + 1}/{n}\] {task['task']}: 4/4 trials, best [0-9.e-]+ ms", out), out
+        assert re.search(
+            rf"tune \[{i + 1}/{n}\] {task['task']}: 4/4 trials, best [0-9.e-]+ ms", out
+        ), out
         assert task["kept"] and task["tuned_ms"] > 0 and task["rules_ms"] > 0
         assert sched.functions[task["task"]] == "tuned"
 
@@ -209,7 +233,9 @@ def processes() -> dict[int, str]:
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                out[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                out[int(d.name)] = (
+                    (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                )
             except OSError:
                 continue
     return out
@@ -235,8 +261,16 @@ def test_server_leaves_no_process_behind():
         remote = rpc.connect(host, port)  # a session: the server forks a process for it
         assert remote.cpu().exist  # a round trip: the session is up
         # this server and its descendants, not another test worker's emulated processes
-        (server,) = [pid for pid, cmd in processes().items() if pid not in before and f"--port {port} " in cmd]
-        ours = [pid for pid in descendants(server) | {server} if str(qemu.sysroot()) in processes().get(pid, "")]
+        (server,) = [
+            pid
+            for pid, cmd in processes().items()
+            if pid not in before and f"--port {port} " in cmd
+        ]
+        ours = [
+            pid
+            for pid in descendants(server) | {server}
+            if str(qemu.sysroot()) in processes().get(pid, "")
+        ]
         groups = {os.getpgid(pid) for pid in ours}
         assert len(ours) >= 3, ours  # the server, its listener (TVM's PopenWorker) and the session
         assert len(groups) == 1, ours
@@ -249,6 +283,8 @@ def test_server_leaves_no_process_behind():
 def test_server_that_dies_reports_its_log(monkeypatch):
     need_qemu()
     monkeypatch.setenv("PYTHONHASHSEED", "not-a-number")  # the guest Python refuses to start
-    with pytest.raises(qemu.QemuError, match=r"exited \(\d+\) while starting:\n(.|\n)*PYTHONHASHSEED"):
+    with pytest.raises(
+        qemu.QemuError, match=r"exited \(\d+\) while starting:\n(.|\n)*PYTHONHASHSEED"
+    ):
         with qemu.rpc_server(startup_timeout=60):
             pass  # pragma: no cover

@@ -11,9 +11,7 @@ import json
 
 import pytest
 import yaml
-
 from conftest import TINY_PARAMS, Project
-
 
 pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make test-fast`
 
@@ -27,13 +25,17 @@ def test_second_repro_runs_no_stage(built_project: Project):
     assert built_project.repro() == set()
     assert built_project.up_to_date()
     status = json.loads(built_project.run("dvc", "status", "--json").stdout)
-    assert status == {s: ["always changed"] for s in built_project.stages() if s.startswith("devices@")}
+    assert status == {
+        s: ["always changed"] for s in built_project.stages() if s.startswith("devices@")
+    }
 
 
 def test_manifest_lists_every_library(built_project: Project):
     m = json.loads((built_project.root / "artifacts/manifest.json").read_text())
     libs = {(l["component"], l["bucket"], l["target"]) for l in m["libraries"]}
-    assert libs == {(c, b, "generic") for c, b in [("duration", 8), ("text_encoder", 8), ("decoder", 12)]}
+    assert libs == {
+        (c, b, "generic") for c, b in [("duration", 8), ("text_encoder", 8), ("decoder", 12)]
+    }
     assert m["toolchain"]["llvm_major"] == 22 and m["toolchain"]["torch"] == "2.13.0"
     for lib in m["libraries"]:  # bound to the bytes validation ran
         assert lib["validation"]["library_sha256"] == lib["sha256"]
@@ -73,7 +75,9 @@ def test_editing_a_stage_body_reruns_only_that_stage(built_project: Project):
     per-library bench stages alone (the summary and e2e bench have bodies of their own)."""
     ran, changed = _edit_code(built_project, "pipeline/bench.py")
     assert ran == {"bench"}
-    expected = _stage_names(built_project, "bench_tokens") | _stage_names(built_project, "bench_frames")
+    expected = _stage_names(built_project, "bench_tokens") | _stage_names(
+        built_project, "bench_frames"
+    )
     assert expected and changed == expected
 
 
@@ -83,8 +87,12 @@ def test_editing_a_schedule_rule_reruns_tune_build_and_bench_only(built_project:
     reads the target's lanes and the kernels' reduction blocks through the schedule package."""
     ran, changed = _edit_code(built_project, "compile/schedule/conv.py")
     assert ran == {"tune", "build", "bench"}
-    assert changed == (_stage_names(built_project, "tune") | _stage_names(built_project, "build")
-                       | _stage_names(built_project, "bench_tokens") | _stage_names(built_project, "bench_frames"))
+    assert changed == (
+        _stage_names(built_project, "tune")
+        | _stage_names(built_project, "build")
+        | _stage_names(built_project, "bench_tokens")
+        | _stage_names(built_project, "bench_frames")
+    )
 
 
 def test_editing_a_module_every_stage_imports_reruns_every_stage(built_project: Project):
@@ -108,8 +116,10 @@ def test_editing_the_runtime_reruns_what_runs_it(built_project: Project):
 def test_temp_files_of_a_killed_write_are_ignored(built_project: Project):
     """A SIGKILLed atomic write leaves its temp file in an output directory; .dvcignore keeps it
     out of that directory's hash, so it neither invalidates nor gets cached."""
-    stray = [built_project.root / "artifacts/weights/.decoder.npz.k1ll3d.tmp.npz",
-             built_project.root / "artifacts/tune/generic/.decoder-12.abc.tmp"]
+    stray = [
+        built_project.root / "artifacts/weights/.decoder.npz.k1ll3d.tmp.npz",
+        built_project.root / "artifacts/tune/generic/.decoder-12.abc.tmp",
+    ]
     stray[0].write_bytes(b"half")
     stray[1].mkdir()
     try:
@@ -189,7 +199,9 @@ def test_bench_lengths_touch_only_bench_e2e(built_project: Project):
     rest of the section (rounds, ONNX Runtime) but not it. Its timed lengths are the param's."""
     p = built_project.params
     rows = json.loads((built_project.root / "artifacts/bench_e2e.json").read_text())
-    assert {k for k in rows if k.startswith("phonemes_")} == {f"phonemes_{n}" for n in p["bench"]["phonemes"]}
+    assert {k for k in rows if k.startswith("phonemes_")} == {
+        f"phonemes_{n}" for n in p["bench"]["phonemes"]
+    }
     before = p["bench"]["phonemes"]
     p["bench"]["phonemes"] = [4, 20]
     built_project.set_params(p)
@@ -198,7 +210,9 @@ def test_bench_lengths_touch_only_bench_e2e(built_project: Project):
         p["bench"]["phonemes"] = before
         p["bench"]["repeats"] += 1
         built_project.set_params(p)
-        assert built_project.changed() == (_stage_names(built_project, "bench_") - _stage_names(built_project, "summary"))
+        assert built_project.changed() == (
+            _stage_names(built_project, "bench_") - _stage_names(built_project, "summary")
+        )
     finally:
         p["bench"]["repeats"] -= 1
         built_project.set_params(p)
@@ -216,17 +230,30 @@ def test_new_checkpoint_reruns_weights_not_compiles(built_project: Project, tmp_
 
     km = build_kmodel(load_model_config("tiny"), "random", seed=7)
     ckpt = tmp_path / "tiny.pth"
-    torch.save({k: getattr(km, k).state_dict() for k in ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")}, ckpt)
+    torch.save(
+        {
+            k: getattr(km, k).state_dict()
+            for k in ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
+        },
+        ckpt,
+    )
     p = built_project.params
     p["model"]["checkpoint"] = str(ckpt)
     built_project.set_params(p)
     try:
         assert built_project.repro("weights") == {"weights"}
         changed = _changed(built_project)
-        compiled = {s for s in built_project.stages() if s.startswith(("export", "relax", "legalize", "tune", "build"))}
+        compiled = {
+            s
+            for s in built_project.stages()
+            if s.startswith(("export", "relax", "legalize", "tune", "build"))
+        }
         assert not changed & compiled, sorted(changed & compiled)
-        per_library = (_stage_names(built_project, "validate") | _stage_names(built_project, "bench_tokens")
-                       | _stage_names(built_project, "bench_frames"))
+        per_library = (
+            _stage_names(built_project, "validate")
+            | _stage_names(built_project, "bench_tokens")
+            | _stage_names(built_project, "bench_frames")
+        )
         assert per_library <= changed, sorted(per_library - changed)
     finally:
         p["model"]["checkpoint"] = TINY_PARAMS["model"]["checkpoint"]
@@ -240,8 +267,12 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
     p["buckets"]["tokens"] = [8, 10]
     built_project.set_params(p)
     ran = built_project.repro()
-    expected = (_stage_names(built_project, "-10") | _stage_names(built_project, "bench_summary")
-                | _stage_names(built_project, "bench_e2e") | {"manifest"})
+    expected = (
+        _stage_names(built_project, "-10")
+        | _stage_names(built_project, "bench_summary")
+        | _stage_names(built_project, "bench_e2e")
+        | {"manifest"}
+    )
     assert ran == expected, sorted(ran ^ expected)
     # manifest + bench summary + e2e bench + (export, relax, legalize, reference, tune, build, validate, bench) x 2
     assert len(expected) == 1 + 1 + 1 + 8 * 2
@@ -267,7 +298,9 @@ def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):
         after = yaml.safe_load(lock.read_bytes())["stages"]
         assert set(after) == held - stale
         assert all(after[s] == yaml.safe_load(before)["stages"][s] for s in after)
-        assert built_project.run("python", "-m", "kokoro_tvm.pipeline.lockfile").stdout == ""  # idempotent
+        assert (
+            built_project.run("python", "-m", "kokoro_tvm.pipeline.lockfile").stdout == ""
+        )  # idempotent
         # the removed bucket's outputs left the workspace, the kept ones' did not
         artifacts = built_project.root / "artifacts"
         assert not [f for f in artifacts.rglob("*-10*")]
@@ -275,7 +308,9 @@ def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):
         # only the stages that read buckets.tokens (or the manifest's inputs) are out of date;
         # the manifest reads it, so an empty answer (DVC seeing nothing) fails too
         changed = _changed(built_project)
-        assert "manifest" in changed and changed <= {"manifest"} | _stage_names(built_project, "bench_")
+        assert "manifest" in changed and changed <= {"manifest"} | _stage_names(
+            built_project, "bench_"
+        )
     finally:
         p["buckets"]["tokens"] = [8, 10]
         built_project.set_params(p)

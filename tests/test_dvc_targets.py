@@ -12,10 +12,8 @@ import json
 import re
 
 import pytest
-
 from conftest import Project, build_tiny
 from run_once import once
-
 
 pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make test-fast`
 
@@ -31,7 +29,8 @@ SSE_ONLY = "fpu cmov cx8 mmx fxsr sse sse2 pni ssse3 cx16 sse4_1 sse4_2 popcnt l
 
 def test_targets_and_the_cpu_rerun_exactly_their_stages(project: Project, tmp_path):
     """A new target runs its own stages only. On a CPU that lacks its ISA it is built but not
-    validated: the repro still succeeds, says so in one line, and the manifest leaves it out. The same cache on a CPU that has the ISA reruns exactly that
+    validated: the repro still succeeds, says so in one line, and the manifest leaves it out. The
+    same cache on a CPU that has the ISA reruns exactly that
     target's validations (and what reads them); the other target's stay cached. Removing the
     target leaves the other stages as they were."""
     proj, p = project, project.params
@@ -41,11 +40,17 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(project: Project, tmp_pa
     p["targets"]["v3"] = {"kind": "llvm", "mcpu": "x86-64-v3"}
     proj.set_params(p)
     try:
-        own = {s for s in proj.stages() if s.endswith(("-v3", "@v3")) and not s.startswith("devices@")}
+        own = {
+            s for s in proj.stages() if s.endswith(("-v3", "@v3")) and not s.startswith("devices@")
+        }
         libraries = 2 * len(p["buckets"]["tokens"]) + len(p["buckets"]["frames"])
-        assert len(own) == 4 * libraries + 1  # (tune, build, validate, bench) per library + bench summary
+        assert (
+            len(own) == 4 * libraries + 1
+        )  # (tune, build, validate, bench) per library + bench summary
         out = proj.run("dvc", "repro", env=old_cpu).stdout
-        ran = {s for s in re.findall(r"Running stage '([^']+)'", out) if not s.startswith("devices@")}
+        ran = {
+            s for s in re.findall(r"Running stage '([^']+)'", out) if not s.startswith("devices@")
+        }
         assert ran == own | {"manifest", "bench_e2e"}, sorted(ran)
         (line,) = [l for l in out.splitlines() if l.startswith("v3: built but NOT validated")]
         assert "lacks avx" in line and "Fix:" in line
@@ -65,4 +70,6 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(project: Project, tmp_pa
     proj.run("python", "-m", "kokoro_tvm.pipeline.lockfile")
     # the manifest listed v3's libraries and bench_e2e reads artifacts/build (v3's folder left it)
     assert proj.changed() == {"manifest", "bench_e2e"}
-    assert proj.repro() <= {"manifest", "bench_e2e"} and proj.up_to_date()  # or restored from the run-cache
+    assert (
+        proj.repro() <= {"manifest", "bench_e2e"} and proj.up_to_date()
+    )  # or restored from the run-cache

@@ -6,17 +6,19 @@ import numpy as np
 import pytest
 
 from kokoro_tvm.compile.flow import compile_component
-from kokoro_tvm.model.inputs import example_inputs
-from kokoro_tvm.runtime.library import bind_params
 from kokoro_tvm.config import load_model_config
 from kokoro_tvm.eval.metrics import log_mel_snr, rel_err
-from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.eval.reference import reference
+from kokoro_tvm.model.checkpoint import build_kmodel
+from kokoro_tvm.model.inputs import example_inputs
+from kokoro_tvm.runtime.library import bind_params
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("component,bucket", [("duration", 16), ("text_encoder", 16), ("decoder", 32)])
+@pytest.mark.parametrize(
+    "component,bucket", [("duration", 16), ("text_encoder", 16), ("decoder", 32)]
+)
 def test_kokoro_82m_full_length_parity(component, bucket):
     import tvm
 
@@ -31,7 +33,9 @@ def test_kokoro_82m_full_length_parity(component, bucket):
     ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]
     if component == "decoder":
         snr = log_mel_snr(ref[0], got[0])
-        print(f"{component}-{bucket}: log-mel SNR {snr:.1f} dB, waveform rel err {rel_err(ref[0], got[0]):.2e}")
+        print(
+            f"{component}-{bucket}: log-mel SNR {snr:.1f} dB, waveform rel err {rel_err(ref[0], got[0]):.2e}"
+        )
         assert np.isfinite(got[0]).all() and snr >= 40
     else:
         errs = [rel_err(r, g) for r, g in zip(ref, got)]

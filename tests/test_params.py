@@ -8,8 +8,8 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import REPO, TINY_PARAMS
+
 from kokoro_tvm import params as P
 from kokoro_tvm.atomic import atomic_path
 from kokoro_tvm.toolchain import ToolchainError, check_installed, versions
@@ -33,45 +33,71 @@ def test_repo_params_are_valid():
     assert prm.model_config == "kokoro-82m" and prm.checkpoint == "kokoro-onnx-int8"
 
 
-@pytest.mark.parametrize("path,value,key", [
-    ("buckets.tokens", [], "buckets.tokens"),
-    ("buckets.tokens", [0, 8], "buckets.tokens"),
-    ("buckets.frames", [-4], "buckets.frames"),
-    ("buckets.frames", [12.5], "buckets.frames"),
-    ("buckets.frames", ["64"], "buckets.frames"),
-    ("buckets.tokens", [8, 16, 8], "buckets.tokens"),
-    ("buckets.tokens", [600], "buckets.tokens"),
-    ("buckets.frames", KeyError, "buckets.frames"),
-    ("lstm.strategy", "scan", "lstm.strategy"),
-    ("model.config", "huge", "model.config"),
-    ("targets", {"gpu": {"kind": "cuda"}}, "targets.gpu.kind"),
-    ("targets", {"bad name": {"kind": "llvm"}}, "bad name"),
-    ("targets", {}, "targets"),
-    ("toolchain", {"llvm_major": "22"}, "toolchain.llvm_major"),
-    ("toolchain", {"tvm": "1"}, "toolchain.tvm"),
-    ("runtime.num_threads", -1, "runtime.num_threads"),
-    ("tune.trials", -8, "tune.trials"),
-    ("tune.trials", "many", "tune.trials"),
-    ("bench.phonemes", [], "bench.phonemes"),
-    ("bench.phonemes", [0, 30], "bench.phonemes"),
-    ("bench.phonemes", [30, 30], "bench.phonemes"),
-    ("bench.phonemes", "all", "bench.phonemes"),
-])
+@pytest.mark.parametrize(
+    "path,value,key",
+    [
+        ("buckets.tokens", [], "buckets.tokens"),
+        ("buckets.tokens", [0, 8], "buckets.tokens"),
+        ("buckets.frames", [-4], "buckets.frames"),
+        ("buckets.frames", [12.5], "buckets.frames"),
+        ("buckets.frames", ["64"], "buckets.frames"),
+        ("buckets.tokens", [8, 16, 8], "buckets.tokens"),
+        ("buckets.tokens", [600], "buckets.tokens"),
+        ("buckets.frames", KeyError, "buckets.frames"),
+        ("lstm.strategy", "scan", "lstm.strategy"),
+        ("model.config", "huge", "model.config"),
+        ("targets", {"gpu": {"kind": "cuda"}}, "targets.gpu.kind"),
+        ("targets", {"bad name": {"kind": "llvm"}}, "bad name"),
+        ("targets", {}, "targets"),
+        ("toolchain", {"llvm_major": "22"}, "toolchain.llvm_major"),
+        ("toolchain", {"tvm": "1"}, "toolchain.tvm"),
+        ("runtime.num_threads", -1, "runtime.num_threads"),
+        ("tune.trials", -8, "tune.trials"),
+        ("tune.trials", "many", "tune.trials"),
+        ("bench.phonemes", [], "bench.phonemes"),
+        ("bench.phonemes", [0, 30], "bench.phonemes"),
+        ("bench.phonemes", [30, 30], "bench.phonemes"),
+        ("bench.phonemes", "all", "bench.phonemes"),
+    ],
+)
 def test_bad_params_name_the_key(path, value, key):
     with pytest.raises(P.ParamsError, match=key.replace(".", r"\.")):
         P.parse(_with(path, value))
 
 
-@pytest.mark.parametrize("path,value,message", [
-    ("tune.trial", 4, r"unknown key 'tune\.trial'; did you mean 'tune\.trials'\?"),
-    ("bench.repeat", 4, r"unknown key 'bench\.repeat'; did you mean 'bench\.repeats'\?"),
-    ("modle", {}, r"unknown key 'modle'; did you mean 'model'\?"),
-    ("targets.generic.mcpuu", "x86-64-v3", r"unknown key 'targets\.generic\.mcpuu'; did you mean 'targets\.generic\.mcpu'\?"),
-    ("lstm.strategy", "lop", r"'lstm\.strategy' is 'lop'; choose one of \['unroll', 'loop'\]; did you mean 'loop'\?"),
-    ("shapes.tokens", "bounde", r"'shapes\.tokens' is 'bounde'; choose one of \['padded', 'bounded'\]; did you mean"),
-    ("shapes.frames", "masked", r"'shapes\.frames' is 'masked'; choose one of \['padded', 'bounded'\]"),
-    ("shapes.token", "bounded", r"unknown key 'shapes\.token'; did you mean 'shapes\.tokens'\?"),
-])
+@pytest.mark.parametrize(
+    "path,value,message",
+    [
+        ("tune.trial", 4, r"unknown key 'tune\.trial'; did you mean 'tune\.trials'\?"),
+        ("bench.repeat", 4, r"unknown key 'bench\.repeat'; did you mean 'bench\.repeats'\?"),
+        ("modle", {}, r"unknown key 'modle'; did you mean 'model'\?"),
+        (
+            "targets.generic.mcpuu",
+            "x86-64-v3",
+            r"unknown key 'targets\.generic\.mcpuu'; did you mean 'targets\.generic\.mcpu'\?",
+        ),
+        (
+            "lstm.strategy",
+            "lop",
+            r"'lstm\.strategy' is 'lop'; choose one of \['unroll', 'loop'\]; did you mean 'loop'\?",
+        ),
+        (
+            "shapes.tokens",
+            "bounde",
+            r"'shapes\.tokens' is 'bounde'; choose one of \['padded', 'bounded'\]; did you mean",
+        ),
+        (
+            "shapes.frames",
+            "masked",
+            r"'shapes\.frames' is 'masked'; choose one of \['padded', 'bounded'\]",
+        ),
+        (
+            "shapes.token",
+            "bounded",
+            r"unknown key 'shapes\.token'; did you mean 'shapes\.tokens'\?",
+        ),
+    ],
+)
 def test_unknown_keys_and_typos_suggest_the_valid_spelling(path, value, message):
     with pytest.raises(P.ParamsError, match=message):
         P.parse(_with(path, value))
@@ -80,27 +106,50 @@ def test_unknown_keys_and_typos_suggest_the_valid_spelling(path, value, message)
 def test_bench_lengths_are_auto_or_phoneme_counts():
     assert P.parse(_with("bench.phonemes", "auto")).bench_phonemes is None
     assert P.parse(_with("bench.phonemes", [510, 30])).bench_phonemes == (30, 510)
-    with pytest.raises(P.ParamsError, match=r"'bench\.phonemes' has phoneme count\(s\) \[6000\] outside 1\.\.5100"):
+    with pytest.raises(
+        P.ParamsError, match=r"'bench\.phonemes' has phoneme count\(s\) \[6000\] outside 1\.\.5100"
+    ):
         P.parse(_with("bench.phonemes", [30, 6000]))
 
 
 def test_bounded_shapes_need_the_loop_lstm():
     raw = _with("lstm.strategy", "unroll")
     raw["shapes"]["tokens"] = "bounded"
-    with pytest.raises(P.ParamsError, match=r"'shapes\.tokens' is 'bounded' but 'lstm\.strategy' is 'unroll': only the loop LSTM"):
+    with pytest.raises(
+        P.ParamsError,
+        match=r"'shapes\.tokens' is 'bounded' but 'lstm\.strategy' is 'unroll': only the loop LSTM",
+    ):
         P.parse(raw)
     raw["lstm"]["strategy"] = "loop"  # the same params with the loop LSTM pass
     assert P.parse(raw).shapes("duration") == "bounded"
 
 
-@pytest.mark.parametrize("spec,message", [
-    ({"kind": "llvm", "mcpu": "x86-64-v9"}, r"mcpu 'x86-64-v9' is not a CPU LLVM 22 knows.*did you mean 'x86-64-v4'"),
-    ({"kind": "llvm", "mcpu": "znver9"}, r"mcpu 'znver9' is not a CPU LLVM"),
-    ({"kind": "llvm", "mattr": ["+avx2", "+avx513f"]}, r"mattr '\+avx513f': LLVM does not know the feature"),
-    ({"kind": "llvm", "mattr": ["avx2"]}, r"mattr entry 'avx2' must be '\+feature' or '-feature'"),
-    ({"kind": "llvm", "mtriple": "x86_65-linux-gnu"}, r"mtriple 'x86_65-linux-gnu': LLVM 22 has no target 'x86_65'; did you mean 'x86_64'"),
-    ({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "znver3"}, r"mcpu 'znver3' is not a CPU"),
-])
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        (
+            {"kind": "llvm", "mcpu": "x86-64-v9"},
+            r"mcpu 'x86-64-v9' is not a CPU LLVM 22 knows.*did you mean 'x86-64-v4'",
+        ),
+        ({"kind": "llvm", "mcpu": "znver9"}, r"mcpu 'znver9' is not a CPU LLVM"),
+        (
+            {"kind": "llvm", "mattr": ["+avx2", "+avx513f"]},
+            r"mattr '\+avx513f': LLVM does not know the feature",
+        ),
+        (
+            {"kind": "llvm", "mattr": ["avx2"]},
+            r"mattr entry 'avx2' must be '\+feature' or '-feature'",
+        ),
+        (
+            {"kind": "llvm", "mtriple": "x86_65-linux-gnu"},
+            r"mtriple 'x86_65-linux-gnu': LLVM 22 has no target 'x86_65'; did you mean 'x86_64'",
+        ),
+        (
+            {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "znver3"},
+            r"mcpu 'znver3' is not a CPU",
+        ),
+    ],
+)
 def test_targets_are_checked_against_the_installed_llvm(spec, message):
     """LLVM only warns about a CPU or feature it does not know, then builds for a generic CPU;
     the params check refuses instead, naming the target."""
@@ -109,8 +158,11 @@ def test_targets_are_checked_against_the_installed_llvm(spec, message):
 
 
 def test_known_targets_pass():
-    for spec in ({"kind": "llvm", "mcpu": "x86-64-v4"}, {"kind": "llvm", "mattr": ["+avx2", "-fma"]},
-                 {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-v1"}):
+    for spec in (
+        {"kind": "llvm", "mcpu": "x86-64-v4"},
+        {"kind": "llvm", "mattr": ["+avx2", "-fma"]},
+        {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-v1"},
+    ):
         assert P.parse(_with("targets", {"t": spec})).targets == {"t": spec}
 
 
@@ -131,8 +183,12 @@ def test_malformed_yaml(tmp_path):
 def test_stage_fails_before_work_on_bad_params(tmp_path):
     """A stage script run with a bad params.yaml exits 1 with the key, and writes nothing."""
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(_with("lstm.strategy", "scan")))
-    p = subprocess.run([sys.executable, str(REPO / "stages/export.py"), "duration", "8"],
-                       cwd=tmp_path, capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, str(REPO / "stages/export.py"), "duration", "8"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 1
     assert "lstm.strategy" in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "artifacts").exists()

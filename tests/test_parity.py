@@ -6,12 +6,14 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import Project
+
 from kokoro_tvm.eval import validate as V
 from kokoro_tvm.runtime.library import load_component
 
-pytestmark = pytest.mark.pipeline  # the DVC-built project (conftest.built_project): `make test`, not `make test-fast`
+pytestmark = (
+    pytest.mark.pipeline
+)  # the DVC-built project (conftest.built_project): `make test`, not `make test-fast`
 
 
 def test_validation_metrics_cover_every_library_at_padded_lengths(built_project: Project):
@@ -24,8 +26,14 @@ def test_validation_metrics_cover_every_library_at_padded_lengths(built_project:
     for d in docs:
         lengths = sorted(int(n) for n in d["lengths"])
         assert lengths == V.lengths_for(d["component"], d["bucket"])
-        assert any(n not in (built_project.params["buckets"]["tokens"] + built_project.params["buckets"]["frames"])
-                   for n in lengths), "validation must include lengths that are not bucket sizes"
+        assert any(
+            n
+            not in (
+                built_project.params["buckets"]["tokens"]
+                + built_project.params["buckets"]["frames"]
+            )
+            for n in lengths
+        ), "validation must include lengths that are not bucket sizes"
         assert d["ok"] and all(r["ok"] for r in d["lengths"].values()), d
     for lib in manifest["libraries"]:
         assert lib["validation"]["lengths"] == V.lengths_for(lib["component"], lib["bucket"])

@@ -40,11 +40,15 @@ def test_dumps_follow_the_named_passes_and_change_nothing(tmp_path, monkeypatch)
     monkeypatch.setenv(passes.DUMP_DIR_ENV, str(tmp_path))
     assert legalize(_imported()).script() == plain
     dumps = sorted(p.name for p in tmp_path.iterdir())
-    assert dumps == [f"legalize-{PASSES.index('LegalizeOps'):02d}-LegalizeOps.py",
-                     f"legalize-{PASSES.index('FuseTIR'):02d}-FuseTIR.py"]
+    assert dumps == [
+        f"legalize-{PASSES.index('LegalizeOps'):02d}-LegalizeOps.py",
+        f"legalize-{PASSES.index('FuseTIR'):02d}-FuseTIR.py",
+    ]
     after_legalize = (tmp_path / dumps[0]).read_text()
     assert "def sin(" in after_legalize  # our sin legalization (``legalizations.sin``) ran there
-    assert "fused_" not in after_legalize and "fused_" in (tmp_path / dumps[1]).read_text()  # ... and fusion after
+    assert (
+        "fused_" not in after_legalize and "fused_" in (tmp_path / dumps[1]).read_text()
+    )  # ... and fusion after
 
 
 def test_every_pass_of_both_phases_can_be_dumped(tmp_path, monkeypatch):
@@ -59,7 +63,9 @@ def test_every_pass_of_both_phases_can_be_dumped(tmp_path, monkeypatch):
 
 def test_a_dump_naming_no_pass_is_refused(monkeypatch):
     monkeypatch.setenv(passes.DUMP_ENV, "LegalizeOp")
-    with pytest.raises(ValueError, match=r"names no pass \['LegalizeOp'\]; passes are .*'LegalizeOps'"):
+    with pytest.raises(
+        ValueError, match=r"names no pass \['LegalizeOp'\]; passes are .*'LegalizeOps'"
+    ):
         legalize(_imported())
 
 
@@ -148,8 +154,15 @@ def test_a_bounded_library_builds_the_same_bytes_in_every_process():
 
     # an unused argument of another length per process shifts where the heap puts TVM's objects,
     # as different checkouts' paths do (identical processes can lay out their heaps alike)
-    digests = {subprocess.run([sys.executable, "-c", _BUILD_BOUNDED, "x" * (i + 1)], check=True,
-                              capture_output=True, text=True).stdout.split()[-1] for i in range(3)}
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", _BUILD_BOUNDED, "x" * (i + 1)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()[-1]
+        for i in range(3)
+    }
     assert len(digests) == 1, digests
 
 
@@ -180,7 +193,9 @@ def test_integer_min_max_operands_are_put_in_one_order():
     one, other = (ordered_min_max()(_min_extent_module(s)) for s in (False, True))
     loop = lambda mod: [l for l in mod.script().splitlines() if l.strip().startswith("for ")]
     assert loop(one) == loop(other)
-    assert loop(_min_extent_module(False)) != loop(_min_extent_module(True))  # the two orders differ before
+    assert loop(_min_extent_module(False)) != loop(
+        _min_extent_module(True)
+    )  # the two orders differ before
     value = lambda mod: [l.strip() for l in mod.script().splitlines() if l.strip().startswith("B[")]
     assert value(one) != value(other)  # float min: as written
 

@@ -32,7 +32,11 @@ def ran(tmp_path_factory) -> dict:
     except g2p.G2PUnavailable as e:
         pytest.skip(str(e))
     artifacts = runtime_artifacts(tmp_path_factory)
-    code = _example().split(MISSING_VOICE)[0].replace('from_manifest("artifacts")', f"from_manifest({str(artifacts)!r})")
+    code = (
+        _example()
+        .split(MISSING_VOICE)[0]
+        .replace('from_manifest("artifacts")', f"from_manifest({str(artifacts)!r})")
+    )
     ns: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the test buckets are small: "Hello world." is cut
@@ -42,7 +46,9 @@ def ran(tmp_path_factory) -> dict:
 
 def test_the_example_runs_both_call_styles(ran):
     tts = ran["tts"]
-    assert ran["sample_rate"] == 24000 and ran["audio"].dtype == np.float32 and ran["audio"].size > 0
+    assert (
+        ran["sample_rate"] == 24000 and ran["audio"].dtype == np.float32 and ran["audio"].size > 0
+    )
     assert ran["result"].audio.size > 0 and ran["result"].graphemes and ran["result"].phonemes
     assert tts.voices == voices.registry_voice_names() and "jf_alpha" in tts.voices
     with warnings.catch_warnings():

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import torch
 import tvm
+from host import runs_here
 from tvm import relax
 from tvm.script import tirx as T
 
 from kokoro_tvm.eval import roofline
 
-from host import runs_here
-
 
 def _matmul():
     """``out[i, j] = sum_k a[i, k] * w[k, j]`` with ``i`` symbolic (a bounded library's length)."""
+
     @T.prim_func(private=True, s_tir=True)
     def matmul(a_h: T.handle, w: T.Buffer((T.int64(64), T.int64(32)), "float32"), o_h: T.handle):
         n = T.int64()
@@ -36,7 +36,9 @@ def _matmul():
 
 
 @T.prim_func(private=True, s_tir=True)
-def _row_sum(a: T.Buffer((T.int64(8), T.int64(16)), "float32"), o: T.Buffer((T.int64(8),), "float32")):
+def _row_sum(
+    a: T.Buffer((T.int64(8), T.int64(16)), "float32"), o: T.Buffer((T.int64(8),), "float32")
+):
     for i, k in T.grid(T.int64(8), T.int64(16)):
         with T.sblock("sum"):
             vi, vk = T.axis.remap("SR", [i, k])
@@ -65,14 +67,15 @@ def test_reduction_flops_binds_symbolic_lengths():
 
 def test_lstm_recurrence_flops_are_its_gemvs():
     """The hand-scheduled recurrence has no reduction blocks: it declares its FLOPs."""
-    from kokoro_tvm.compile.lstm_lowering import _recurrence_kernel
     from kokoro_tvm.compile.hand_written import FLOPS
+    from kokoro_tvm.compile.lstm_lowering import _recurrence_kernel
 
     # torch's count of the same GEMVs: h [B=3, H=16] @ w_hh^T [H, 4H], one per direction and step
     lstm = torch.nn.LSTM(8, 16, bidirectional=True)
     h = torch.zeros(3, 16)
     per_step = roofline.model_flops(
-        lambda: [h @ w.T for w in (lstm.weight_hh_l0, lstm.weight_hh_l0_reverse)])
+        lambda: [h @ w.T for w in (lstm.weight_hh_l0, lstm.weight_hh_l0_reverse)]
+    )
     assert roofline.reduction_flops(_recurrence_kernel(3, 10, 16), {}) == 10 * per_step
     symbolic = _recurrence_kernel(3, None, 16)
     (steps,) = {d.name for d in symbolic.params[0].shape if isinstance(d, tvm.tirx.Var)}

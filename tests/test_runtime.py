@@ -14,21 +14,23 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from runtime_project import RUNTIME_PARAMS, runtime_artifacts
 
-from kokoro_tvm.runtime import alignment, chunking, seams, voices
 from kokoro_tvm import artifacts as A
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.config import load_model_config
 from kokoro_tvm.eval.e2e import compare
 from kokoro_tvm.eval.reference import as_float64
 from kokoro_tvm.model.checkpoint import build_kmodel
+from kokoro_tvm.runtime import alignment, chunking, seams, voices
 from kokoro_tvm.runtime.synthesizer import BucketError, KokoroTVM
 from kokoro_tvm.toolchain import ToolchainError
-from runtime_project import RUNTIME_PARAMS, runtime_artifacts
 
 # Kokoro phonemes (misaki output for a few English sentences).
-TEXT = ("kˈOkəɹO ɪz ɐn ˈOpən wˈAt tˌitˌiˈɛs mˈɑdᵊl, wɪð ˈATi tˈu mˈɪljən pəɹˈæməTəɹz. dəspˈIt ɪts "
-        "lˈItwˌAt ˈɑɹkətˌɛkʧəɹ, ɪt dəlˈɪvəɹz kˈɑmpəɹəbᵊl kwˈɑləTi; wˌIl bˈiɪŋ fˈæstəɹ!")
+TEXT = (
+    "kˈOkəɹO ɪz ɐn ˈOpən wˈAt tˌitˌiˈɛs mˈɑdᵊl, wɪð ˈATi tˈu mˈɪljən pəɹˈæməTəɹz. dəspˈIt ɪts "
+    "lˈItwˌAt ˈɑɹkətˌɛkʧəɹ, ɪt dəlˈɪvəɹz kˈɑmpəɹəbᵊl kwˈɑləTi; wˌIl bˈiɪŋ fˈæstəɹ!"
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +78,14 @@ def find_phonemes(km, lo: int, hi: int, seed: int = 0, max_len: int = 10) -> str
     guess = max(1, lo // 4 - 2)
     for n in sorted(range(1, max_len + 1), key=lambda n: abs(n - guess)):
         for i in starts:
-            ps = TEXT[i:i + n]
+            ps = TEXT[i : i + n]
             if len(ps.strip()) == n and lo <= eager_frames(km, ps, style) <= hi:
                 return ps
     raise AssertionError(f"no substring of TEXT predicts {lo}..{hi} frames")
 
 
 # -- host code, no libraries --------------------------------------------------------------------
+
 
 def test_join_keeps_every_sample_and_fades_only_inner_seams():
     a, b = np.ones(1000, np.float32), -np.ones(800, np.float32)
@@ -108,7 +111,7 @@ def test_durations_and_alignment_match_kokoro():
         x = torch.randn(1, 7, 40, generator=g)
         expanded = alignment.expand(x.numpy(), got, idx.numel() + 5)
         assert np.array_equal(expanded[..., : idx.numel()], (x @ aln).numpy())
-        assert not expanded[..., idx.numel():].any()
+        assert not expanded[..., idx.numel() :].any()
     with pytest.raises(ValueError, match="positive"):
         alignment.frame_durations(dur.numpy()[0], 0)
 
@@ -130,13 +133,18 @@ def test_voice_pack_rows_and_shapes(tmp_path):
 
 # -- loading and refusing -----------------------------------------------------------------------
 
+
 def test_missing_artifact_directory_says_dvc_repro(tmp_path):
     with pytest.raises(ArtifactError, match=r"does not exist; run `dvc repro`"):
         KokoroTVM.from_manifest(tmp_path / "artifacts")
 
 
 def test_target_not_built_is_refused(artifacts):
-    with pytest.raises(ArtifactError, match=r"target 'x86_avx512' was not built and validated \(validated targets: \['generic'\]\); add it to params.yaml 'targets'"):
+    with pytest.raises(
+        ArtifactError,
+        match=r"target 'x86_avx512' was not built and validated \(validated targets: "
+        r"\['generic'\]\); add it to params.yaml 'targets'",
+    ):
         KokoroTVM.from_manifest(artifacts, target="x86_avx512")
 
 
@@ -150,13 +158,17 @@ def test_toolchain_mismatch_is_refused_before_loading(artifacts, tmp_path):
 
 def test_tampered_library_is_refused(artifacts, tmp_path):
     copy = tmp_path / "artifacts"
-    shutil.copytree(artifacts, copy, ignore=shutil.ignore_patterns("decoder*", "export", "relax", "legalize"))
+    shutil.copytree(
+        artifacts, copy, ignore=shutil.ignore_patterns("decoder*", "export", "relax", "legalize")
+    )
     lib = copy / "build/generic/duration-6.so"
     data = bytearray(lib.read_bytes())
     data[len(data) // 2] ^= 0xFF
     lib.write_bytes(bytes(data))
     tts = KokoroTVM.from_manifest(copy)
-    with pytest.raises(ArtifactError, match="duration-6.so does not match the sha256 recorded in its manifest"):
+    with pytest.raises(
+        ArtifactError, match="duration-6.so does not match the sha256 recorded in its manifest"
+    ):
         tts.plan("hə", "random")  # 4 tokens: bucket 6
     # a manifest edited to the new bytes still holds the old validation: refused as well
     manifest = json.loads((copy / "manifest.json").read_text())
@@ -186,7 +198,9 @@ def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch):
     weights = libs._weights["duration"]
     lib6 = libs._libs[("duration", 6)]
     # after binding, the raw weights it transformed are gone: what remains is what it binds as is
-    assert weights.tensors and {id(t) for t in weights.tensors.values()} <= {id(p) for p in lib6.params}
+    assert weights.tensors and {id(t) for t in weights.tensors.values()} <= {
+        id(p) for p in lib6.params
+    }
     assert len(weights.tensors) < len(weights.names)  # negative control: some were transformed
     tts.plan("ab cd ef", "random")  # 10 tokens: bucket 12
     assert set(libs._libs) == {("duration", 6), ("duration", 12)}
@@ -211,6 +225,7 @@ def test_bad_input_errors(tts):
 
 # -- planning: token components only ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("speed", [1.0, 1.3])
 def test_long_input_splits_to_fit_buckets_with_kokoro_durations(tts, km, speed):
     text = TEXT[:64]
@@ -221,16 +236,20 @@ def test_long_input_splits_to_fit_buckets_with_kokoro_durations(tts, km, speed):
     assert len(chunks) > 1  # token and frame buckets forced cuts, and said so once
     assert len(caught) == 1 and str(caught[0].message).startswith(
         f"an utterance of {len(text.strip())} phonemes needs {len(text.strip()) + 2} tokens, more than the largest "
-        "token bucket 12"), caught
+        "token bucket 12"
+    ), caught
     # words longer than ~6 phonemes overflow 32 frames here, so some are cut; nothing is lost
     assert "".join(c.phonemes for c in chunks).replace(" ", "") == text.replace(" ", "")
     for c in chunks:
         assert c.n_tokens <= 12 and c.n_frames <= 32
         assert c.token_bucket == (6 if c.n_tokens <= 6 else 12)
-        assert np.array_equal(c.durations, eager_durations(km, c.phonemes, c.style, speed)), c.phonemes
+        assert np.array_equal(c.durations, eager_durations(km, c.phonemes, c.style, speed)), (
+            c.phonemes
+        )
 
 
 # -- end to end ---------------------------------------------------------------------------------
+
 
 def _check(row) -> None:
     """The float64 criterion (``eval.validate``): no further from float64 kokoro than float32 is."""
@@ -246,7 +265,9 @@ def test_parity_at_full_frame_bucket(tts, km, km64, frames):
     row = compare(tts, km, km64, ps)
     assert row["chunks"] == 1 and row["frame_buckets"] == [frames]
     # kokoro runs a phoneme string as one utterance; so did the runtime
-    assert row["kokoro_utterances"] == 1 and row["same_utterances"] and not row["split_beyond_kokoro"]
+    assert (
+        row["kokoro_utterances"] == 1 and row["same_utterances"] and not row["split_beyond_kokoro"]
+    )
     _check(row)
 
 
@@ -284,9 +305,14 @@ def test_replayed_durations_drive_kokoros_alignment(tts, km):
     from kokoro_tvm.eval.e2e import eager_chunk
 
     chunk = tts.synthesize("ɐn ˈOp", "random").chunks[0]
-    extra = np.zeros((1, 600, chunk.noise.shape[-1]), chunk.noise.dtype)  # SineGen's draws for one more frame
-    longer = dataclasses.replace(chunk, durations=chunk.durations + (np.arange(chunk.n_tokens) == 1),
-                                 noise=np.concatenate([chunk.noise, extra], axis=1))
+    extra = np.zeros(
+        (1, 600, chunk.noise.shape[-1]), chunk.noise.dtype
+    )  # SineGen's draws for one more frame
+    longer = dataclasses.replace(
+        chunk,
+        durations=chunk.durations + (np.arange(chunk.n_tokens) == 1),
+        noise=np.concatenate([chunk.noise, extra], axis=1),
+    )
     with torch.no_grad():
         audio, pred = eager_chunk(km, longer, 1.0, replay=True)
         plain, own = eager_chunk(km, chunk, 1.0)
@@ -304,27 +330,32 @@ def test_chunks_join_without_gap_or_click(long_row):
     typical = np.percentile(steps, 99)
     for s in seams:
         assert steps[s - 1] <= typical, (s, steps[s - 1], typical)  # the seam is no larger a step
-        assert np.abs(audio[s - 3:s + 3]).max() < 0.05 * np.abs(audio).max()
+        assert np.abs(audio[s - 3 : s + 3]).max() < 0.05 * np.abs(audio).max()
 
 
 # -- end-to-end real-time factor (bench_e2e stage) ----------------------------------------------
+
 
 def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tmp_path):
     """``bench_e2e`` on the runtime project at the lengths ``bench.phonemes`` names (a short
     input and one the runtime splits; the default lengths: the test below): each is checked for
     parity before it is timed, the ratios are the medians' own, and the metrics file says where
     it ran and which target the runtime picked, and why."""
-    import dataclasses
-
     import contextlib
+    import dataclasses
 
     from kokoro_tvm import artifacts as A
     from kokoro_tvm.params import load
     from kokoro_tvm.pipeline import bench_e2e
 
     lengths = [4, 30]  # bucket 6 filled; 2.5x bucket 12
-    prm = dataclasses.replace(load(artifacts.parent / "params.yaml"), bench_repeats=2, num_threads=0,
-                              bench_onnxruntime=True, bench_phonemes=tuple(lengths))
+    prm = dataclasses.replace(
+        load(artifacts.parent / "params.yaml"),
+        bench_repeats=2,
+        num_threads=0,
+        bench_onnxruntime=True,
+        bench_phonemes=tuple(lengths),
+    )
     with contextlib.chdir(artifacts.parent):
         bench_e2e.run(prm)
     path = artifacts / A.bench_e2e_file().relative_to(A.ROOT)
@@ -339,22 +370,33 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
         assert r["rtf_tvm"] == pytest.approx(r["tvm_s"] / r["audio_s"], rel=1e-3)
         # kokoro-onnx's whole model (fp32 export of these weights; the int8 file is Kokoro-82M's only)
         assert r["speedup_vs_ort_fp32"] == pytest.approx(r["ort_fp32_s"] / r["tvm_s"], rel=1e-3)
-        assert r["ort_fp32_durations_differ"] == 0 and r["ort_fp32_samples"] == round(r["audio_s"] * 24000)
+        assert r["ort_fp32_durations_differ"] == 0 and r["ort_fp32_samples"] == round(
+            r["audio_s"] * 24000
+        )
         assert "ort_int8_s" not in r
         # the kokoro-onnx package's create() on the same phonemes and model, timed beside them
-        assert r["speedup_vs_kokoro_onnx_fp32"] == pytest.approx(r["kokoro_onnx_fp32_s"] / r["tvm_s"], rel=1e-3)
+        assert r["speedup_vs_kokoro_onnx_fp32"] == pytest.approx(
+            r["kokoro_onnx_fp32_s"] / r["tvm_s"], rel=1e-3
+        )
         assert r["kokoro_onnx_fp32_audio_s"] > 0
     total = doc["total"]
     assert total["audio_s"] == pytest.approx(sum(r["audio_s"] for r in rows), rel=1e-3)
-    assert total["speedup_vs_eager"] == pytest.approx(sum(r["eager_s"] for r in rows) / sum(r["tvm_s"] for r in rows),
-                                                      rel=1e-3)
+    assert total["speedup_vs_eager"] == pytest.approx(
+        sum(r["eager_s"] for r in rows) / sum(r["tvm_s"] for r in rows), rel=1e-3
+    )
 
 
-@pytest.mark.parametrize("buckets,lengths", [
-    ([512], [30, 62, 126, 254, 510]),  # one bounded bucket is timed at short inputs too
-    ([64, 128, 256, 512], [30, 62, 126, 254, 510]),
-    ([6, 12], [3, 4, 10, 30]),  # no half of 12 reaches 32 tokens: half the smallest; 2.5x the largest
-])
+@pytest.mark.parametrize(
+    "buckets,lengths",
+    [
+        ([512], [30, 62, 126, 254, 510]),  # one bounded bucket is timed at short inputs too
+        ([64, 128, 256, 512], [30, 62, 126, 254, 510]),
+        (
+            [6, 12],
+            [3, 4, 10, 30],
+        ),  # no half of 12 reaches 32 tokens: half the smallest; 2.5x the largest
+    ],
+)
 def test_e2e_lengths_cover_every_bucket_and_short_inputs(buckets, lengths):
     from kokoro_tvm.eval import e2e
 
@@ -386,7 +428,9 @@ def test_e2e_bench_refuses_to_time_an_onnx_model_that_is_not_kokoros(tts, km, km
     from kokoro_tvm.eval import e2e
 
     with pytest.raises(e2e.E2EError, match=r"ONNX Runtime \(fp32\) predicts other durations"):
-        e2e.measure_rtf(tts, km, km64, [4], repeats=1, settle_s=0, onnx={"fp32": _WrongDurationsSession()})
+        e2e.measure_rtf(
+            tts, km, km64, [4], repeats=1, settle_s=0, onnx={"fp32": _WrongDurationsSession()}
+        )
 
 
 def test_kokoro_onnx_export_runs_any_length_like_kokoro(artifacts):
@@ -404,9 +448,13 @@ def test_kokoro_onnx_export_runs_any_length_like_kokoro(artifacts):
     rng = np.random.default_rng(0)
     for tokens in (7, 20, 61):
         ids = np.concatenate([[0], rng.integers(1, 100, tokens - 2), [0]]).astype(np.int64)
-        chunk = type("C", (), {"input_ids": ids, "style": rng.standard_normal((1, 256)).astype(np.float32)})()
+        chunk = type(
+            "C", (), {"input_ids": ids, "style": rng.standard_normal((1, 256)).astype(np.float32)}
+        )()
         audio, durations = onnx_kmodel.run(session, chunk)
         with torch.no_grad():
-            want_audio, want = km.forward_with_tokens(torch.from_numpy(ids)[None], torch.from_numpy(chunk.style), 1)
+            want_audio, want = km.forward_with_tokens(
+                torch.from_numpy(ids)[None], torch.from_numpy(chunk.style), 1
+            )
         assert np.array_equal(durations, want.numpy().reshape(-1)), tokens
         assert audio.size == want_audio.numel() == 600 * int(want.sum())

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import REPO
 from runtime_project import runtime_artifacts
 
@@ -25,8 +24,21 @@ def runtime_venv(tmp_path_factory) -> Path:
     venv.create(root, with_pip=True)
     py = root / "bin" / "python"
     # the base install at the pins of requirements.lock, so the TVM runtime is the one that built
-    p = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        "-c", str(REPO / "requirements.lock"), str(REPO)], capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-c",
+            str(REPO / "requirements.lock"),
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return root
 
@@ -38,21 +50,29 @@ def test_base_install_has_no_torch(runtime_venv):
         assert p.returncode != 0 and "ModuleNotFoundError" in p.stderr, module
 
 
-def test_torch_free_venv_synthesizes_what_the_full_environment_does(runtime_venv, tmp_path, tmp_path_factory):
+def test_torch_free_venv_synthesizes_what_the_full_environment_does(
+    runtime_venv, tmp_path, tmp_path_factory
+):
     from kokoro_tvm.runtime.synthesizer import KokoroTVM
     from kokoro_tvm.runtime.wav import read_wav, write_wav
 
     artifacts = runtime_artifacts(tmp_path_factory)
     out = tmp_path / "venv.wav"
-    script = ("import sys\nfrom kokoro_tvm.runtime.cli import main\n"
-              f"code = main(['synth', '--phonemes', {PHONEMES!r}, '--voice', 'random', '--artifacts', {str(artifacts)!r}, "
-              f"'-o', {str(out)!r}, '-q'])\n"
-              "assert 'torch' not in sys.modules, 'the runtime imported torch'\n"
-              "import os, tvm\nassert tvm.base._RUNTIME_ONLY, tvm.base._LOADED_LIBS\n"
-              "assert 'TVM_USE_RUNTIME_LIB' not in os.environ\nsys.exit(code)\n")
-    p = subprocess.run([str(runtime_venv / "bin" / "kokoro-tvm"), "--help"], capture_output=True, text=True)
+    script = (
+        "import sys\nfrom kokoro_tvm.runtime.cli import main\n"
+        f"code = main(['synth', '--phonemes', {PHONEMES!r}, '--voice', 'random', '--artifacts', {str(artifacts)!r}, "
+        f"'-o', {str(out)!r}, '-q'])\n"
+        "assert 'torch' not in sys.modules, 'the runtime imported torch'\n"
+        "import os, tvm\nassert tvm.base._RUNTIME_ONLY, tvm.base._LOADED_LIBS\n"
+        "assert 'TVM_USE_RUNTIME_LIB' not in os.environ\nsys.exit(code)\n"
+    )
+    p = subprocess.run(
+        [str(runtime_venv / "bin" / "kokoro-tvm"), "--help"], capture_output=True, text=True
+    )
     assert p.returncode == 0 and "synth" in p.stdout
-    p = subprocess.run([str(runtime_venv / "bin" / "python"), "-c", script], capture_output=True, text=True)
+    p = subprocess.run(
+        [str(runtime_venv / "bin" / "python"), "-c", script], capture_output=True, text=True
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     got, rate = read_wav(out)
     here = tmp_path / "here.wav"
@@ -66,13 +86,19 @@ def test_torch_free_runtime_loads_tvm_without_its_compiler(runtime_venv):
     """The compiler library costs a runtime process ~110 MB resident and ~0.8 s to start
     (``runtime.tvm_import``); ``TVM_USE_RUNTIME_LIB=0`` keeps it where a process wants it."""
     py = str(runtime_venv / "bin" / "python")
-    script = ("import kokoro_tvm.runtime, tvm\n"
-              "print('tvm_compiler' in tvm.base._LOADED_LIBS, kokoro_tvm.runtime.tvm_import.runtime_only(tvm))\n")
+    script = (
+        "import kokoro_tvm.runtime, tvm\n"
+        "print('tvm_compiler' in tvm.base._LOADED_LIBS, kokoro_tvm.runtime.tvm_import.runtime_only(tvm))\n"
+    )
     p = subprocess.run([py, "-c", script], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.split() == ["False", "True"]
-    p = subprocess.run([py, "-c", script + "from tvm import relax\n"], capture_output=True, text=True,
-                       env={**os.environ, "TVM_USE_RUNTIME_LIB": "0"})
+    p = subprocess.run(
+        [py, "-c", script + "from tvm import relax\n"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TVM_USE_RUNTIME_LIB": "0"},
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.split() == ["True", "False"]
 
@@ -80,8 +106,14 @@ def test_torch_free_runtime_loads_tvm_without_its_compiler(runtime_venv):
 def test_build_environment_keeps_the_compiler_after_the_runtime_loads():
     """With torch installed (the build side), importing the runtime first must not take the
     compiler away from the stages that import it next."""
-    script = ("import kokoro_tvm.runtime.synthesizer, tvm\nfrom tvm import relax\n"
-              "assert not kokoro_tvm.runtime.tvm_import.runtime_only(tvm)\n")
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                       env={k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"})
+    script = (
+        "import kokoro_tvm.runtime.synthesizer, tvm\nfrom tvm import relax\n"
+        "assert not kokoro_tvm.runtime.tvm_import.runtime_only(tvm)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"},
+    )
     assert p.returncode == 0, p.stderr[-3000:]

@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from host import runs_here
 
 from kokoro_tvm.compile import schedule
 from kokoro_tvm.compile.build import build
 from kokoro_tvm.compile.legalize import legalize
 from kokoro_tvm.runtime.library import bind_params
-
-from host import runs_here
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 GENERIC = {"kind": "llvm"}
@@ -84,8 +83,16 @@ class ConvTCase(torch.nn.Module):
 
     def __init__(self, cin, cout, k, stride, padding=0, output_padding=0, groups=1, bias=True):
         super().__init__()
-        self.up = torch.nn.ConvTranspose1d(cin, cout, k, stride=stride, padding=padding,
-                                           output_padding=output_padding, groups=groups, bias=bias)
+        self.up = torch.nn.ConvTranspose1d(
+            cin,
+            cout,
+            k,
+            stride=stride,
+            padding=padding,
+            output_padding=output_padding,
+            groups=groups,
+            bias=bias,
+        )
 
     def forward(self, x):
         return F.leaky_relu(self.up(x), 0.1)
@@ -105,7 +112,9 @@ CONVT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case,length", CONVT_CASES, ids=["-".join(map(str, c[0])) + f"-L{c[1]}" for c in CONVT_CASES])
+@pytest.mark.parametrize(
+    "case,length", CONVT_CASES, ids=["-".join(map(str, c[0])) + f"-L{c[1]}" for c in CONVT_CASES]
+)
 def test_conv_transpose1d_polyphase_matches_torch(case, length):
     from tvm import tirx
 
@@ -116,7 +125,9 @@ def test_conv_transpose1d_polyphase_matches_torch(case, length):
     # no zero-dilated input left: every conv reads the undilated data
     assert "conv1d_transpose" not in legal.script()
     # ... over a whole number of vectors (a lane tail sent the upsamplers to a slow tile)
-    widths = {_conv_width(f) for f in legal.functions.values() if isinstance(f, tirx.PrimFunc)} - {None}
+    widths = {_conv_width(f) for f in legal.functions.values() if isinstance(f, tirx.PrimFunc)} - {
+        None
+    }
     assert widths and all(w % 16 == 0 for w in widths), widths
     got, ref, report = _run(module, (x,))
     assert got.shape == ref.shape
@@ -133,13 +144,16 @@ class StridedConv(torch.nn.Module):
         return self.conv(x) * 2.0
 
 
-@pytest.mark.parametrize("case,length", [
-    ((1, 1, 3, 2, 1), 40),  # decoder F0_conv / N_conv
-    ((1, 22, 20, 5, 10), 203),  # CustomSTFT forward conv shape (hop 5, n_fft 20, centre pad)
-    ((3, 8, 4, 3, 0), 31),
-    ((4, 16, 5, 2, 2), 33),
-    ((2, 5, 2, 4, 1), 41),  # K < stride
-])
+@pytest.mark.parametrize(
+    "case,length",
+    [
+        ((1, 1, 3, 2, 1), 40),  # decoder F0_conv / N_conv
+        ((1, 22, 20, 5, 10), 203),  # CustomSTFT forward conv shape (hop 5, n_fft 20, centre pad)
+        ((3, 8, 4, 3, 0), 31),
+        ((4, 16, 5, 2, 2), 33),
+        ((2, 5, 2, 4, 1), 41),  # K < stride
+    ],
+)
 def test_strided_conv1d_space_to_depth_matches_torch(case, length):
     torch.manual_seed(0)
     module = StridedConv(*case)
@@ -150,12 +164,15 @@ def test_strided_conv1d_space_to_depth_matches_torch(case, length):
     assert "conv" in report.functions.values() and report.fallbacks == [], report.functions
 
 
-@pytest.mark.parametrize("cout,length,padded", [
-    (22, 1537, 1600),  # conv_post shape: 22 channels x 120m+1 samples -> a multiple of 64
-    (3, 77, 80),  # short rows: a multiple of 16
-    (16, 77, None),  # 16 channels carry the lanes: no padding
-    (22, 64, None),  # width already divides
-])
+@pytest.mark.parametrize(
+    "cout,length,padded",
+    [
+        (22, 1537, 1600),  # conv_post shape: 22 channels x 120m+1 samples -> a multiple of 64
+        (3, 77, 80),  # short rows: a multiple of 16
+        (16, 77, None),  # 16 channels carry the lanes: no padding
+        (22, 64, None),  # width already divides
+    ],
+)
 def test_conv1d_width_padded_when_channels_miss_the_lanes(cout, length, padded):
     from tvm import tirx
 
@@ -163,7 +180,9 @@ def test_conv1d_width_padded_when_channels_miss_the_lanes(cout, length, padded):
     module = ConvLeaky(8, cout, 7)
     x = torch.randn(1, 8, length)
     legal, _ = _import(module, x)
-    widths = {_conv_width(f) for f in legal.functions.values() if isinstance(f, tirx.PrimFunc)} - {None}
+    widths = {_conv_width(f) for f in legal.functions.values() if isinstance(f, tirx.PrimFunc)} - {
+        None
+    }
     assert widths == {padded or length}, widths
     got, ref, report = _run(module, (x,))
     assert got.shape == ref.shape
@@ -178,7 +197,9 @@ def _conv_width(func) -> int | None:
 
     from kokoro_tvm.compile.schedule.analysis import root_blocks
 
-    red = [b for b in root_blocks(s_tir.Schedule(tvm.IRModule({"main": func}))) or [] if b.is_reduction]
+    red = [
+        b for b in root_blocks(s_tir.Schedule(tvm.IRModule({"main": func}))) or [] if b.is_reduction
+    ]
     return red[0].extents[2] if len(red) == 1 and len(red[0].extents) == 5 else None
 
 
@@ -205,7 +226,7 @@ class SharedLinear(torch.nn.Module):
 def test_shared_weight_is_transformed_once():
     torch.manual_seed(0)
     module, x = SharedLinear(), torch.randn(1, 5, 32)
-    legal, params = _import(module, x)
+    legal, _params = _import(module, x)
     main = legal["main"]
     # main takes x, the transposed weight and the bias: the transpose is lifted once, not per use
     assert len(main.params) == int(main.attrs["num_input"]) + 2, [p.name_hint for p in main.params]
@@ -295,7 +316,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("module,shape,rule", CASES, ids=[type(c[0]).__name__ + str(c[1][-1]) for c in CASES])
+@pytest.mark.parametrize(
+    "module,shape,rule", CASES, ids=[type(c[0]).__name__ + str(c[1][-1]) for c in CASES]
+)
 @pytest.mark.parametrize("target", [V3, GENERIC], ids=["x86-64-v3", "generic"])
 def test_rule_matches_torch(module, shape, rule, target):
     torch.manual_seed(0)
@@ -353,8 +376,15 @@ def test_prescheduled_lstm_left_alone():
     assert out["kokoro_lstm_b1_t4_h8"].same_as(func)
 
 
-@pytest.mark.parametrize("component,bucket,lstm", [("text_encoder", 8, "loop"), ("duration", 8, "loop"),
-                                                   ("decoder", 12, "loop"), ("text_encoder", 8, "unroll")])
+@pytest.mark.parametrize(
+    "component,bucket,lstm",
+    [
+        ("text_encoder", 8, "loop"),
+        ("duration", 8, "loop"),
+        ("decoder", 12, "loop"),
+        ("text_encoder", 8, "unroll"),
+    ],
+)
 def test_tiny_component_matches_eager(component, bucket, lstm):
     """Each component against kokoro; the unroll LSTM strategy on the text encoder (its whole
     component: the DVC tests build the loop one, as params.yaml ships)."""
@@ -412,9 +442,18 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     lib = tmp_path / "duration-8.so"
     built.executable.export_library(str(lib))
     np.savez(tmp_path / "duration.npz", **dict(zip(sig.params, built.weights)))
-    shared = ComponentWeights(tmp_path, {"path": "duration.npz", "sha256": A.sha256(tmp_path / "duration.npz")})
-    entry = {"component": component, "bucket": bucket, "path": lib.name, "sha256": A.sha256(lib),
-             "inputs": sig.inputs, "outputs": sig.outputs, "params": sig.params}
+    shared = ComponentWeights(
+        tmp_path, {"path": "duration.npz", "sha256": A.sha256(tmp_path / "duration.npz")}
+    )
+    entry = {
+        "component": component,
+        "bucket": bucket,
+        "path": lib.name,
+        "sha256": A.sha256(lib),
+        "inputs": sig.inputs,
+        "outputs": sig.outputs,
+        "params": sig.params,
+    }
     comp = CompiledComponent(tmp_path, entry, shared)
     raw = shared.args(sig.params)
     kept = sum(any(p is r for r in raw) for p in comp.params)
@@ -422,8 +461,12 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     # ALBERT's repeats share their weights: each is transformed once, not once per repeat
     assert cfg["plbert"]["num_hidden_layers"] > 1
     transformed = [p.numpy() for p in comp.params if not any(p is r for r in raw)]
-    assert not [(i, j) for i, a in enumerate(transformed) for j, b in enumerate(transformed[:i])
-                if a.shape == b.shape and np.array_equal(a, b)]
+    assert not [
+        (i, j)
+        for i, a in enumerate(transformed)
+        for j, b in enumerate(transformed[:i])
+        if a.shape == b.shape and np.array_equal(a, b)
+    ]
     inputs = example_inputs(component, bucket, cfg, seed=1)
     got = comp(*[x.numpy() for x in inputs])
     ref = [r.numpy() for r in reference(component, km, inputs, bucket, cfg)]
@@ -444,8 +487,10 @@ class MaskedNorm(torch.nn.Module):
         return Span.of(length, x.shape[-1]).instance_norm(self.norm, x)
 
 
-@pytest.mark.parametrize("size,length", [(64, 37), (64, 64), (256, 3), (61, 40), (24, 24), (1537, 1537),
-                                         (1537, 1000), (203, 150)])
+@pytest.mark.parametrize(
+    "size,length",
+    [(64, 37), (64, 64), (256, 3), (61, 40), (24, 24), (1537, 1537), (1537, 1000), (203, 150)],
+)
 def test_masked_norm_reduction_matches_torch(size, length):
     """The vectorized (rfactor) statistics at padded and full lengths; T not a multiple of the
     lanes: short rows keep the scalar loop, long ones (1537, 203) a predicated last vector group."""
@@ -479,7 +524,9 @@ def test_row_sum_with_a_tail_is_vectorized_and_exact(extent):
     xs[0, 1::2] = 1e30
     ms = rng.random((1, 1, extent)).astype("float32")
     out = tvm.runtime.tensor(np.zeros((1, 8, 1), "float32"))
-    tvm.compile(mod, target=tvm.target.Target(V3))["main"](tvm.runtime.tensor(xs), tvm.runtime.tensor(ms), out)
+    tvm.compile(mod, target=tvm.target.Target(V3))["main"](
+        tvm.runtime.tensor(xs), tvm.runtime.tensor(ms), out
+    )
     ref = (xs[0, 0::2].astype("float64") * ms[0]).sum(-1)
     assert np.allclose(out.numpy()[0, 0::2, 0], ref, rtol=1e-5, atol=1e-3)
 
@@ -502,8 +549,13 @@ class Sin(torch.nn.Module):
 
 def test_sin_poly_matches_torch():
     torch.manual_seed(0)
-    x = torch.cat([torch.linspace(-3000.0, 3000.0, 400_003), torch.randn(4096) * 10,
-                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, 1e-6, 3.14159265, -3.14159265, 1.5707964, 1e4])])
+    x = torch.cat(
+        [
+            torch.linspace(-3000.0, 3000.0, 400_003),
+            torch.randn(4096) * 10,
+            torch.tensor([0.0, -0.0, 1e-30, -1e-30, 1e-6, 3.14159265, -3.14159265, 1.5707964, 1e4]),
+        ]
+    )
     x = x.reshape(1, 1, -1)
     got, ref, _ = _run(Sin(), (x,))
     exact = np.sin(x.numpy().astype(np.float64))
@@ -519,7 +571,7 @@ class Powers(torch.nn.Module):
 
     def forward(self, x):
         gelu = torch.nn.functional.gelu(x, approximate="tanh")
-        return gelu + x ** 2 - 0.1 * x ** 4 + torch.abs(x) ** 1.5
+        return gelu + x**2 - 0.1 * x**4 + torch.abs(x) ** 1.5
 
 
 def test_small_integer_powers_become_multiplies():
@@ -539,14 +591,20 @@ def _two_kernels(last: str = "zzz"):
 
     a = te.placeholder((64,), name="a")
     kernel = te.create_prim_func([a, te.compute((64,), lambda i: a[i] * 2.0, name="b")])
-    other = te.create_prim_func([a, te.compute((64,), lambda i: a[i] + 1.0, name="b")]).without_attr("tirx.noalias")
+    other = te.create_prim_func(
+        [a, te.compute((64,), lambda i: a[i] + 1.0, name="b")]
+    ).without_attr("tirx.noalias")
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((64,), "float32"))
     ty = relax.TensorType((64,), "float32")
     with bb.function("main", [x]):
         with bb.dataflow():
-            y = bb.emit(relax.call_tir(bb.add_func(kernel.without_attr("global_symbol"), "kernel"), [x], ty))
-            z = bb.emit_output(relax.call_tir(bb.add_func(other.without_attr("global_symbol"), last), [y], ty))
+            y = bb.emit(
+                relax.call_tir(bb.add_func(kernel.without_attr("global_symbol"), "kernel"), [x], ty)
+            )
+            z = bb.emit_output(
+                relax.call_tir(bb.add_func(other.without_attr("global_symbol"), last), [y], ty)
+            )
         bb.emit_func_output(z)
     return bb.get()
 
@@ -572,7 +630,9 @@ def test_every_kernel_keeps_noalias():
     assert "tvm-alias" not in ours and " noalias " in ours
 
 
-@pytest.mark.parametrize("component,bucket", [("text_encoder", 16), ("duration", 16), ("decoder", 24)])
+@pytest.mark.parametrize(
+    "component,bucket", [("text_encoder", 16), ("duration", 16), ("decoder", 24)]
+)
 def test_every_shipped_target_gets_a_rule_for_every_kernel(component, bucket):
     """The targets params.yaml ships (x86-64-v3, x86-64-v4, aarch64 NEON): the rules read lanes and
     registers from each (8x16, 16x32, 4x32) and schedule every kernel of the shipped (bounded)
@@ -581,11 +641,11 @@ def test_every_shipped_target_gets_a_rule_for_every_kernel(component, bucket):
     import yaml
 
     from kokoro_tvm.compile import schedule, symbolic
+    from kokoro_tvm.compile.export import export
     from kokoro_tvm.compile.importer import to_relax
     from kokoro_tvm.compile.legalize import legalize
     from kokoro_tvm.compile.schedule.analysis import CPU
     from kokoro_tvm.config import load_model_config
-    from kokoro_tvm.compile.export import export
     from kokoro_tvm.model.checkpoint import build_kmodel
 
     targets = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())["targets"]
@@ -649,13 +709,17 @@ def test_a_bounded_conv_has_a_parallel_task_for_every_core(channels, over_length
     vm = relax.VirtualMachine(ex, tvm.cpu())
     for length in (37, 200):
         x = torch.randn(1, channels, length)
-        out = vm["main"](tvm.runtime.tensor(x.numpy()), *bind_params(vm, [p.numpy() for p in params["main"]]))
+        out = vm["main"](
+            tvm.runtime.tensor(x.numpy()), *bind_params(vm, [p.numpy() for p in params["main"]])
+        )
         out = out[0] if not hasattr(out, "numpy") else out
         with torch.no_grad():
             assert _rel(out.numpy(), conv(x).numpy()) < 1e-5
 
 
-@pytest.mark.parametrize("target", [V3, {"kind": "llvm", "mcpu": "x86-64-v4"}], ids=["x86-64-v3", "x86-64-v4"])
+@pytest.mark.parametrize(
+    "target", [V3, {"kind": "llvm", "mcpu": "x86-64-v4"}], ids=["x86-64-v3", "x86-64-v4"]
+)
 def test_conv_weights_are_packed_once_at_load_not_per_call(target):
     """The conv rule reads a channels-in-lanes tile's weights as one contiguous run. That packed
     copy depends on the weight only: it is made by ``main_transform_params`` when the library
@@ -679,18 +743,27 @@ def test_conv_weights_are_packed_once_at_load_not_per_call(target):
 
     def callees(func_name: str) -> set[str]:
         found: set[str] = set()
-        relax.analysis.post_order_visit(built[func_name].body, lambda e: found.add(e.name_hint)
-                                        if isinstance(e, relax.GlobalVar) else None)
+        relax.analysis.post_order_visit(
+            built[func_name].body,
+            lambda e: found.add(e.name_hint) if isinstance(e, relax.GlobalVar) else None,
+        )
         return found
 
     per_call = callees("main")
-    assert per_call and not [f for f in per_call if isinstance(built[f], tvm.tirx.PrimFunc)
-                             and PREPROC in built[f].script()]
+    assert per_call and not [
+        f
+        for f in per_call
+        if isinstance(built[f], tvm.tirx.PrimFunc) and PREPROC in built[f].script()
+    ]
     at_load = set().union(*(callees(f) for f in callees(TRANSFORM) | {TRANSFORM}))
     assert [f for f in at_load if f.endswith("weight_prepack")], sorted(at_load)
     main = built["main"]
-    weights = [tuple(int(d) for d in p.ty.shape) for p in main.params[int(main.attrs["num_input"]):]]
-    assert any(len(s) == 4 and s[1:3] == (channels, k) for s in weights), weights  # [C/span, C, k, span]
+    weights = [
+        tuple(int(d) for d in p.ty.shape) for p in main.params[int(main.attrs["num_input"]) :]
+    ]
+    assert any(len(s) == 4 and s[1:3] == (channels, k) for s in weights), (
+        weights
+    )  # [C/span, C, k, span]
 
     if not runs_here(target):
         return  # the packing is checked; the numbers need a CPU that runs the target
@@ -756,10 +829,14 @@ def test_attention_scores_accumulate_in_one_register_tile():
     v4 = {"kind": "llvm", "mcpu": "x86-64-v4"}
     func = _scheduled_scores(mod, v4)
     (var,) = {str(d) for p in func.params for d in p.ty.shape if not isinstance(d, tvm.tirx.IntImm)}
-    lowered = tvm.transform.Sequential([
-        s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
-        s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.CompactBufferAllocation(),
-    ])(tvm.IRModule({"main": func}))
+    lowered = tvm.transform.Sequential(
+        [
+            s_tir.transform.LowerInitBlock(),
+            s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+            s_tir.transform.ConvertBlocksToOpaque(),
+            s_tir.transform.CompactBufferAllocation(),
+        ]
+    )(tvm.IRModule({"main": func}))
     local = [line.strip() for line in lowered.script().splitlines() if 'scope="local"' in line]
     assert local and not [line for line in local if var in line], local
 
@@ -773,9 +850,17 @@ def test_attention_keys_are_copied_in_panels_of_one_column_tile(mcpu, lanes):
     a tile's reduction reads one contiguous panel, not 64 rows 4 n bytes apart that alias in L1 at
     n = 512. Numbers equal torch's at tails of both axes."""
     mod, target = _scores_module(), {"kind": "llvm", "mcpu": mcpu}
-    allocs = [line for line in _scheduled_scores(mod, target).script().splitlines()
-              if "_pad = T.sblock_alloc_buffer" in line]
-    spans = [int(m.group(1)) for line in allocs for m in [re.search(r"T\.int64\(64\), T\.int64\((\d+)\)\)\)$", line)] if m]
+    allocs = [
+        line
+        for line in _scheduled_scores(mod, target).script().splitlines()
+        if "_pad = T.sblock_alloc_buffer" in line
+    ]
+    spans = [
+        int(m.group(1))
+        for line in allocs
+        for m in [re.search(r"T\.int64\(64\), T\.int64\((\d+)\)\)\)$", line)]
+        if m
+    ]
     assert len(allocs) == 2 and len(spans) == 1 and spans[0] % lanes == 0, allocs
     if runs_here(target):  # (the numbers need a CPU that runs the target)
         _assert_scores_match_torch(mod, target, (5, 65, 200, 512))
@@ -805,8 +890,16 @@ def test_attention_mask_add_fuses_into_the_scores_kernel():
     main, call_tir = legal["main"], tvm.ir.Op.get("relax.call_tir")
     mask = main.params[2]
     readers = []
-    relax.analysis.post_order_visit(main.body, lambda e: readers.append(e.args[0].name_hint) if isinstance(
-        e, relax.Call) and e.op.same_as(call_tir) and any(a.same_as(mask) for a in e.args[1].fields) else None)
+    relax.analysis.post_order_visit(
+        main.body,
+        lambda e: (
+            readers.append(e.args[0].name_hint)
+            if isinstance(e, relax.Call)
+            and e.op.same_as(call_tir)
+            and any(a.same_as(mask) for a in e.args[1].fields)
+            else None
+        ),
+    )
     assert len(readers) == 1, readers
     blocks = root_blocks(s_tir.Schedule(tvm.IRModule({"main": legal[readers[0]]})))
     assert any(b.is_reduction for b in blocks), readers
@@ -817,7 +910,11 @@ def test_attention_mask_add_fuses_into_the_scores_kernel():
     ex, _, _ = build(legal, v4)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     for length in (5, 70):
-        inputs = (torch.randn(1, 12, length, 64), torch.randn(1, 12, length, 64), torch.randn(1, 1, length, length))
+        inputs = (
+            torch.randn(1, 12, length, 64),
+            torch.randn(1, 12, length, 64),
+            torch.randn(1, 1, length, length),
+        )
         out = vm["main"](*[tvm.runtime.tensor(x.numpy()) for x in inputs])
         out = out[0] if not hasattr(out, "numpy") else out
         assert _rel(out.numpy(), MaskedScores()(*inputs).numpy()) < 1e-5
@@ -833,7 +930,9 @@ def _loops_inside_symbolic_parallel(func) -> list[list]:
     def visit(node: tirx.For):
         if node.kind == tirx.ForKind.PARALLEL and not isinstance(node.extent, tirx.IntImm):
             inner = []
-            tvm_ffi.structural_walk(node.body, [(tirx.For, lambda f: inner.append(f.extent))], order="pre")
+            tvm_ffi.structural_walk(
+                node.body, [(tirx.For, lambda f: inner.append(f.extent))], order="pre"
+            )
             found.append(inner)
 
     tvm_ffi.structural_walk(func.body, [(tirx.For, visit)], order="pre")
@@ -866,10 +965,16 @@ def _parallel_inside_loop_of(func, extent: int) -> bool:
     found = []
 
     def visit(node: tirx.For):
-        if (node.kind == tirx.ForKind.SERIAL and isinstance(node.extent, tirx.IntImm)
-                and int(node.extent) == extent):
-            tvm_ffi.structural_walk(node.body, [(tirx.For, lambda f: found.append(
-                f.kind == tirx.ForKind.PARALLEL))], order="pre")
+        if (
+            node.kind == tirx.ForKind.SERIAL
+            and isinstance(node.extent, tirx.IntImm)
+            and int(node.extent) == extent
+        ):
+            tvm_ffi.structural_walk(
+                node.body,
+                [(tirx.For, lambda f: found.append(f.kind == tirx.ForKind.PARALLEL))],
+                order="pre",
+            )
 
     tvm_ffi.structural_walk(func.body, [(tirx.For, visit)], order="pre")
     return any(found)
@@ -883,7 +988,6 @@ def test_avx2_bounded_conv_walks_every_channel_tile_inside_each_length_block(mon
     numbers equal torch's, and the order before's (``LENGTH_BLOCK = 1``) bit for bit."""
     import tvm
     from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
 
     from kokoro_tvm.compile.schedule import conv as conv_rule
 
@@ -954,7 +1058,9 @@ def test_avx2_conv_with_weights_near_its_input_size_keeps_channel_tiles_outermos
 
     tiles = 192 // 16
     small = _scheduled_conv(_bounded_conv(192, 512)[1])
-    assert not any(any(isinstance(e, tvm.tirx.IntImm) and int(e) == tiles for e in nest)
-                   for nest in _loops_inside_symbolic_parallel(small))
+    assert not any(
+        any(isinstance(e, tvm.tirx.IntImm) and int(e) == tiles for e in nest)
+        for nest in _loops_inside_symbolic_parallel(small)
+    )
     assert _parallel_inside_loop_of(small, tiles)
     assert not _parallel_inside_loop_of(_scheduled_conv(_bounded_conv(192, 4096)[1]), tiles)

@@ -1,4 +1,5 @@
-"""Accuracy of the sin lowering (``legalizations.sin.sin_poly``) on FMA (x86-64-v3) and non-FMA (SSE2 baseline, x86-64) targets.
+"""Accuracy of the sin lowering (``legalizations.sin.sin_poly``) on FMA (x86-64-v3) and non-FMA (SSE2
+baseline, x86-64) targets.
 
 Requirement: |sin_poly(x) - sin(x)| <= 1e-6 for |x| <= 1e6 (sin of the float32 input, in float64),
 finite and bounded beyond, NaN for NaN/inf. Negative control: the previous lowering (3-part pi,
@@ -7,14 +8,12 @@ copied below) misses the bound at 1e6 on the non-FMA targets.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-
 tvm = pytest.importorskip("tvm")
-from tvm import te, tirx  # noqa: E402
 import tvm.s_tir as s_tir  # noqa: E402
+from tvm import te, tirx  # noqa: E402
 
 from kokoro_tvm.compile.legalizations.sin import sin_poly  # noqa: E402
 
@@ -33,8 +32,13 @@ def _old_sin_poly(x):
     """The lowering being replaced (the 3-part-pi one this project used before)."""
     inv_pi = 0.31830988618379067
     parts = (3.140625, 9.67502593994140625e-4, 1.509957990978376432e-7)
-    coefs = (-0.16666666624906795, 0.0083333310691784263, -0.00019840864022325371,
-             2.7525201851583657e-06, -2.3886095813080432e-08)
+    coefs = (
+        -0.16666666624906795,
+        0.0083333310691784263,
+        -0.00019840864022325371,
+        2.7525201851583657e-06,
+        -2.3886095813080432e-08,
+    )
 
     def f(*idx):
         v = x(*idx)
@@ -71,7 +75,7 @@ def _run(lib, x):
     out = tvm.runtime.tensor(np.zeros(CHUNK, np.float32))
     ys = []
     for i in range(0, len(xp), CHUNK):
-        lib(tvm.runtime.tensor(xp[i:i + CHUNK]), out)
+        lib(tvm.runtime.tensor(xp[i : i + CHUNK]), out)
         ys.append(out.numpy())
     return np.concatenate(ys)[: len(x)]
 
@@ -91,10 +95,29 @@ def _inputs():
     logu = np.exp(rng.uniform(np.log(1e-8), np.log(1e6), 60000)).astype(np.float32)
     logu *= rng.choice(np.float32([-1, 1]), logu.size)
     top = np.float32(1e6)
-    edge = np.array([top, np.nextafter(top, np.float32(0)), np.float32(999999.9375),
-                     np.float32(np.pi), np.float32(np.pi / 2), np.float32(3 * np.pi / 2),
-                     0.5, 1.0, 1.5, 1.77, 2.0, 3.0, 1e-8, 1e-30, 1.17549435e-38, 1e-40, 1e-45,
-                     0.0], np.float32)
+    edge = np.array(
+        [
+            top,
+            np.nextafter(top, np.float32(0)),
+            np.float32(999999.9375),
+            np.float32(np.pi),
+            np.float32(np.pi / 2),
+            np.float32(3 * np.pi / 2),
+            0.5,
+            1.0,
+            1.5,
+            1.77,
+            2.0,
+            3.0,
+            1e-8,
+            1e-30,
+            1.17549435e-38,
+            1e-40,
+            1e-45,
+            0.0,
+        ],
+        np.float32,
+    )
     # only values with |x| <= 1e6 (the neighbours of 1e6 - k*pi and k*pi/2 stay below or at 1e6)
     xs = np.concatenate([near_half_pi, near_pi_top, near_pi_all, logu, edge])
     xs = np.concatenate([xs, -xs])

@@ -36,20 +36,34 @@ def test_every_stage_depends_on_its_kinds_fingerprint_and_no_source():
     for name, st in stages.items():
         kind = Path(st["cmd"].split()[1]).stem
         assert kind in kinds, f"{name}: cmd {st['cmd']!r} does not run a stage script"
-        listed = [d for d in st["deps"] if d.startswith(("artifacts/code/", "stages", "${code}", "src/"))]
-        assert listed == [f"artifacts/code/{kind}.json"], f"{name} depends on {listed}, not on its fingerprint alone"
+        listed = [
+            d for d in st["deps"] if d.startswith(("artifacts/code/", "stages", "${code}", "src/"))
+        ]
+        assert listed == [f"artifacts/code/{kind}.json"], (
+            f"{name} depends on {listed}, not on its fingerprint alone"
+        )
 
 
 def test_fingerprint_changes_with_exactly_the_files_a_stage_runs(tmp_path):
     """An edit to a module the stage imports changes its kind's fingerprint; an edit elsewhere in
     the package does not (each half is the other's negative control)."""
     shutil.copytree(REPO / "stages", tmp_path / "stages")
-    shutil.copytree(SRC, tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        SRC, tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
     stages, src = tmp_path / "stages", tmp_path / "src"
     before = fingerprint("legalize", stages, src)
-    assert {"stages/legalize.py", "stages/_common.py", f"{CODE}/compile/legalize.py"} <= set(before["files"])
-    for rel, changes in [("eval/bench.py", False), ("compile/export.py", False), ("runtime/synthesizer.py", False),
-                         ("compile/legalizations/conv1d.py", True), ("errors.py", True), ("__init__.py", True)]:
+    assert {"stages/legalize.py", "stages/_common.py", f"{CODE}/compile/legalize.py"} <= set(
+        before["files"]
+    )
+    for rel, changes in [
+        ("eval/bench.py", False),
+        ("compile/export.py", False),
+        ("runtime/synthesizer.py", False),
+        ("compile/legalizations/conv1d.py", True),
+        ("errors.py", True),
+        ("__init__.py", True),
+    ]:
         path = src / "kokoro_tvm" / rel
         old = path.read_text()
         path.write_text(old + "\n# an edit\n")
@@ -66,7 +80,13 @@ def test_import_graph_sees_lazy_and_relative_imports(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("def f():\n    from kokoro_tvm.pipeline import manifest\n")
     got = {p.relative_to(PKG).as_posix() for p in package_files(script, SRC)}
-    assert {"pipeline/manifest.py", "pipeline/__init__.py", "__init__.py", "artifacts.py", "atomic.py"} <= got
+    assert {
+        "pipeline/manifest.py",
+        "pipeline/__init__.py",
+        "__init__.py",
+        "artifacts.py",
+        "atomic.py",
+    } <= got
     assert not any(p.startswith(("compile/", "model/")) for p in got)
 
 
@@ -77,8 +97,10 @@ def test_only_the_package_api_hook_is_left_out(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("import kokoro_tvm\n")
     assert {p.relative_to(PKG).as_posix() for p in package_files(script, SRC)} == {"__init__.py"}
-    script.write_text("def __getattr__(name):\n    from kokoro_tvm.runtime import synthesizer\n"
-                      "def g():\n    from kokoro_tvm.runtime import voices\n")
+    script.write_text(
+        "def __getattr__(name):\n    from kokoro_tvm.runtime import synthesizer\n"
+        "def g():\n    from kokoro_tvm.runtime import voices\n"
+    )
     got = {p.relative_to(PKG).as_posix() for p in package_files(script, SRC)}
     assert "runtime/voices.py" in got and "runtime/synthesizer.py" not in got
     import kokoro_tvm
@@ -88,7 +110,11 @@ def test_only_the_package_api_hook_is_left_out(tmp_path):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module == "kokoro_tvm" and not node.level:
                 assert not api & {a.name for a in node.names}, f"{path} imports the lazy API names"
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "kokoro_tvm":
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "kokoro_tvm"
+            ):
                 assert node.attr not in api, f"{path} reads kokoro_tvm.{node.attr}"
 
 
@@ -101,7 +127,9 @@ def _unresolved(path: Path, src: Path = SRC) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                base = ".".join(
+                    parts[: len(parts) - node.level + 1] + ([node.module] if node.module else [])
+                )
             else:
                 base = node.module or ""
             if base.split(".")[0] == "kokoro_tvm" and _module_file(src, base) is None:
@@ -117,7 +145,9 @@ def test_every_package_import_resolves(tmp_path):
     slip = tmp_path / "kokoro_tvm" / "model" / "onnx_checkpoint" / "target.py"
     slip.parent.mkdir(parents=True)
     slip.write_text("def f():\n    from .kmodel import construct\n")
-    assert _unresolved(slip, tmp_path) == [f"{slip.relative_to(tmp_path)}:2 imports from kokoro_tvm.model.onnx_checkpoint.kmodel"]
+    assert _unresolved(slip, tmp_path) == [
+        f"{slip.relative_to(tmp_path)}:2 imports from kokoro_tvm.model.onnx_checkpoint.kmodel"
+    ]
 
 
 def _import_graph() -> dict[str, set[str]]:
@@ -127,7 +157,11 @@ def _import_graph() -> dict[str, set[str]]:
     for path in PKG.rglob("*.py"):
         mod = C._module_name(SRC, path)
         ancestors = {".".join(mod.split(".")[:k]) for k in range(1, mod.count(".") + 1)}
-        graph[mod] = {m for m in _imported(SRC, path) if m != mod and m not in ancestors and _module_file(SRC, m)}
+        graph[mod] = {
+            m
+            for m in _imported(SRC, path)
+            if m != mod and m not in ancestors and _module_file(SRC, m)
+        }
     return graph
 
 
@@ -140,7 +174,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(m)
         for n in sorted(graph.get(m, ())):
             if state.get(n) == 1:
-                return stack[stack.index(n):] + [n]
+                return stack[stack.index(n) :] + [n]
             if n not in state and (found := visit(n)):
                 return found
         stack.pop()

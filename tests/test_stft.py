@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
 from kokoro.custom_stft import CustomSTFT
 from kokoro.istftnet import SourceModuleHnNSF, TorchSTFT
 
@@ -43,12 +42,16 @@ def window(kokoro_stft: TorchSTFT, dtype: torch.dtype) -> torch.Tensor:
 
 
 def ref_stft(kokoro_stft, x: torch.Tensor) -> torch.Tensor:
-    return torch.stft(x, N_FFT, HOP, N_FFT, window=window(kokoro_stft, x.dtype), return_complex=True)
+    return torch.stft(
+        x, N_FFT, HOP, N_FFT, window=window(kokoro_stft, x.dtype), return_complex=True
+    )
 
 
 def ref_istft(kokoro_stft, mag: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
     """kokoro ``TorchSTFT.inverse`` (same expression) with the window in the input's dtype."""
-    return torch.istft(mag * torch.exp(phase * 1j), N_FFT, HOP, N_FFT, window=window(kokoro_stft, mag.dtype))
+    return torch.istft(
+        mag * torch.exp(phase * 1j), N_FFT, HOP, N_FFT, window=window(kokoro_stft, mag.dtype)
+    )
 
 
 def complex_error(mag, phase, ref: torch.Tensor) -> float:
@@ -62,8 +65,11 @@ def rel_error(got: torch.Tensor, ref: torch.Tensor) -> float:
 
 def padded(x: torch.Tensor, size: int, garbage: bool = True) -> torch.Tensor:
     """``x`` [B, L] in a [B, size] bucket; the padding holds large junk unless ``garbage=False``."""
-    fill = 100 * torch.randn(x.shape[0], size - x.shape[1], dtype=x.dtype) if garbage else \
-        torch.zeros(x.shape[0], size - x.shape[1], dtype=x.dtype)
+    fill = (
+        100 * torch.randn(x.shape[0], size - x.shape[1], dtype=x.dtype)
+        if garbage
+        else torch.zeros(x.shape[0], size - x.shape[1], dtype=x.dtype)
+    )
     return torch.cat([x, fill], dim=1)
 
 
@@ -80,7 +86,9 @@ def harmonic_source(samples: int, seed: int = 0) -> torch.Tensor:
         return src(f0)[0].transpose(1, 2).squeeze(1)
 
 
-def generator_spectrum(frames: int, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def generator_spectrum(
+    frames: int, dtype: torch.dtype, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``spec = exp(x)``, ``phase = sin(y)`` as kokoro's Generator builds the inverse's input."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(1, 2 * (N_FFT // 2 + 1), frames, generator=g, dtype=dtype)
@@ -89,11 +97,14 @@ def generator_spectrum(frames: int, dtype: torch.dtype, seed: int = 0) -> tuple[
 
 def signals(dtype: torch.dtype, length: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(length)
-    return {"random": torch.randn(1, length, generator=g, dtype=dtype),
-            "harmonic": harmonic_source(SIZE, seed=length)[:, :length].to(dtype)}
+    return {
+        "random": torch.randn(1, length, generator=g, dtype=dtype),
+        "harmonic": harmonic_source(SIZE, seed=length)[:, :length].to(dtype),
+    }
 
 
 # --- forward --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("length", LENGTHS)
@@ -124,7 +135,9 @@ def test_transform_negative_controls(kokoro_stft):
     assert whole[..., valid:].abs().max() > 0  # nothing masks the tail
     # replicate at the valid end: only the last frames differ, and by more than any tolerance
     xr = F.pad(x.unsqueeze(1), (N_FFT // 2, N_FFT // 2), mode="replicate").squeeze(1)
-    custom = F.conv1d(xr.unsqueeze(1), CustomSTFT(N_FFT, HOP, N_FFT).double().weight_forward_real, stride=HOP)
+    custom = F.conv1d(
+        xr.unsqueeze(1), CustomSTFT(N_FFT, HOP, N_FFT).double().weight_forward_real, stride=HOP
+    )
     err = (custom - ref.real).abs().amax(dim=(0, 1))
     assert err[2:-2].max() < 1e-6 and err[-1] > 1e-3 and err[0] > 1e-3  # (float32 weights inside)
 
@@ -143,7 +156,10 @@ def test_dc_nyquist_phase_exact(kokoro_stft):
                 # at rounding level (float32: a handful of near-zero Nyquist frames).
                 sure = ref.real.abs() > 1e3 * torch.finfo(dtype).eps * ref.real.abs().max()
                 assert torch.equal(phase[sure], ref.angle()[sure]), (dtype, length, name)
-                assert set(phase.unique().tolist()) <= {0.0, torch.tensor(math.pi, dtype=dtype).item()}
+                assert set(phase.unique().tolist()) <= {
+                    0.0,
+                    torch.tensor(math.pi, dtype=dtype).item(),
+                }
                 if dtype == torch.float64:
                     assert torch.equal(phase, ref.angle())
 
@@ -165,6 +181,7 @@ def test_dc_nyquist_negative_controls(kokoro_stft):
 
 
 # --- inverse --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("frames_valid", [3, 361, 601, 960, FRAMES])
@@ -199,22 +216,31 @@ def test_inverse_negative_controls(kokoro_stft):
     for k in (0, 1, 4, 9):  # one bin at a time, for the record
         one = torch.zeros_like(spec)
         one[:, k] = 1.0
-        ratio = CustomSTFT(N_FFT, HOP, N_FFT).double().inverse(one, torch.zeros_like(one))[0, 0, interior] \
+        ratio = (
+            CustomSTFT(N_FFT, HOP, N_FFT)
+            .double()
+            .inverse(one, torch.zeros_like(one))[0, 0, interior]
             / ref_istft(kokoro_stft, one, torch.zeros_like(one))[0, interior]
+        )
         assert torch.allclose(ratio, torch.full_like(ratio, 1.5 if k == 0 else 0.75), rtol=1e-6)
 
     # naive envelope: window^2 summed over every frame of the bucket (a static constant)
     stft = real_stft(kokoro_stft, dtype)
-    full_spec = torch.cat([spec, torch.zeros(1, N_FFT // 2 + 1, FRAMES - frames_valid, dtype=dtype)], -1)
+    full_spec = torch.cat(
+        [spec, torch.zeros(1, N_FFT // 2 + 1, FRAMES - frames_valid, dtype=dtype)], -1
+    )
     full_phase = torch.cat([phase, torch.zeros_like(full_spec[..., frames_valid:])], -1)
     good = stft.inverse(full_spec, full_phase, torch.tensor([frames_valid]))[:, 0, : ref.shape[-1]]
-    naive_envelope = stft.inverse(full_spec, full_phase, torch.tensor([FRAMES]))[:, 0, : ref.shape[-1]]
+    naive_envelope = stft.inverse(full_spec, full_phase, torch.tensor([FRAMES]))[
+        :, 0, : ref.shape[-1]
+    ]
     assert rel_error(good, ref) < 1e-12
     bad = ((naive_envelope - ref).abs() > 1e-9).nonzero()[:, 1]
     assert bad.numel() > 0 and bad.min() >= ref.shape[-1] - HOP  # exactly the last hop samples
 
 
 # --- both ------------------------------------------------------------------------------------
+
 
 def test_batch_of_different_lengths(kokoro_stft):
     stft = real_stft(kokoro_stft, torch.float64)
@@ -230,7 +256,9 @@ def test_batch_of_different_lengths(kokoro_stft):
         assert rel_error(audio[b, 0, :n], back) < 1e-12 and rel_error(audio[b, 0, :n], v[0]) < 1e-12
         assert torch.all(audio[b, 0, n:] == 0)
     # negative control: batch row 0 read with row 1's length is not row 0's answer
-    wrong = stft.transform(x, torch.tensor([SIZE, SIZE]))[0][0, :, : ref_stft(kokoro_stft, xs[0]).shape[-1]]
+    wrong = stft.transform(x, torch.tensor([SIZE, SIZE]))[0][
+        0, :, : ref_stft(kokoro_stft, xs[0]).shape[-1]
+    ]
     assert rel_error(wrong, ref_stft(kokoro_stft, xs[0])[0].abs()) > 1e-3
 
 
@@ -247,10 +275,13 @@ def test_zero_signal_is_finite(kokoro_stft):
     dirty = spec.clone()
     dirty[..., 700], dirty[..., 800] = float("inf"), float("nan")
     assert torch.equal(stft.inverse(dirty, phase, torch.tensor([601])), clean)
-    assert torch.isnan(F.conv_transpose1d(dirty * torch.cos(phase), stft.inverse_basis[:11], stride=HOP)).any()
+    assert torch.isnan(
+        F.conv_transpose1d(dirty * torch.cos(phase), stft.inverse_basis[:11], stride=HOP)
+    ).any()
 
 
 # --- TVM --------------------------------------------------------------------------------------
+
 
 class _Both(torch.nn.Module):
     def __init__(self, stft: RealSTFT):
@@ -289,18 +320,26 @@ def test_tvm_matches_torch(kokoro_stft, tvm_vm, length):
     x = signals(torch.float32, length)["harmonic"]
     frames_valid = length // HOP + 1
     spec, phase = generator_spectrum(FRAMES, torch.float32, seed=length)
-    mag, ph, audio = (torch.from_numpy(o) for o in tvm_vm(padded(x, SIZE), torch.tensor([length]), spec, phase,
-                                                          torch.tensor([frames_valid])))
+    mag, ph, audio = (
+        torch.from_numpy(o)
+        for o in tvm_vm(
+            padded(x, SIZE), torch.tensor([length]), spec, phase, torch.tensor([frames_valid])
+        )
+    )
     ref = ref_stft(kokoro_stft, x)
     assert complex_error(mag[..., :frames_valid], ph[..., :frames_valid], ref) < 1e-5
     assert torch.all(mag[..., frames_valid:] == 0) and torch.all(ph[..., frames_valid:] == 0)
     sure = ref.real[:, EDGE].abs() > 1e-3 * ref.real[:, EDGE].abs().max()
-    assert torch.equal(ph[:, EDGE, :frames_valid][sure], ref.angle()[:, EDGE][sure])  # 0 / +pi exactly
+    assert torch.equal(
+        ph[:, EDGE, :frames_valid][sure], ref.angle()[:, EDGE][sure]
+    )  # 0 / +pi exactly
     samples = HOP * (frames_valid - 1)
     back = ref_istft(kokoro_stft, spec[..., :frames_valid], phase[..., :frames_valid])
     assert rel_error(audio[0, :, :samples], back) < 1e-5
     assert np.all(audio[..., samples:].numpy() == 0) and torch.isfinite(audio).all()
     # negative control: the compiled module really reads the runtime length
     if length < SIZE:
-        other, *_ = tvm_vm(padded(x, SIZE), torch.tensor([SIZE]), spec, phase, torch.tensor([FRAMES]))
+        other, *_ = tvm_vm(
+            padded(x, SIZE), torch.tensor([SIZE]), spec, phase, torch.tensor([FRAMES])
+        )
         assert rel_error(torch.from_numpy(other)[..., :frames_valid], ref.abs()) > 1e-3

@@ -56,7 +56,10 @@ def streamed(tts, pack):
         mp.setattr(planner, "predict_durations", counting_predict)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            parts = [(p, (len(decoded), len(predicted))) for p in tts.stream(LONG, pack, speed=1.1, seed=5)]
+            parts = [
+                (p, (len(decoded), len(predicted)))
+                for p in tts.stream(LONG, pack, speed=1.1, seed=5)
+            ]
     return [p for p, _ in parts], [n for _, n in parts], caught
 
 
@@ -73,10 +76,18 @@ def test_stream_yields_each_chunk_once_it_is_decoded(streamed):
 def test_streamed_pieces_are_the_joined_audio(streamed):
     parts, _, _ = streamed
     audio = np.concatenate([p.audio for p in parts])
-    assert np.array_equal(audio, seams.join([p.chunk.audio for p in parts]))  # bit-exact, fades included
-    assert [p.offset for p in parts] == [0, parts[0].audio.size, parts[0].audio.size + parts[1].audio.size]
+    assert np.array_equal(
+        audio, seams.join([p.chunk.audio for p in parts])
+    )  # bit-exact, fades included
+    assert [p.offset for p in parts] == [
+        0,
+        parts[0].audio.size,
+        parts[0].audio.size + parts[1].audio.size,
+    ]
     raw = np.concatenate([p.chunk.audio for p in parts])
-    assert audio.size == raw.size and not np.array_equal(audio, raw)  # control: the seams were faded
+    assert audio.size == raw.size and not np.array_equal(
+        audio, raw
+    )  # control: the seams were faded
 
 
 def test_overflow_is_said_once_naming_the_bucket_and_fix(streamed, tts):
@@ -102,7 +113,9 @@ def test_token_times_tile_the_audio_exactly(streamed):
         assert [t.text for t in p.tokens] == ["", *p.chunk.phonemes, ""]
         assert [round((t.end - t.start) * SR) for t in p.tokens] == (frames * SPF).tolist()
         assert p.tokens[0].start == p.offset / SR
-    wrong = np.concatenate([[0], np.cumsum([f for p in parts for f in p.chunk.durations])]) * 512 / SR
+    wrong = (
+        np.concatenate([[0], np.cumsum([f for p in parts for f in p.chunk.durations])]) * 512 / SR
+    )
     assert wrong[-1] != total / SR  # control: another frame size would not cover the audio
 
 
@@ -127,7 +140,9 @@ def test_word_times_meet_in_the_middle_of_spaces(spaced):
     words = spaced.words
     assert [w.text for w in words] == ["ɐ", "n", "ɪ"]
     spaces = [t for t in spaced.tokens if t.text == " "]
-    lead = min(3, int(chunk.durations[0])) * SPF / SR  # kokoro's join_timestamps starts 3 frames early
+    lead = (
+        min(3, int(chunk.durations[0])) * SPF / SR
+    )  # kokoro's join_timestamps starts 3 frames early
     for word, nxt, space in zip(words, words[1:], spaces):
         assert word.end == nxt.start
         assert word.end + lead == pytest.approx((space.start + space.end) / 2, abs=1e-12)
@@ -146,11 +161,14 @@ def test_first_clause_makes_a_short_first_chunk(tts):
 def test_synthesize_reports_progress_and_timestamps(spaced, tts):
     assert spaced.tokens[-1].end == spaced.audio.size / SR
     seen = []
-    res = tts.synthesize(SPACED, "random", seed=1, progress=lambda done, total, c: seen.append((done, total)))
+    res = tts.synthesize(
+        SPACED, "random", seed=1, progress=lambda done, total, c: seen.append((done, total))
+    )
     assert seen == [(1, 1)] and np.array_equal(res.audio, spaced.audio)  # deterministic in the seed
 
 
 # -- streamed WAV ----------------------------------------------------------------------------
+
 
 class Pipe(io.BytesIO):
     def seekable(self) -> bool:
@@ -169,8 +187,9 @@ def test_streamed_wav_header_is_patched_or_left_open(tmp_path, fmt):
     y, sr = read_wav(path)
     assert sr == SR and y.size == x.size and np.abs(y - x).max() <= 1 / 32767
     riff, data = struct.unpack("<I", path.read_bytes()[4:8])[0], path.read_bytes().rfind(b"data")
-    assert riff == path.stat().st_size - 8 and struct.unpack("<I", path.read_bytes()[data + 4:data + 8])[0] == x.size * (
-        2 if fmt == "pcm16" else 4)
+    assert riff == path.stat().st_size - 8 and struct.unpack(
+        "<I", path.read_bytes()[data + 4 : data + 8]
+    )[0] == x.size * (2 if fmt == "pcm16" else 4)
     if fmt == "pcm16":
         with wave.open(str(path)) as r:
             assert r.getnframes() == x.size
@@ -207,7 +226,9 @@ def test_text_word_times_are_kokoros_on_the_predicted_durations(tts):
         tokens = copy.deepcopy(c.words)
         KPipeline.join_timestamps(tokens, torch.from_numpy(c.durations))
         ours = stream.word_times(tts.libraries, c, i)
-        assert [(w.text, w.start, w.end) for w in ours] == [(t.text, t.start_ts, t.end_ts) for t in tokens]
+        assert [(w.text, w.start, w.end) for w in ours] == [
+            (t.text, t.start_ts, t.end_ts) for t in tokens
+        ]
         checked += sum(t.start_ts is not None for t in tokens)
     assert checked >= 3
     shifted = stream.word_times(tts.libraries, chunks[0], 0)[0]

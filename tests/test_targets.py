@@ -17,11 +17,13 @@ V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 V4 = {"kind": "llvm", "mcpu": "x86-64-v4"}
 ARM = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}
 #: an AMD EPYC Zen 3's flags (AVX2, no AVX-512), abridged to what x86-64-v4 asks about
-ZEN3 = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
-        "syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl pni pclmulqdq ssse3 fma cx16 "
-        "pcid sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy abm "
-        "sse4a misalignsse 3dnowprefetch bmi1 avx2 smep bmi2 erms invpcid rdseed adx smap clflushopt clwb sha_ni "
-        "xsaveopt xsavec xgetbv1 xsaves")
+ZEN3 = (
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
+    "syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl pni pclmulqdq ssse3 fma cx16 "
+    "pcid sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy abm "
+    "sse4a misalignsse 3dnowprefetch bmi1 avx2 smep bmi2 erms invpcid rdseed adx smap clflushopt clwb sha_ni "
+    "xsaveopt xsavec xgetbv1 xsaves"
+)
 AVX512 = ZEN3 + " avx512f avx512dq avx512cd avx512bw avx512vl avx512_bf16 avx512_vnni"
 NEOVERSE_N1 = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
 
@@ -34,7 +36,9 @@ def test_target_needs_come_from_llvm_and_differ_by_level():
     v3, v4, arm = isa.requirements(V3), isa.requirements(V4), isa.requirements(ARM)
     assert v3["arch"] == v4["arch"] == "x86_64" and arm["arch"] == "aarch64"
     assert {"avx2", "fma"} <= set(v3["isa"]) and not any(f.startswith("avx512") for f in v3["isa"])
-    assert {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= set(v4["isa"]) and set(v3["isa"]) < set(v4["isa"])
+    assert {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= set(v4["isa"]) and set(
+        v3["isa"]
+    ) < set(v4["isa"])
     assert "neon" in arm["isa"] and "dotprod" not in arm["isa"]
 
 
@@ -46,13 +50,25 @@ def test_missing_names_what_a_cpu_lacks():
     assert isa.missing(v4, "x86_64", isa.host_features("x86_64", flags(AVX512))) == []
     assert isa.missing(isa.requirements(V3), "x86_64", zen3) == []
     assert isa.missing(isa.requirements(ARM), "x86_64", zen3) == ["arch aarch64"]
-    assert isa.missing(isa.requirements(ARM), "aarch64", isa.host_features("aarch64", flags(NEOVERSE_N1))) == []
-    assert isa.missing(isa.requirements(V3), "aarch64", isa.host_features("aarch64", flags(NEOVERSE_N1)))
+    assert (
+        isa.missing(
+            isa.requirements(ARM), "aarch64", isa.host_features("aarch64", flags(NEOVERSE_N1))
+        )
+        == []
+    )
+    assert isa.missing(
+        isa.requirements(V3), "aarch64", isa.host_features("aarch64", flags(NEOVERSE_N1))
+    )
 
 
 def _resolve(target, spec, host_flags, setting="auto", qemu=(True, "")):
-    return resolve.resolve(target, isa.requirements(spec), setting, qemu_status=qemu,
-                           host=("x86_64", isa.host_features("x86_64", flags(host_flags))))
+    return resolve.resolve(
+        target,
+        isa.requirements(spec),
+        setting,
+        qemu_status=qemu,
+        host=("x86_64", isa.host_features("x86_64", flags(host_flags))),
+    )
 
 
 def test_device_records_change_only_where_the_device_does():
@@ -67,8 +83,13 @@ def test_device_records_change_only_where_the_device_does():
 
 
 def test_aarch64_goes_to_qemu_or_says_why_not():
-    assert _resolve("arm", ARM, AVX512)["device"] == "qemu" and _resolve("arm", ARM, AVX512)["emulated"]
-    none = _resolve("arm", ARM, AVX512, qemu=(False, "qemu-aarch64-static is not installed; run `make setup`"))
+    assert (
+        _resolve("arm", ARM, AVX512)["device"] == "qemu"
+        and _resolve("arm", ARM, AVX512)["emulated"]
+    )
+    none = _resolve(
+        "arm", ARM, AVX512, qemu=(False, "qemu-aarch64-static is not installed; run `make setup`")
+    )
     assert none["device"] == "none" and "make setup" in none["reason"]
     board = TrackerDevice(tracker="127.0.0.1:9190", key="pi5")
     rec = _resolve("arm", ARM, AVX512, setting=board)
@@ -77,8 +98,12 @@ def test_aarch64_goes_to_qemu_or_says_why_not():
 
 
 def test_params_devices_are_checked():
-    base = {"model": {"config": "tiny", "checkpoint": "random"}, "buckets": {"tokens": [8], "frames": [12]},
-            "lstm": {"strategy": "loop"}, "targets": {"v3": V3}}
+    base = {
+        "model": {"config": "tiny", "checkpoint": "random"},
+        "buckets": {"tokens": [8], "frames": [12]},
+        "lstm": {"strategy": "loop"},
+        "targets": {"v3": V3},
+    }
     prm = parse(base | {"devices": {"v3": {"tracker": "10.0.0.2:9190", "key": "box"}}})
     assert prm.device("v3").key == "box"
     with pytest.raises(ParamsError, match="'devices.v4' names no target"):
@@ -91,18 +116,23 @@ def test_params_devices_are_checked():
 
 # -- the runtime's pick ---------------------------------------------------------------------------
 
+
 def _manifest(*targets: tuple[str, dict]) -> dict:
-    return {"libraries": [{"target": name} for name, _ in targets],
-            "target_needs": {name: isa.requirements(spec) for name, spec in targets}}
+    return {
+        "libraries": [{"target": name} for name, _ in targets],
+        "target_needs": {name: isa.requirements(spec) for name, spec in targets},
+    }
 
 
 @pytest.fixture
 def cpu(monkeypatch, tmp_path):
     """Make the runtime see the CPU of the given cpuinfo ``flags`` line."""
+
     def use(line: str) -> None:
         path = tmp_path / f"cpuinfo-{abs(hash(line))}"
         path.write_text(f"processor\t: 0\nflags\t\t: {line}\n")
         monkeypatch.setenv(isa.CPUINFO_ENV, str(path))
+
     return use
 
 
@@ -150,7 +180,8 @@ def test_runtime_refuses_a_library_whose_isa_the_cpu_lacks(cpu, tmp_path_factory
 ARM_PARAMS = {
     "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
     "buckets": {"tokens": [6], "frames": [16]},
-    "lstm": {"strategy": "loop"}, "shapes": {"tokens": "bounded", "frames": "bounded"},
+    "lstm": {"strategy": "loop"},
+    "shapes": {"tokens": "bounded", "frames": "bounded"},
     "targets": {"aarch64": ARM},
     "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},
@@ -163,12 +194,18 @@ def arm_artifacts(tmp_path_factory):
 
     usable, why = qemu.status()
     if not usable:
-        pytest.skip(f"no aarch64 emulation here: {why}") if not __import__("os").environ.get("CI") else pytest.fail(why)
+        pytest.skip(f"no aarch64 emulation here: {why}") if not __import__("os").environ.get(
+            "CI"
+        ) else pytest.fail(why)
     from runtime_project import build_artifacts, runtime_artifacts
 
     # the x86 runtime project's graphs and references of the same model (its buckets 6 and 16
     # among them): only the aarch64 builds and their validations under qemu run here
-    return build_artifacts(tmp_path_factory.mktemp("arm") / "repo", ARM_PARAMS, reuse=runtime_artifacts(tmp_path_factory))
+    return build_artifacts(
+        tmp_path_factory.mktemp("arm") / "repo",
+        ARM_PARAMS,
+        reuse=runtime_artifacts(tmp_path_factory),
+    )
 
 
 @pytest.mark.pipeline
@@ -180,14 +217,20 @@ def test_aarch64_libraries_are_validated_under_qemu(arm_artifacts):
     from kokoro_tvm.runtime.library import explain_pick
 
     m = json.loads((arm_artifacts / "manifest.json").read_text())
-    assert {l["target"] for l in m["libraries"]} == {"aarch64"} and m["target_needs"]["aarch64"]["arch"] == "aarch64"
+    assert {l["target"] for l in m["libraries"]} == {"aarch64"} and m["target_needs"]["aarch64"][
+        "arch"
+    ] == "aarch64"
     for lib in m["libraries"]:
         so = (arm_artifacts / lib["path"]).read_bytes()
         assert so[:4] == b"\x7fELF" and int.from_bytes(so[18:20], "little") == 183  # EM_AARCH64
         v = lib["validation"]
         assert v["device"] == "qemu" and v["emulated"] is True
         assert v["lengths"] == lengths_for(lib["component"], lib["bucket"], emulated=True)
-        doc = json.loads((arm_artifacts / "validate/aarch64" / f"{lib['component']}-{lib['bucket']}.json").read_text())
+        doc = json.loads(
+            (
+                arm_artifacts / "validate/aarch64" / f"{lib['component']}-{lib['bucket']}.json"
+            ).read_text()
+        )
         assert doc["ok"] and doc["validated"]
     if isa.host_arch() != "aarch64":
         with pytest.raises(ArtifactError, match="lacks arch aarch64"):

@@ -67,7 +67,9 @@ def test_search_measures_every_task_and_records_the_winners(tuned):
     _, _, _, _, db, report = tuned
     names = [row["task"] for row in report["tasks"]]
     # the two reductions; elementwise kernels (transposes, reshapes) are not worth trials
-    assert len(names) == 2 and any("conv1d" in n for n in names) and any("matmul" in n for n in names), names
+    assert (
+        len(names) == 2 and any("conv1d" in n for n in names) and any("matmul" in n for n in names)
+    ), names
     measured = [row for row in report["tasks"] if row["tuned_ms"] is not None]
     assert measured, report
     for row in measured:
@@ -105,6 +107,7 @@ def test_records_that_lose_to_the_rules_are_dropped(tuned, tmp_path):
 
 def test_zero_trials_writes_an_empty_database(tuned, tmp_path):
     _, _, legal, _, _, _ = tuned
+
     def unloadable():
         raise AssertionError("trials = 0 must not load the module")
 
@@ -121,7 +124,13 @@ def test_tuning_through_a_tracker_measures_on_every_free_device(tuned, tmp_path,
     and progress is printed per batch; the database is the same artifact the build applies."""
     module, x, legal, params, _, _ = tuned
     with local_tracker() as tracker, local_servers(tracker, "tune-test", 2) as servers:
-        record = {"device": "rpc", "target": "v3", "tracker": tracker, "key": "tune-test", "timeout_s": 30}
+        record = {
+            "device": "rpc",
+            "target": "v3",
+            "tracker": tracker,
+            "key": "tune-test",
+            "timeout_s": 30,
+        }
         report = tune.tune(lambda: legal, V3, 8, tmp_path, 2, device=record, min_gain=0.0)
         logs = [log.read_text() for _, log in servers]
     out = capsys.readouterr().out
@@ -132,10 +141,13 @@ def test_tuning_through_a_tracker_measures_on_every_free_device(tuned, tmp_path,
     assert all(log.count("tvm_tmp_mod.tar") >= 1 for log in logs), logs
     # ... and one of them timed each task's best record against its rule
     assert sum(log.count("candidate") for log in logs) == 2 * len(report["tasks"])
-    assert report["kept"] == len(report["tasks"]) == 2 and report["measured_on"].startswith("2 device(s)")
+    assert report["kept"] == len(report["tasks"]) == 2 and report["measured_on"].startswith(
+        "2 device(s)"
+    )
     ex, _, sched = build(legal, V3, tmp_path)
     assert sorted(f for f, rule in sched.functions.items() if rule == "tuned") == sorted(
-        r["task"] for r in report["tasks"])
+        r["task"] for r in report["tasks"]
+    )
     with torch.no_grad():
         ref = module(x).numpy()
     assert np.abs(_run(ex, x, params) - ref).max() <= 1e-5 * np.abs(ref).max()
@@ -144,22 +156,43 @@ def test_tuning_through_a_tracker_measures_on_every_free_device(tuned, tmp_path,
 def test_a_tracker_without_a_free_device_is_a_clear_error_after_a_bounded_wait(tuned, tmp_path):
     legal = tuned[2]
     with local_tracker() as tracker:
-        record = {"device": "rpc", "target": "v3", "tracker": tracker, "key": "no-board", "timeout_s": 2}
+        record = {
+            "device": "rpc",
+            "target": "v3",
+            "tracker": tracker,
+            "key": "no-board",
+            "timeout_s": 2,
+        }
         t0 = time.monotonic()
-        with pytest.raises(measure.TuneDeviceError, match=r"no free device under key 'no-board' for 2 s.*"
-                                                          r"rpc_server --tracker .* --key no-board"):
+        with pytest.raises(
+            measure.TuneDeviceError,
+            match=r"no free device under key 'no-board' for 2 s.*"
+            r"rpc_server --tracker .* --key no-board",
+        ):
             tune.tune(lambda: legal, V3, 4, tmp_path, 2, device=record)
         assert time.monotonic() - t0 < 15
         t0 = time.monotonic()
-    with pytest.raises(measure.TuneDeviceError, match="no RPC tracker at 127.0.0.1:1 .*python -m tvm.exec.rpc_tracker"):
+    with pytest.raises(
+        measure.TuneDeviceError,
+        match="no RPC tracker at 127.0.0.1:1 .*python -m tvm.exec.rpc_tracker",
+    ):
         tune.tune(lambda: legal, V3, 4, tmp_path, 2, device=record | {"tracker": "127.0.0.1:1"})
     assert time.monotonic() - t0 < 15
 
 
-@pytest.mark.parametrize("record, why", [
-    ({"device": "qemu", "target": "aarch64", "emulated": True}, "runs under qemu here, whose timings mean nothing"),
-    ({"device": "none", "target": "x86_64_v4", "reason": "this CPU lacks avx512f"}, "no device runs it .this CPU lacks"),
-])
+@pytest.mark.parametrize(
+    "record, why",
+    [
+        (
+            {"device": "qemu", "target": "aarch64", "emulated": True},
+            "runs under qemu here, whose timings mean nothing",
+        ),
+        (
+            {"device": "none", "target": "x86_64_v4", "reason": "this CPU lacks avx512f"},
+            "no device runs it .this CPU lacks",
+        ),
+    ],
+)
 def test_tuning_refuses_devices_without_real_timings(tuned, tmp_path, record, why):
     with pytest.raises(measure.TuneDeviceError, match=why + r".*devices\.\w+: \{tracker"):
         tune.tune(lambda: tuned[2], V3, 4, tmp_path, 2, device=record)
@@ -172,9 +205,17 @@ def test_one_server_measures_and_times_every_task(tuned, tmp_path):
     request would wait for the device the first holds)."""
     legal = tuned[2]
     with local_tracker() as tracker, local_servers(tracker, "tune-one", 1):
-        record = {"device": "rpc", "target": "v3", "tracker": tracker, "key": "tune-one", "timeout_s": 20}
+        record = {
+            "device": "rpc",
+            "target": "v3",
+            "tracker": tracker,
+            "key": "tune-one",
+            "timeout_s": 20,
+        }
         report = tune.tune(lambda: legal, V3, 4, tmp_path, 2, device=record)
-    assert len(report["tasks"]) == 2 and all(r["tuned_ms"] and r["rules_ms"] for r in report["tasks"]), report
+    assert len(report["tasks"]) == 2 and all(
+        r["tuned_ms"] and r["rules_ms"] for r in report["tasks"]
+    ), report
 
 
 def test_load_time_kernels_get_no_trials():
@@ -184,14 +225,27 @@ def test_load_time_kernels_get_no_trials():
     import tvm
     from tvm import relax
 
-    module = torch.nn.Sequential(torch.nn.Conv1d(16, 16, 3, padding=1), torch.nn.ReLU(),
-                                 torch.nn.Conv1d(16, 24, 5, padding=2))
+    module = torch.nn.Sequential(
+        torch.nn.Conv1d(16, 16, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv1d(16, 24, 5, padding=2),
+    )
     legal, _ = _legalized(module, torch.randn(1, 16, 64))
 
     def kernels(fn: str) -> set[str]:
         called: set[str] = set()
-        relax.analysis.post_order_visit(legal[fn].body, lambda e: called.add(e.args[0].name_hint) if (
-            isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op) and e.op.name == "relax.call_tir") else None)
+        relax.analysis.post_order_visit(
+            legal[fn].body,
+            lambda e: (
+                called.add(e.args[0].name_hint)
+                if (
+                    isinstance(e, relax.Call)
+                    and isinstance(e.op, tvm.ir.Op)
+                    and e.op.name == "relax.call_tir"
+                )
+                else None
+            ),
+        )
         return called
 
     at_load = kernels("main_transform_params") - kernels("main")

@@ -14,10 +14,10 @@ import torch
 
 tvm = pytest.importorskip("tvm")
 import tvm.s_tir as s_tir  # noqa: E402
+from host import runs_here  # noqa: E402
 from tvm import te, tirx  # noqa: E402
 
 from kokoro_tvm.compile import vector_math  # noqa: E402
-from host import runs_here  # noqa: E402
 
 TARGETS = {
     "sse2": {"kind": "llvm"},  # no FMA: LLVM keeps a*b+c unfused
@@ -44,7 +44,9 @@ def _kernel(fn, n: int, spec):
 def _grid() -> np.ndarray:
     wide = np.linspace(-90, 90, 1 << 20, dtype=np.float32)
     near0 = np.linspace(-1, 1, 1 << 18, dtype=np.float32)
-    tiny = np.float32([0.0, -0.0, 1e-30, -1e-30, 1e-8, -1e-8, 0.25, -0.25, np.nextafter(np.float32(0.25), 0)])
+    tiny = np.float32(
+        [0.0, -0.0, 1e-30, -1e-30, 1e-8, -1e-8, 0.25, -0.25, np.nextafter(np.float32(0.25), 0)]
+    )
     return np.concatenate([wide, near0, tiny])
 
 
@@ -53,7 +55,10 @@ def _rel_err(name: str, fn, spec, xs: np.ndarray) -> float:
     out = tvm.runtime.tensor(np.zeros_like(xs))
     lib(tvm.runtime.tensor(xs), out)
     got, want = out.numpy().astype(np.float64), REFERENCE[name](xs.astype(np.float64))
-    keep = {"exp": (xs >= vector_math.EXP_LO) & (xs <= vector_math.EXP_HI), "sigmoid": xs >= -80}.get(name)
+    keep = {
+        "exp": (xs >= vector_math.EXP_LO) & (xs <= vector_math.EXP_HI),
+        "sigmoid": xs >= -80,
+    }.get(name)
     keep = np.ones(xs.shape, bool) if keep is None else keep
     assert np.isfinite(got).all()
     return float((np.abs(got - want)[keep] / np.maximum(np.abs(want[keep]), 1e-37)).max())
@@ -111,7 +116,12 @@ def test_legalized_ops_match_torch_and_stay_vectorized():
     class Ops(torch.nn.Module):
         def forward(self, x, m):
             att = torch.softmax(x @ x.transpose(-1, -2) + m, dim=-1)
-            return att, torch.nn.functional.gelu(x, approximate="tanh"), torch.sigmoid(x), torch.exp(x)
+            return (
+                att,
+                torch.nn.functional.gelu(x, approximate="tanh"),
+                torch.sigmoid(x),
+                torch.exp(x),
+            )
 
     torch.manual_seed(0)
     x, m = torch.randn(2, 24, 16), torch.zeros(2, 1, 24)

@@ -19,8 +19,10 @@ def test_the_transforms_compute_the_correlation_exactly_in_float64(m, r):
     at, g, bt = winograd.matrices(m, r)
     rng = np.random.default_rng(0)
     d, w = rng.standard_normal(m + r - 1), rng.standard_normal(r)
-    want = np.array([w @ d[i:i + r] for i in range(m)])
-    assert np.abs(at @ ((g @ w) * (bt @ d)) - want).max() < 1e-7 * np.abs(want).max()  # B^T: an inverse
+    want = np.array([w @ d[i : i + r] for i in range(m)])
+    assert (
+        np.abs(at @ ((g @ w) * (bt @ d)) - want).max() < 1e-7 * np.abs(want).max()
+    )  # B^T: an inverse
 
 
 def _legalized(channels: int, out_channels: int, taps: int, dilation: int, bound: int = 512):
@@ -32,8 +34,9 @@ def _legalized(channels: int, out_channels: int, taps: int, dilation: int, bound
     from kokoro_tvm.compile.legalize import legalize
 
     torch.manual_seed(taps * 10 + dilation)
-    module = torch.nn.Conv1d(channels, out_channels, taps, padding=dilation * (taps - 1) // 2,
-                             dilation=dilation).eval()
+    module = torch.nn.Conv1d(
+        channels, out_channels, taps, padding=dilation * (taps - 1) // 2, dilation=dilation
+    ).eval()
     n = torch.export.Dim("n", min=2, max=bound)
     ep = torch.export.export(module, (torch.randn(1, channels, 64),), dynamic_shapes=({2: n},))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
@@ -41,11 +44,19 @@ def _legalized(channels: int, out_channels: int, taps: int, dilation: int, bound
 
 
 def _kernels(mod) -> list[str]:
-    return [gv.name_hint for gv in mod.functions if gv.name_hint.startswith(("winograd", "conv1d", "fused_conv1d"))]
+    return [
+        gv.name_hint
+        for gv in mod.functions
+        if gv.name_hint.startswith(("winograd", "conv1d", "fused_conv1d"))
+    ]
 
 
-@pytest.mark.parametrize("channels, taps, dilation", [(32, 3, 1), (32, 7, 3), (48, 11, 5), (128, 11, 1), (128, 7, 3)])
-def test_a_generator_conv_takes_the_winograd_kernel_and_equals_torch_at_every_width(channels, taps, dilation):
+@pytest.mark.parametrize(
+    "channels, taps, dilation", [(32, 3, 1), (32, 7, 3), (48, 11, 5), (128, 11, 1), (128, 7, 3)]
+)
+def test_a_generator_conv_takes_the_winograd_kernel_and_equals_torch_at_every_width(
+    channels, taps, dilation
+):
     """Each kernel size the generator has, dilated as its ``convs1`` are, at widths shorter than
     the kernel's reach, within one block, and across blocks with a partial last block (at 128
     channels a block spans 144 samples: the unchecked copy and stores of the inner blocks). The error
@@ -58,8 +69,9 @@ def test_a_generator_conv_takes_the_winograd_kernel_and_equals_torch_at_every_wi
 
     module, legal, params = _legalized(channels, 32, taps, dilation)
     names = _kernels(legal)
-    assert [n for n in names if n.startswith("winograd")] and not [n for n in names if "conv1d" in n and
-                                                                  not n.startswith("winograd")], names
+    assert [n for n in names if n.startswith("winograd")] and not [
+        n for n in names if "conv1d" in n and not n.startswith("winograd")
+    ], names
     lifted = legal["main_transform_params"].script()
     assert "matmul" in lifted and "matmul" not in legal["main"].script()  # G g at load time only
     ex, _, report = build(legal, V3)
@@ -77,11 +89,18 @@ def test_a_generator_conv_takes_the_winograd_kernel_and_equals_torch_at_every_wi
         assert np.abs(got - want).max() < 3e-4 * np.abs(want).max(), width
 
 
-@pytest.mark.parametrize("channels, out_channels, taps", [
-    (512, 512, 3),    # the decoder body's width: its transformed weights would take 2.7x the memory
-    (128, 128, 5),    # no F(m, 5) in OUTPUTS
-    (128, 1, 7),      # one filter (the F0/N projections): no whole CHANNELS tile, not padded to one
-])
+@pytest.mark.parametrize(
+    "channels, out_channels, taps",
+    [
+        (
+            512,
+            512,
+            3,
+        ),  # the decoder body's width: its transformed weights would take 2.7x the memory
+        (128, 128, 5),  # no F(m, 5) in OUTPUTS
+        (128, 1, 7),  # one filter (the F0/N projections): no whole CHANNELS tile, not padded to one
+    ],
+)
 def test_convs_outside_the_winograd_shapes_stay_direct(channels, out_channels, taps):
     _, legal, _ = _legalized(channels, out_channels, taps, 1)
     names = _kernels(legal)
@@ -94,20 +113,25 @@ def test_the_build_makes_the_kernel_again_for_its_targets_registers():
     target (``compile/retarget.py``): 6 x 32 on AVX-512, where 6 x 16 are only 6 registers, and
     AVX2's on NEON. Each output's sum keeps its order, so the results are the same to the bit
     (checked where this CPU runs AVX-512)."""
+    from host import runs_here
     from tvm import relax
 
     from kokoro_tvm.compile.build import build, make_target
     from kokoro_tvm.compile.retarget import retarget
-    from host import runs_here
 
     v4 = {"kind": "llvm", "mcpu": "x86-64-v4"}
     neon = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}
-    module, legal, params = _legalized(64, 64, 7, 3)
+    _module, legal, params = _legalized(64, 64, 7, 3)
 
     def tiles(target) -> set[str]:
         mod = retarget(legal, make_target(target))
-        return {size for gv, f in mod.functions.items() if gv.name_hint.startswith("winograd")
-                for size in ("(6, 16)", "(6, 32)") if size in f.script()}
+        return {
+            size
+            for gv, f in mod.functions.items()
+            if gv.name_hint.startswith("winograd")
+            for size in ("(6, 16)", "(6, 32)")
+            if size in f.script()
+        }
 
     assert tiles(V3) == {"(6, 16)"} and tiles(v4) == {"(6, 32)"} and tiles(neon) == {"(6, 16)"}
     if not runs_here(v4):
@@ -133,7 +157,9 @@ def test_convs_of_one_shape_share_one_kernel():
     from kokoro_tvm.compile.legalize import legalize
 
     torch.manual_seed(0)
-    module = torch.nn.Sequential(*(torch.nn.Conv1d(32, 32, 3, padding=d, dilation=d) for d in (1, 1, 3))).eval()
+    module = torch.nn.Sequential(
+        *(torch.nn.Conv1d(32, 32, 3, padding=d, dilation=d) for d in (1, 1, 3))
+    ).eval()
     x = torch.randn(1, 32, 100)
     ep = torch.export.export(module, (x,))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
@@ -143,7 +169,9 @@ def test_convs_of_one_shape_share_one_kernel():
     assert legal["main"].script().count("winograd_conv1d_32x32_k3_d1") == 2
     ex, _, _ = build(legal, V3)
     vm = relax.VirtualMachine(ex, tvm.cpu())
-    got = vm["main"](tvm.runtime.tensor(x.numpy()), *bind_params(vm, [p.numpy() for p in params["main"]]))
+    got = vm["main"](
+        tvm.runtime.tensor(x.numpy()), *bind_params(vm, [p.numpy() for p in params["main"]])
+    )
     got = (got if hasattr(got, "numpy") else got[0]).numpy()
     with torch.no_grad():
         want = module.double()(x.double()).numpy()

@@ -15,8 +15,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 #: the public runtime names and the module each lives in
-_RUNTIME = {"KokoroTVM": "synthesizer", "Synthesis": "synthesizer", "ChunkAudio": "synthesizer",
-            "BucketError": "synthesizer", "VoiceError": "voices"}
+_RUNTIME = {
+    "KokoroTVM": "synthesizer",
+    "Synthesis": "synthesizer",
+    "ChunkAudio": "synthesizer",
+    "BucketError": "synthesizer",
+    "VoiceError": "voices",
+}
 __all__ = ["__version__", *_RUNTIME]
 
 

@@ -160,7 +160,9 @@ def load_ir(path: Path):
     try:
         return tvm.ir.load_json(path.read_text(encoding="utf-8"))
     except Exception as e:
-        raise ArtifactError(f"{path} is not a TVM IRModule ({type(e).__name__}); delete it and run `dvc repro`") from e
+        raise ArtifactError(
+            f"{path} is not a TVM IRModule ({type(e).__name__}); delete it and run `dvc repro`"
+        ) from e
 
 
 def save_weights(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -199,5 +201,3 @@ def export_library(ex, path: Path, fcompile=None) -> None:
             ex.export_library(os.fspath(tmp))
         else:
             ex.export_library(os.fspath(tmp), fcompile=fcompile)
-
-

@@ -16,7 +16,6 @@ from .errors import KokoroTVMError
 from .spec import MODEL_CONFIGS
 
 
-
 class UnknownConfig(KokoroTVMError, ValueError):
     pass
 
@@ -50,4 +49,6 @@ def load_model_config(name: str) -> dict[str, Any]:
         return _kokoro_82m()
     if name == "tiny":
         return _tiny()
-    raise UnknownConfig(f"model.config: unknown config {name!r}; choose one of {list(MODEL_CONFIGS)}")
+    raise UnknownConfig(
+        f"model.config: unknown config {name!r}; choose one of {list(MODEL_CONFIGS)}"
+    )

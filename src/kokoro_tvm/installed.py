@@ -12,8 +12,9 @@ from importlib import metadata, resources
 from pathlib import Path
 
 
-def distribution_file(dist_name: str, relpath: str, error: type[Exception], hint: str,
-                      what: str | None = None) -> Path:
+def distribution_file(
+    dist_name: str, relpath: str, error: type[Exception], hint: str, what: str | None = None
+) -> Path:
     """The installed file ``relpath`` of ``dist_name`` (a path inside the wheel, or a bare file
     name matched against the wheel's RECORD). ``error(...)`` names the missing piece and ``hint``."""
     what = what or dist_name
@@ -36,4 +37,6 @@ def distribution_file(dist_name: str, relpath: str, error: type[Exception], hint
             return Path(str(p))
     except ModuleNotFoundError:
         pass
-    raise error(f"{dist_name} {dist.version} is installed but has no {relpath}; reinstall it: {hint}")
+    raise error(
+        f"{dist_name} {dist.version} is installed but has no {relpath}; reinstall it: {hint}"
+    )

@@ -10,13 +10,29 @@ from typing import Any
 from .artifacts import ArtifactError
 
 
-def library_entry(component: str, bucket: int, target: str, path: str, sha256: str,
-                  signature: dict[str, Any], **more: Any) -> dict[str, Any]:
+def library_entry(
+    component: str,
+    bucket: int,
+    target: str,
+    path: str,
+    sha256: str,
+    signature: dict[str, Any],
+    **more: Any,
+) -> dict[str, Any]:
     """What the runtime needs to load and call one library: where it is, its bytes, and its
     signature; a bounded library also says so and which axis of each input is its length."""
-    return {"component": component, "bucket": bucket, "target": target, "path": path, "sha256": sha256,
-            "inputs": signature["inputs"], "outputs": signature["outputs"], "params": signature["params"],
-            **bounded_fields(signature), **more}
+    return {
+        "component": component,
+        "bucket": bucket,
+        "target": target,
+        "path": path,
+        "sha256": sha256,
+        "inputs": signature["inputs"],
+        "outputs": signature["outputs"],
+        "params": signature["params"],
+        **bounded_fields(signature),
+        **more,
+    }
 
 
 def bounded_fields(signature: dict[str, Any]) -> dict[str, Any]:
@@ -28,9 +44,13 @@ def bounded_fields(signature: dict[str, Any]) -> dict[str, Any]:
     return {"shapes": "bounded", "length_axes": info["length_axes"]}
 
 
-def check_validated(validation: dict[str, Any], library_sha256: str, weights_sha256: str, path: Path | str) -> None:
+def check_validated(
+    validation: dict[str, Any], library_sha256: str, weights_sha256: str, path: Path | str
+) -> None:
     """Refuse a library whose validation ran other bytes, of the library or of its weights."""
     ran = (validation.get("library_sha256"), validation.get("weights_sha256"))
     if ran != (library_sha256, weights_sha256):
-        raise ArtifactError(f"{path} (or its weights) is not what was built and validated (tampered, or a stage "
-                            "was skipped); run `dvc repro` to rebuild and revalidate it")
+        raise ArtifactError(
+            f"{path} (or its weights) is not what was built and validated (tampered, or a stage "
+            "was skipped); run `dvc repro` to rebuild and revalidate it"
+        )

@@ -91,7 +91,7 @@ class TargetSpec(_Section):
     mattr: list[str] | None = None
 
     @model_validator(mode="after")
-    def _known_to_llvm(self) -> "TargetSpec":
+    def _known_to_llvm(self) -> TargetSpec:
         check_llvm_target(self.as_dict())
         return self
 
@@ -152,8 +152,10 @@ class BenchSection(_Section):
 
     @field_validator("phonemes")
     @classmethod
-    def _phonemes(cls, v: "Literal['auto'] | list[int]") -> "Literal['auto'] | list[int]":
-        return v if v == "auto" else _buckets(v, "bench.phonemes", MAX_BENCH_PHONEMES, "phoneme count")
+    def _phonemes(cls, v: Literal["auto"] | list[int]) -> Literal["auto"] | list[int]:
+        return (
+            v if v == "auto" else _buckets(v, "bench.phonemes", MAX_BENCH_PHONEMES, "phoneme count")
+        )
 
 
 class ParamsFile(_Section):
@@ -173,8 +175,10 @@ class ParamsFile(_Section):
     def _target_names(cls, v: Any) -> Any:
         for name in v if isinstance(v, dict) else ():
             if not isinstance(name, str) or not _TARGET_NAME.match(name):
-                raise ValueError(f"target name {name!r} must use letters, digits and '_' only "
-                                 "(it becomes part of DVC stage names)")
+                raise ValueError(
+                    f"target name {name!r} must use letters, digits and '_' only "
+                    "(it becomes part of DVC stage names)"
+                )
         return v
 
     @field_validator("devices", mode="before")
@@ -183,20 +187,24 @@ class ParamsFile(_Section):
         return {} if v is None else v  # a `devices:` key whose entries are all commented out
 
     @model_validator(mode="after")
-    def _devices_name_targets(self) -> "ParamsFile":
+    def _devices_name_targets(self) -> ParamsFile:
         unknown = sorted(set(self.devices) - set(self.targets))
         if unknown:
-            raise ValueError(f"'devices.{unknown[0]}' names no target; 'targets' has {sorted(self.targets)}"
-                             + _suggest(unknown[0], list(self.targets)))
+            raise ValueError(
+                f"'devices.{unknown[0]}' names no target; 'targets' has {sorted(self.targets)}"
+                + _suggest(unknown[0], list(self.targets))
+            )
         return self
 
     @model_validator(mode="after")
-    def _bounded_needs_loop(self) -> "ParamsFile":
+    def _bounded_needs_loop(self) -> ParamsFile:
         bounded = [axis for axis in ("tokens", "frames") if getattr(self.shapes, axis) == "bounded"]
         if bounded and self.lstm.strategy != "loop":
-            raise ValueError(f"'shapes.{bounded[0]}' is 'bounded' but 'lstm.strategy' is {self.lstm.strategy!r}: "
-                             "only the loop LSTM runs a symbolic length; set 'lstm.strategy: loop' or "
-                             "'shapes' to 'padded'")
+            raise ValueError(
+                f"'shapes.{bounded[0]}' is 'bounded' but 'lstm.strategy' is {self.lstm.strategy!r}: "
+                "only the loop LSTM runs a symbolic length; set 'lstm.strategy: loop' or "
+                "'shapes' to 'padded'"
+            )
         return self
 
 
@@ -221,7 +229,7 @@ class Params:
     devices: dict[str, Any] = field(default_factory=dict)
     bench_phonemes: tuple[int, ...] | None = None  # None: ``auto``
 
-    def device(self, target: str) -> "str | TrackerDevice":
+    def device(self, target: str) -> str | TrackerDevice:
         """``devices.<target>``: ``auto`` unless params say otherwise."""
         self.check_target(target)
         return self.devices.get(target, "auto")
@@ -236,11 +244,15 @@ class Params:
     def check_bucket(self, component: str, bucket: int) -> None:
         if bucket not in self.buckets(component):
             axis = COMPONENTS[component]
-            raise ParamsError(f"bucket {bucket} is not in params.yaml 'buckets.{axis}' {list(self.buckets(component))}")
+            raise ParamsError(
+                f"bucket {bucket} is not in params.yaml 'buckets.{axis}' {list(self.buckets(component))}"
+            )
 
     def check_target(self, target: str) -> None:
         if target not in self.targets:
-            raise ParamsError(f"target {target!r} is not in params.yaml 'targets' {sorted(self.targets)}")
+            raise ParamsError(
+                f"target {target!r} is not in params.yaml 'targets' {sorted(self.targets)}"
+            )
 
 
 def check_llvm_target(spec: dict[str, Any]) -> None:
@@ -252,18 +264,26 @@ def check_llvm_target(spec: dict[str, Any]) -> None:
     arch = triple.split("-", 1)[0]
     known_archs = list(codegen.llvm_get_targets())
     if spec.get("mtriple") and arch not in known_archs:
-        raise ValueError(f"mtriple {triple!r}: LLVM {codegen.llvm_version_major()} has no target {arch!r}"
-                         + _suggest(arch, known_archs))
+        raise ValueError(
+            f"mtriple {triple!r}: LLVM {codegen.llvm_version_major()} has no target {arch!r}"
+            + _suggest(arch, known_archs)
+        )
     cpu = spec.get("mcpu")
     if cpu is not None and not codegen.llvm_is_valid_cpu(cpu, triple):
         cpus = _cpus(triple)
-        raise ValueError(f"mcpu {cpu!r} is not a CPU LLVM {codegen.llvm_version_major()} knows for {triple}"
-                         + _suggest(cpu, cpus))
+        raise ValueError(
+            f"mcpu {cpu!r} is not a CPU LLVM {codegen.llvm_version_major()} knows for {triple}"
+            + _suggest(cpu, cpus)
+        )
     for feature in spec.get("mattr") or []:
         if not isinstance(feature, str) or feature[:1] not in "+-" or len(feature) < 2:
-            raise ValueError(f"mattr entry {feature!r} must be '+feature' or '-feature' (e.g. '+avx2')")
+            raise ValueError(
+                f"mattr entry {feature!r} must be '+feature' or '-feature' (e.g. '+avx2')"
+            )
         if not _feature_known(feature[1:], triple):
-            raise ValueError(f"mattr {feature!r}: LLVM does not know the feature {feature[1:]!r} for {triple}")
+            raise ValueError(
+                f"mattr {feature!r}: LLVM does not know the feature {feature[1:]!r} for {triple}"
+            )
 
 
 def _cpus(triple: str) -> list[str]:
@@ -271,8 +291,10 @@ def _cpus(triple: str) -> list[str]:
     from tvm.target import codegen
 
     try:
-        return list(codegen.llvm_get_cpu_archlist(tvm.target.Target({"kind": "llvm", "mtriple": triple})))
-    except Exception:  # noqa: BLE001  (an unusable triple: no list to suggest from)
+        return list(
+            codegen.llvm_get_cpu_archlist(tvm.target.Target({"kind": "llvm", "mtriple": triple}))
+        )
+    except Exception:
         return []
 
 
@@ -317,7 +339,11 @@ def _message(err: dict[str, Any]) -> str:
         valid = _keys_at(loc[:-1])
         parent = "".join(f"{p}." for p in loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
-        hint = f"; did you mean '{parent}{close[0]}'?" if close else (f"; valid keys here: {valid}" if valid else "")
+        hint = (
+            f"; did you mean '{parent}{close[0]}'?"
+            if close
+            else (f"; valid keys here: {valid}" if valid else "")
+        )
         return f"unknown key '{key}'{hint}"
     if kind == "missing":
         return f"missing key '{key}'"
@@ -331,25 +357,45 @@ def _message(err: dict[str, Any]) -> str:
         return f"'{key}' must be {err['msg'].removeprefix('Input should be ')}, got {value!r}"
     if kind.endswith("_type") or kind.endswith("_parsing"):
         want = kind.removesuffix("_type").removesuffix("_parsing")
-        want = {"int": "an integer", "bool": "true or false", "string": "a string", "list": "a list",
-                "dict": "a mapping"}.get(want, want.replace("_", " "))
+        want = {
+            "int": "an integer",
+            "bool": "true or false",
+            "string": "a string",
+            "list": "a list",
+            "dict": "a mapping",
+        }.get(want, want.replace("_", " "))
         return f"'{key}' must be {want}, got {value!r}"
     return f"'{key}': {err['msg']} (got {value!r})"
 
 
 def parse(raw: Any) -> Params:
     if not isinstance(raw, dict):
-        raise ParamsError("params.yaml: top level must be a mapping with keys model, buckets, lstm, targets")
+        raise ParamsError(
+            "params.yaml: top level must be a mapping with keys model, buckets, lstm, targets"
+        )
     try:
         f = ParamsFile.model_validate(raw)
     except ValidationError as e:
         problems = [_message(err) for err in e.errors(include_url=False)]
         raise ParamsError("params.yaml: " + "; ".join(problems)) from None
-    return Params(f.model.config, f.model.checkpoint, f.model.seed, tuple(f.buckets.tokens),
-                  tuple(f.buckets.frames), f.lstm.strategy, {n: t.as_dict() for n, t in f.targets.items()},
-                  f.toolchain.as_dict(), f.runtime.num_threads, f.bench.repeats, f.bench.onnxruntime,
-                  f.tune.trials, f.shapes.tokens, f.shapes.frames, dict(f.devices),
-                  None if f.bench.phonemes == "auto" else tuple(f.bench.phonemes))
+    return Params(
+        f.model.config,
+        f.model.checkpoint,
+        f.model.seed,
+        tuple(f.buckets.tokens),
+        tuple(f.buckets.frames),
+        f.lstm.strategy,
+        {n: t.as_dict() for n, t in f.targets.items()},
+        f.toolchain.as_dict(),
+        f.runtime.num_threads,
+        f.bench.repeats,
+        f.bench.onnxruntime,
+        f.tune.trials,
+        f.shapes.tokens,
+        f.shapes.frames,
+        dict(f.devices),
+        None if f.bench.phonemes == "auto" else tuple(f.bench.phonemes),
+    )
 
 
 def load(path: str | Path = "params.yaml") -> Params:

@@ -90,7 +90,7 @@ def unpadded(arrays: dict[str, Any], axes: dict[str, Any], n: int) -> dict[str, 
             axis, scale = axes[name]
             x = x[(slice(None),) * axis + (slice(0, scale * n),)]
             if scale > 1:
-                x = x.reshape(*x.shape[:axis], n, scale, *x.shape[axis + 1:])
+                x = x.reshape(*x.shape[:axis], n, scale, *x.shape[axis + 1 :])
         cut[name] = x
     return cut
 
@@ -99,12 +99,22 @@ def input_specs(component: str, bucket: int, cfg: dict[str, Any]) -> list[Tensor
     """The static signature of a component at a bucket; the manifest and runtime use it."""
     lengths = (MIN_LENGTH[check_component(component)], bucket)
     if component == "duration":
-        return [TensorSpec("input_ids", (1, bucket), "int64"), TensorSpec("input_lengths", (1,), "int64", lengths),
-                TensorSpec("style", (1, cfg["style_dim"]), "float32")]
+        return [
+            TensorSpec("input_ids", (1, bucket), "int64"),
+            TensorSpec("input_lengths", (1,), "int64", lengths),
+            TensorSpec("style", (1, cfg["style_dim"]), "float32"),
+        ]
     if component == "text_encoder":
-        return [TensorSpec("input_ids", (1, bucket), "int64"), TensorSpec("input_lengths", (1,), "int64", lengths)]
+        return [
+            TensorSpec("input_ids", (1, bucket), "int64"),
+            TensorSpec("input_lengths", (1,), "int64", lengths),
+        ]
     hid, sty, spf = cfg["hidden_dim"], cfg["style_dim"], samples_per_frame(cfg)
-    return [TensorSpec("en", (1, hid + sty, bucket), "float32"), TensorSpec("asr", (1, hid, bucket), "float32"),
-            TensorSpec("frame_lengths", (1,), "int64", lengths), TensorSpec("ref_s", (1, 2 * sty), "float32"),
-            TensorSpec("rand_ini", (1, HARMONICS), "float32"),
-            TensorSpec("noise", (1, spf * bucket, HARMONICS), "float32")]
+    return [
+        TensorSpec("en", (1, hid + sty, bucket), "float32"),
+        TensorSpec("asr", (1, hid, bucket), "float32"),
+        TensorSpec("frame_lengths", (1,), "int64", lengths),
+        TensorSpec("ref_s", (1, 2 * sty), "float32"),
+        TensorSpec("rand_ini", (1, HARMONICS), "float32"),
+        TensorSpec("noise", (1, spf * bucket, HARMONICS), "float32"),
+    ]

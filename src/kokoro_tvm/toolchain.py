@@ -49,7 +49,7 @@ def llvm_major() -> int | None:
 
     try:
         return int(tvm.target.codegen.llvm_version_major())
-    except Exception:  # noqa: BLE001  (no such global function in a runtime-only TVM)
+    except Exception:
         return None
 
 
@@ -72,7 +72,11 @@ def check_installed(declared: dict[str, Any], found: dict[str, Any]) -> None:
     for key, want in declared.items():
         have = found[key]
         if str(want) != str(have):
-            what = "LLVM major version of the installed apache-tvm" if key == "llvm_major" else f"installed {key}"
+            what = (
+                "LLVM major version of the installed apache-tvm"
+                if key == "llvm_major"
+                else f"installed {key}"
+            )
             raise ToolchainError(
                 f"params.yaml: 'toolchain.{key}' is {want} but the {what} is {have}; install the "
                 f"pinned versions (`make setup`) or update 'toolchain.{key}' and rebuild"

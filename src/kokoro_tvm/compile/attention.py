@@ -26,7 +26,9 @@ from tvm.script import tirx as T
 
 from . import passes, vector_math
 from .hand_written import FLOPS
-from .symbolic import same_shape as _same, static_dim as _static, upper_bounds
+from .symbolic import same_shape as _same
+from .symbolic import static_dim as _static
+from .symbolic import upper_bounds
 
 #: Query rows per task: ``ROWS x COLS`` accumulators are 12 AVX2 registers (6 AVX-512), with a
 #: broadcast and two loads per step, within AVX2's 16.
@@ -34,8 +36,21 @@ ROWS = 6
 #: Score columns (and output columns of ``P V``) per register tile: two AVX2 vectors, one AVX-512.
 COLS = 16
 
-_OPS = {name: tvm.ir.Op.get(f"relax.{name}") for name in (
-    "matmul", "add", "nn.softmax", "where", "full_like", "equal", "logical_not", "astype", "max", "broadcast_to")}
+_OPS = {
+    name: tvm.ir.Op.get(f"relax.{name}")
+    for name in (
+        "matmul",
+        "add",
+        "nn.softmax",
+        "where",
+        "full_like",
+        "equal",
+        "logical_not",
+        "astype",
+        "max",
+        "broadcast_to",
+    )
+}
 
 
 def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.PrimFunc:
@@ -50,7 +65,9 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
     ``P V`` with ``ROWS x COLS`` accumulators per ``COLS`` output columns.
     """
     if dim % COLS:
-        raise ValueError(f"attention_kernel needs a head size that is a multiple of {COLS}, got {dim}")
+        raise ValueError(
+            f"attention_kernel needs a head size that is a multiple of {COLS}, got {dim}"
+        )
     width = -(-max_len // COLS) * COLS
     neg_inf = T.float32("-inf")
 
@@ -88,14 +105,18 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
                 for r in T.unroll(ROWS):
                     for c in T.vectorized(COLS):
                         if masked:
-                            s[r, jb * COLS + c] = acc[r, c] + mask[0, 0, T.min(r0 + r, n - 1), jb * COLS + c]
+                            s[r, jb * COLS + c] = (
+                                acc[r, c] + mask[0, 0, T.min(r0 + r, n - 1), jb * COLS + c]
+                            )
                         else:
                             s[r, jb * COLS + c] = acc[r, c]
             if main < n:
                 # the last partial block of columns from a zero-padded copy of its keys: the same
                 # vector tile, no load past row n of kt (its copy, 4 KB, costs less than scalar FMAs)
                 for k, c in T.grid(dim, COLS):
-                    tail[k, c] = T.if_then_else(main + c < n, kt_h[k, T.min(main + c, n - 1)], T.float32(0))
+                    tail[k, c] = T.if_then_else(
+                        main + c < n, kt_h[k, T.min(main + c, n - 1)], T.float32(0)
+                    )
                 product(acc, q_h, r0, n - 1, tail, 0, dim)
                 for r in T.unroll(ROWS):
                     for c in range(n - main):
@@ -128,7 +149,9 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
                     total[r] = total[r] + s[r, j]
                 for jb in range(n // COLS):
                     for c in T.vectorized(COLS):
-                        s[r, jb * COLS + c] = T.Select(mx[r] == neg_inf, T.float32(0), s[r, jb * COLS + c] / total[r])
+                        s[r, jb * COLS + c] = T.Select(
+                            mx[r] == neg_inf, T.float32(0), s[r, jb * COLS + c] / total[r]
+                        )
                 for j in range(main, n):
                     s[r, j] = T.Select(mx[r] == neg_inf, T.float32(0), s[r, j] / total[r])
             for cb in range(dim // COLS):
@@ -138,8 +161,11 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
                         o[0, h, T.min(r0 + r, n - 1), cb * COLS + c] = acc[r, c]
 
     if masked:
+
         @T.prim_func(private=True)
-        def attention(var_q: T.handle, var_kt: T.handle, var_v: T.handle, var_mask: T.handle, var_o: T.handle):
+        def attention(
+            var_q: T.handle, var_kt: T.handle, var_v: T.handle, var_mask: T.handle, var_o: T.handle
+        ):
             n = T.int64()
             T.func_attr({"tirx.noalias": True, FLOPS: 4 * heads * dim * n * n})
             q = T.match_buffer(var_q, (1, heads, n, dim), "float32")
@@ -222,16 +248,21 @@ class _FuseAttention(PyExprMutator):
         if softmax is None or fill is None or _scalar(fill.args[1]) != 0.0:
             return None
         scores = softmax.args[0]
-        if int(softmax.attrs.axis) % len(scores.ty.shape) != len(scores.ty.shape) - 1 or not self._is_guard(cond, scores):
+        if int(softmax.attrs.axis) % len(scores.ty.shape) != len(
+            scores.ty.shape
+        ) - 1 or not self._is_guard(cond, scores):
             return None
         add = self._call(scores, "add")
         product = self._call(scores if add is None else add.args[0], "matmul")
         if product is None:
             return None
-        return (self._unbroadcast(product.args[0]), self._unbroadcast(product.args[1]),
-                None if add is None else add.args[1])
+        return (
+            self._unbroadcast(product.args[0]),
+            self._unbroadcast(product.args[1]),
+            None if add is None else add.args[1],
+        )
 
-    def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: D102
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
         new = super().visit_call_(call)
         if not call.op.same_as(_OPS["matmul"]):
             return new
@@ -246,10 +277,21 @@ class _FuseAttention(PyExprMutator):
             return new
         (_, heads, n, dim), ks, vs, os_ = shapes
         heads, dim = _static(heads), _static(dim)
-        if heads is None or dim is None or dim % COLS or _static(shapes[0][0]) != 1 \
-                or not (_same(ks, [1, heads, dim, n]) and _same(vs, [1, heads, n, dim]) and _same(os_, [1, heads, n, dim])):
+        if (
+            heads is None
+            or dim is None
+            or dim % COLS
+            or _static(shapes[0][0]) != 1
+            or not (
+                _same(ks, [1, heads, dim, n])
+                and _same(vs, [1, heads, n, dim])
+                and _same(os_, [1, heads, n, dim])
+            )
+        ):
             return new
-        if mask is not None and not _same(list(getattr(mask.ty, "shape", None) or []), [1, 1, n, n]):
+        if mask is not None and not _same(
+            list(getattr(mask.ty, "shape", None) or []), [1, 1, n, n]
+        ):
             return new
         max_len = _static(n) if _static(n) is not None else self.bounds.get(str(n))
         if max_len is None:

@@ -41,7 +41,7 @@ class _FoldReshapes(PyExprMutator):
             return value.args[0]
         return None
 
-    def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: D102
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
         new = super().visit_call_(call)
         if not call.op.same_as(_RESHAPE) or not isinstance(call.args[0], relax.Var):
             return new
@@ -50,16 +50,27 @@ class _FoldReshapes(PyExprMutator):
             return new
         a3, b3 = product.args
         a, b = self._unreshaped(a3), self._unreshaped(b3)
-        shapes = [_shape(e) for e in (a, b, call, a3, b3, product)] if a is not None and b is not None else [None]
+        shapes = (
+            [_shape(e) for e in (a, b, call, a3, b3, product)]
+            if a is not None and b is not None
+            else [None]
+        )
         if any(s is None for s in shapes):
             return new
         sa, sb, out, sa3, sb3, sp = shapes
         # only the batch axes were merged: same matrices, same batch axes on all three
-        if not (len(sa) == len(sb) == len(out) > len(sa3) == len(sb3) == len(sp) == 3
-                and _same(sa[-2:], sa3[-2:]) and _same(sb[-2:], sb3[-2:]) and _same(out[-2:], sp[-2:])
-                and _same(sa[:-2], sb[:-2]) and _same(sa[:-2], out[:-2])):
+        if not (
+            len(sa) == len(sb) == len(out) > len(sa3) == len(sb3) == len(sp) == 3
+            and _same(sa[-2:], sa3[-2:])
+            and _same(sb[-2:], sb3[-2:])
+            and _same(out[-2:], sp[-2:])
+            and _same(sa[:-2], sb[:-2])
+            and _same(sa[:-2], out[:-2])
+        ):
             return new
-        return relax.op.matmul(self.visit_expr(a), self.visit_expr(b), out_dtype=product.attrs.out_dtype)
+        return relax.op.matmul(
+            self.visit_expr(a), self.visit_expr(b), out_dtype=product.attrs.out_dtype
+        )
 
 
 @passes.register("legalize", "FoldBatchMatmulReshapes")

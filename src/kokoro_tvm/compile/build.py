@@ -32,7 +32,9 @@ def mark_noalias():
 
     @tvm.tirx.transform.prim_func_pass(opt_level=0, name="MarkNoAlias")
     def _pass(func, _mod, _ctx):
-        return func if "tirx.noalias" in (func.attrs or {}) else func.with_attr("tirx.noalias", True)
+        return (
+            func if "tirx.noalias" in (func.attrs or {}) else func.with_attr("tirx.noalias", True)
+        )
 
     return _pass
 
@@ -54,8 +56,11 @@ def sorted_shape_stores():
     from tvm.ir.expr import TensorLoad  # what ``tirx.BufferLoad`` (a constructor here) makes
 
     def slot(node) -> int | None:
-        if (isinstance(node, (tirx.BufferStore, TensorLoad)) and len(node.indices) == 1
-                and isinstance(node.indices[0], tirx.IntImm)):
+        if (
+            isinstance(node, (tirx.BufferStore, TensorLoad))
+            and len(node.indices) == 1
+            and isinstance(node.indices[0], tirx.IntImm)
+        ):
             return int(node.indices[0])
         return None
 
@@ -66,7 +71,9 @@ def sorted_shape_stores():
             return None
         read: set[int | None] = set()
         for s in stores:
-            tvm_ffi.structural_walk(s.value, [(TensorLoad, lambda e: read.add(slot(e)))], order="pre")
+            tvm_ffi.structural_walk(
+                s.value, [(TensorLoad, lambda e: read.add(slot(e)))], order="pre"
+            )
         if read & set(slots):  # a store reads a slot another one writes: keep their order
             return None
         return func.with_body(tirx.SeqStmt(sorted(stores, key=slot)))
@@ -104,8 +111,9 @@ def ordered_min_max():
 
     def has_integer_min_max(func: tirx.PrimFunc) -> bool:
         kinds: set[bool] = set()
-        tvm_ffi.structural_walk(func, [((tirx.Min, tirx.Max), lambda e: kinds.add(_is_integer(str(e.ty))))],
-                                order="pre")
+        tvm_ffi.structural_walk(
+            func, [((tirx.Min, tirx.Max), lambda e: kinds.add(_is_integer(str(e.ty))))], order="pre"
+        )
         return True in kinds
 
     def digest(nodes: list, index: int, memo: dict[int, str]) -> str:
@@ -113,8 +121,11 @@ def ordered_min_max():
             node = nodes[index]
             data = node.get("data")
             if isinstance(data, dict):  # an object: its fields, each a reference but literals
-                body = [f"{k}={digest(nodes, v, memo) if type(v) is int else json.dumps(v)}"
-                        for k, v in sorted(data.items()) if k != "span"]
+                body = [
+                    f"{k}={digest(nodes, v, memo) if type(v) is int else json.dumps(v)}"
+                    for k, v in sorted(data.items())
+                    if k != "span"
+                ]
             elif isinstance(data, list):  # an array: references
                 body = [digest(nodes, v, memo) for v in data]
             else:  # a literal
@@ -161,7 +172,11 @@ def tir_pipeline() -> str:
 
     def make():
         lower, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("s_tir")
-        return tvm.transform.Sequential([lower, ordered_min_max()], name=name), finalize_host, finalize_device
+        return (
+            tvm.transform.Sequential([lower, ordered_min_max()], name=name),
+            finalize_host,
+            finalize_device,
+        )
 
     tvm.tirx.compilation_pipeline.register_tir_pipeline(name, make)
     return name
@@ -196,7 +211,14 @@ def with_flat_transform_params(mod):
 
 #: The phase, in order; ``tvm.compile`` (TVM's default Relax pipeline, then ``MarkNoAlias`` on
 #: every kernel and ``SortShapeFuncStores``; TVM's TIR lowering, then ``OrderMinMaxOperands``) ends it.
-PASSES = ["ReshapesAsViews", "RetargetHandWritten", "ApplyTuningDatabase", "ScheduleRules", "PrepackWeights", "FlatTransformParams"]
+PASSES = [
+    "ReshapesAsViews",
+    "RetargetHandWritten",
+    "ApplyTuningDatabase",
+    "ScheduleRules",
+    "PrepackWeights",
+    "FlatTransformParams",
+]
 
 
 @passes.register("build", "FlatTransformParams")
@@ -221,6 +243,8 @@ def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: 
     ctx = passes.Context(target=make_target(target_spec), tune_db=tune_db, label=label)
     t0 = time.perf_counter()
     mod = passes.run("build", PASSES, mod, ctx)
-    pipeline = tvm.transform.Sequential([relax.get_pipeline("default"), mark_noalias(), sorted_shape_stores()])
+    pipeline = tvm.transform.Sequential(
+        [relax.get_pipeline("default"), mark_noalias(), sorted_shape_stores()]
+    )
     ex = tvm.compile(mod, target=ctx.target, relax_pipeline=pipeline, tir_pipeline=tir_pipeline())
     return ex, time.perf_counter() - t0, ctx.found["report"]

@@ -30,8 +30,8 @@ def clamp_finite_for_ints(node, importer) -> relax.Expr:
     scalar = all(v is None or isinstance(v, (int, float)) for v in (lo, hi))
     if not (dtype.startswith("int") and scalar):
         return importer._clamp(node)
-    lo = _INT_LO if lo is None or math.isinf(lo) else int(math.ceil(lo))
-    hi = _INT_HI if hi is None or math.isinf(hi) else int(math.floor(hi))
+    lo = _INT_LO if lo is None or math.isinf(lo) else math.ceil(lo)
+    hi = _INT_HI if hi is None or math.isinf(hi) else math.floor(hi)
     return importer.block_builder.emit(relax.op.clip(x, lo, hi))
 
 
@@ -53,14 +53,16 @@ def slice_in_bounds(node, importer) -> relax.Expr:
     from tvm import tirx
 
     x_node = node.args[0]
-    dim, start, end, step = [*node.args[1:], *(0, None, None, 1)[len(node.args) - 1:]]
+    dim, start, end, step = [*node.args[1:], *(0, None, None, 1)[len(node.args) - 1 :]]
     x_val, out_val = x_node.meta.get("val"), node.meta.get("val")
     if step != 1 or x_val is None or out_val is None:
         return importer._slice(node)
     dim %= x_val.dim()
     x = importer.env[x_node]
     length = importer.shape_of(x)[dim]
-    if not any(isinstance(v, torch.fx.Node) for v in (start, end)) and isinstance(length, tirx.IntImm):
+    if not any(isinstance(v, torch.fx.Node) for v in (start, end)) and isinstance(
+        length, tirx.IntImm
+    ):
         return importer._slice(node)
 
     def torch_expr(v) -> sympy.Expr:
@@ -81,12 +83,16 @@ def slice_in_bounds(node, importer) -> relax.Expr:
     if sympy.simplify(torch_expr(out_val.shape[dim]) - (e_torch - b_torch)) != 0:
         return importer._slice(node)
     return importer.block_builder.emit(
-        relax.op.strided_slice(x, [dim], [b_relax], [e_relax], [1], assume_inbound=True))
+        relax.op.strided_slice(x, [dim], [b_relax], [e_relax], [1], assume_inbound=True)
+    )
 
 
 def convert_map(lstm_strategy: str) -> dict[str, Callable]:
     """The ``custom_convert_map`` for ``from_exported_program``: our LSTM op plus the fixes above."""
     from .lstm_lowering import lstm_convert_map
 
-    return {"clamp.default": clamp_finite_for_ints, "slice.Tensor": slice_in_bounds,
-            **lstm_convert_map(lstm_strategy)}
+    return {
+        "clamp.default": clamp_finite_for_ints,
+        "slice.Tensor": slice_in_bounds,
+        **lstm_convert_map(lstm_strategy),
+    }

@@ -21,17 +21,24 @@ from ..model.inputs import bounded_example_inputs, example_inputs
 MIN_LENGTH = {"text_encoder": 1, "duration": 1, "decoder": 3}
 
 
-def export(component: str, bucket: int, km, cfg: dict[str, Any], shapes: str = "padded") -> torch.export.ExportedProgram:
+def export(
+    component: str, bucket: int, km, cfg: dict[str, Any], shapes: str = "padded"
+) -> torch.export.ExportedProgram:
     """``component`` of ``km`` traced for a ``shapes`` library of ``bucket``."""
     module = build_component(component, km, shapes)
     if shapes == "padded":
         args, dynamic = example_inputs(component, bucket, cfg), None
     elif shapes == "bounded":
         # the example is at neither bound (a bound as example specialises it)
-        args = bounded_example_inputs(component, bucket, cfg, max(MIN_LENGTH[component] + 1, bucket // 2))
+        args = bounded_example_inputs(
+            component, bucket, cfg, max(MIN_LENGTH[component] + 1, bucket // 2)
+        )
         n = torch.export.Dim("n", min=MIN_LENGTH[component], max=bucket)
-        dynamic = {"text_encoder": ({1: n},), "duration": ({1: n}, None),
-                   "decoder": ({2: n}, {2: n}, None, None, {1: n})}[component]
+        dynamic = {
+            "text_encoder": ({1: n},),
+            "duration": ({1: n}, None),
+            "decoder": ({2: n}, {2: n}, None, None, {1: n}),
+        }[component]
     else:
         raise ValueError(f"unknown shapes {shapes!r}; choose padded or bounded")
     with torch.no_grad():
@@ -49,7 +56,9 @@ def without_parameter_values(ep: torch.export.ExportedProgram) -> torch.export.E
     for name in names:
         value = ep.state_dict[name]
         ep.state_dict[name] = torch.nn.Parameter(
-            torch.zeros((), dtype=value.dtype).expand(value.shape), requires_grad=False)
-    warnings.filterwarnings("ignore", message="No complete tensor found in the group")  # zero strides
+            torch.zeros((), dtype=value.dtype).expand(value.shape), requires_grad=False
+        )
+    warnings.filterwarnings(
+        "ignore", message="No complete tensor found in the group"
+    )  # zero strides
     return ep
-

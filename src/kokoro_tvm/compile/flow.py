@@ -31,12 +31,21 @@ class Compiled:
         return relax.VirtualMachine(self.executable, tvm.cpu())
 
 
-def compile_component(component: str, bucket: int, km, cfg: dict[str, Any], target: dict[str, Any],
-                      lstm_strategy: str = "loop", shapes: str = "padded") -> Compiled:
+def compile_component(
+    component: str,
+    bucket: int,
+    km,
+    cfg: dict[str, Any],
+    target: dict[str, Any],
+    lstm_strategy: str = "loop",
+    shapes: str = "padded",
+) -> Compiled:
     """export -> relax -> legalize -> build of one component at one bucket. A bounded library
     (``shapes="bounded"``) takes the loop LSTM strategy, the only one with a symbolic length."""
     if shapes == "bounded" and lstm_strategy != "loop":
-        raise ValueError("a bounded library needs lstm_strategy 'loop' (unroll needs a static length)")
+        raise ValueError(
+            "a bounded library needs lstm_strategy 'loop' (unroll needs a static length)"
+        )
     ep = export(component, bucket, km, cfg, shapes)
     mod, sig = to_relax(ep, component, bucket, cfg, lstm_strategy)
     legal = legalize(mod)

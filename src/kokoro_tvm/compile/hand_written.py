@@ -38,7 +38,9 @@ def find_made(mod, maker: str, **sizes: int):
     structural equality, and two identical kernels are unequal there when an attribute (``FLOPS``)
     refers to a size variable, since tvm-ffi compares a function's attributes before the
     buffers that define the variable (the decoder had 55 Winograd kernels for 19 shapes)."""
-    return next((gv for gv, func in mod.functions.items() if maker_of(func) == (maker, sizes)), None)
+    return next(
+        (gv for gv, func in mod.functions.items() if maker_of(func) == (maker, sizes)), None
+    )
 
 
 def largest_divisor(n: int, options) -> int:

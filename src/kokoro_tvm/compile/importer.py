@@ -28,8 +28,14 @@ class Signature:
     info: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"component": self.component, "bucket": self.bucket, "inputs": self.inputs,
-                "params": self.params, "outputs": self.outputs, "info": self.info}
+        return {
+            "component": self.component,
+            "bucket": self.bucket,
+            "inputs": self.inputs,
+            "params": self.params,
+            "outputs": self.outputs,
+            "info": self.info,
+        }
 
 
 def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy: str):
@@ -45,14 +51,18 @@ def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy
     from .symbolic import upper_bounds
 
     mod, params = import_params_as_inputs(ep, lstm_strategy)
-    outputs = [{"shape": [_dim(d) for d in ty.shape], "dtype": str(ty.dtype)}
-               for ty in _output_types(mod["main"])]
+    outputs = [
+        {"shape": [_dim(d) for d in ty.shape], "dtype": str(ty.dtype)}
+        for ty in _output_types(mod["main"])
+    ]
     inputs = [s.as_dict() for s in input_specs(component, bucket, cfg)]
     info = {"lstm_strategy": lstm_strategy, "ir_lines": len(mod.script().splitlines())}
     if upper_bounds(mod):  # padded signatures stay as they were (their libraries are not rebuilt)
         info["shapes"] = "bounded"
         info["length_axes"] = {k: list(v) for k, v in length_axes(component, cfg).items()}
-    return tvm.ir.IRModule(mod.functions), Signature(component, bucket, inputs, params, outputs, info)
+    return tvm.ir.IRModule(mod.functions), Signature(
+        component, bucket, inputs, params, outputs, info
+    )
 
 
 def _dim(d) -> int | str:
@@ -73,8 +83,13 @@ def import_params_as_inputs(ep, lstm_strategy: str):
     # Decompose here (not inside the importer) so the signature we map weights by is the one
     # the importer sees: decomposition can lift or drop constants.
     ep = ep.run_decompositions()
-    mod = from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=False,
-                                custom_convert_map=convert_map(lstm_strategy), run_ep_decomposition=False)
+    mod = from_exported_program(
+        ep,
+        keep_params_as_input=True,
+        unwrap_unit_return_tuple=False,
+        custom_convert_map=convert_map(lstm_strategy),
+        run_ep_decomposition=False,
+    )
     # The importer binds buffers and constants (small: STFT bases, position ids) into the module
     # and keeps only parameters as inputs, in ``named_parameters`` order; we record their FQNs.
     mod, _ = relax.frontend.detach_params(mod)
@@ -98,8 +113,11 @@ def load_export(path: Path):
     every load (``isinstance(treespec, LeafSpec)`` is deprecated: its own unpickling of the call
     spec's pytree, nothing this project does)."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-                                category=FutureWarning)
+        warnings.filterwarnings(
+            "ignore",
+            message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+            category=FutureWarning,
+        )
         import torch
 
         return torch.export.load(path)

@@ -15,9 +15,19 @@ from .legalizations import LEGALIZE_MAP
 #: weight used in several places (ALBERT shares one layer's weights across its 12 repeats) is
 #: transformed once: without it each use was lifted on its own, and the duration library held
 #: and streamed 12 copies of ALBERT.
-PASSES = ["DecomposeOpsForInference", "FoldBatchMatmulReshapes", "FuseAttention", "EliminateCommonSubexpr",
-          "LegalizeOps", "LiftTransformParams", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR",
-          "DeadCodeElimination"]
+PASSES = [
+    "DecomposeOpsForInference",
+    "FoldBatchMatmulReshapes",
+    "FuseAttention",
+    "EliminateCommonSubexpr",
+    "LegalizeOps",
+    "LiftTransformParams",
+    "AnnotateTIROpPattern",
+    "FoldConstant",
+    "FuseOps",
+    "FuseTIR",
+    "DeadCodeElimination",
+]
 
 
 def _relax(name: str, doc: str) -> None:
@@ -30,10 +40,22 @@ def _relax(name: str, doc: str) -> None:
 
 
 for _name, _doc in [
-    ("DecomposeOpsForInference", "TVM: batch/layer norms and other composite ops into their primitive ops."),
-    ("EliminateCommonSubexpr", "TVM: one binding per distinct expression (a shared weight is transformed once)."),
-    ("LiftTransformParams", "TVM: parameter-only work into main_transform_params, run once at load."),
-    ("AnnotateTIROpPattern", "TVM: each PrimFunc's fusion pattern (elementwise, injective, reduction, ...)."),
+    (
+        "DecomposeOpsForInference",
+        "TVM: batch/layer norms and other composite ops into their primitive ops.",
+    ),
+    (
+        "EliminateCommonSubexpr",
+        "TVM: one binding per distinct expression (a shared weight is transformed once).",
+    ),
+    (
+        "LiftTransformParams",
+        "TVM: parameter-only work into main_transform_params, run once at load.",
+    ),
+    (
+        "AnnotateTIROpPattern",
+        "TVM: each PrimFunc's fusion pattern (elementwise, injective, reduction, ...).",
+    ),
     ("FoldConstant", "TVM: evaluate what depends on constants only."),
     ("FuseOps", "TVM: group fusible calls by their patterns."),
     ("FuseTIR", "TVM: each group into one PrimFunc."),
@@ -48,12 +70,16 @@ def _legalize_ops(mod, _ctx: passes.Context):
     reshapes kept as Relax reshapes (``symbolic.legalize_map``)."""
     from tvm import relax
 
-    return relax.transform.LegalizeOps(customize_legalize_map=symbolic.legalize_map(LEGALIZE_MAP, mod))(mod)
+    return relax.transform.LegalizeOps(
+        customize_legalize_map=symbolic.legalize_map(LEGALIZE_MAP, mod)
+    )(mod)
 
 
 def legalize(mod, label: str = ""):
     """Run the legalize phase (``PASSES``) on an imported module."""
     if "num_input" not in (mod["main"].attrs or {}):
-        raise ValueError("legalize needs main's 'num_input' attr (import with keep_params_as_input "
-                         "and detach_params) to tell inputs from parameters")
+        raise ValueError(
+            "legalize needs main's 'num_input' attr (import with keep_params_as_input "
+            "and detach_params) to tell inputs from parameters"
+        )
     return passes.run("legalize", PASSES, mod, passes.Context(label=label))

@@ -221,10 +221,12 @@ def _recurrence_kernel(batch: int, steps: int | None, hidden: int):
                 # gates or libm's, bit-identical to the scalar polynomials (README, "Measurements
                 # behind the code")
                 for u in T.vectorized(chunk):
-                    c_buf[d, base + u] = vector_math.sigmoid(acc[1, u]) * c_buf[d, base + u] + \
-                        vector_math.sigmoid(acc[0, u]) * vector_math.tanh(acc[2, u])
-                    h_buf[(s + 1) % 2, d, base + u] = vector_math.sigmoid(acc[3, u]) * \
-                        vector_math.tanh(c_buf[d, base + u])
+                    c_buf[d, base + u] = vector_math.sigmoid(acc[1, u]) * c_buf[
+                        d, base + u
+                    ] + vector_math.sigmoid(acc[0, u]) * vector_math.tanh(acc[2, u])
+                    h_buf[(s + 1) % 2, d, base + u] = vector_math.sigmoid(
+                        acc[3, u]
+                    ) * vector_math.tanh(c_buf[d, base + u])
                     out[b, t, d * hidden + base + u] = h_buf[(s + 1) % 2, d, base + u]
         else:
             for ji in range(per_task):
@@ -245,11 +247,21 @@ def _recurrence_kernel(batch: int, steps: int | None, hidden: int):
                         direction_task(x_fwd, w_fwd, lengths, h_buf, c_buf, out, b, s, 0, task, s)
                     else:
                         direction_task(
-                            x_bwd, w_bwd, lengths, h_buf, c_buf, out,
-                            b, s, 1, task - n_task, last - s,
+                            x_bwd,
+                            w_bwd,
+                            lengths,
+                            h_buf,
+                            c_buf,
+                            out,
+                            b,
+                            s,
+                            1,
+                            task - n_task,
+                            last - s,
                         )
 
     if isinstance(steps, int):
+
         @T.prim_func(private=True)
         def lstm_recurrence(
             x_fwd: T.Buffer((batch, steps, 4 * hidden), "float32"),
@@ -259,7 +271,9 @@ def _recurrence_kernel(batch: int, steps: int | None, hidden: int):
             lengths: T.Buffer((batch,), "int64"),
             out: T.Buffer((batch, steps, 2 * hidden), "float32"),
         ):
-            T.func_attr({"tirx.noalias": True, FLOPS: step_flops * steps})  # TVM 0.27 reads "tirx.", not "tir."
+            T.func_attr(
+                {"tirx.noalias": True, FLOPS: step_flops * steps}
+            )  # TVM 0.27 reads "tirx.", not "tir."
             recurrence(x_fwd, x_bwd, w_fwd, w_bwd, lengths, out, steps, steps - 1)
 
         return lstm_recurrence
@@ -300,8 +314,10 @@ def _convert_loop(node, importer) -> relax.Var:
     # global_symbol), so AttachGlobalSymbol later uses that unique name rather
     # than a colliding "main".
     static = isinstance(steps, int)
-    gvar = bb.add_func(_recurrence_kernel(batch, steps if static else None, hidden),
-                       f"kokoro_lstm_b{batch}_t{steps if static else 'n'}_h{hidden}")
+    gvar = bb.add_func(
+        _recurrence_kernel(batch, steps if static else None, hidden),
+        f"kokoro_lstm_b{batch}_t{steps if static else 'n'}_h{hidden}",
+    )
     out_ty = relax.TensorType((batch, steps, 2 * hidden), "float32")
     w_fwd, w_bwd = _pack_w_hh(bb, args[3], hidden), _pack_w_hh(bb, args[7], hidden)
     return bb.emit(relax.call_tir(gvar, [x_fwd, x_bwd, w_fwd, w_bwd, lengths], out_ty))

@@ -76,8 +76,10 @@ class LocalMeasure:
         """``time_evaluator`` of each built module's ``func``, and the device its tensors go on."""
         import tvm
 
-        return [tvm.compile(m, target=target).jit().time_evaluator(func, tvm.cpu(), **TIMING)
-                for m in mods], tvm.cpu()
+        return [
+            tvm.compile(m, target=target).jit().time_evaluator(func, tvm.cpu(), **TIMING)
+            for m in mods
+        ], tvm.cpu()
 
 
 class TrackerMeasure:
@@ -114,8 +116,12 @@ class TrackerMeasure:
         from tvm.s_tir import meta_schedule as ms
 
         # the session timeout bounds one candidate's wait for a device plus its run
-        config = ms.runner.RPCConfig(tracker_host=self.host, tracker_port=self.port, tracker_key=self.key,
-                                     session_timeout_sec=int(max(60, self.timeout_s)))
+        config = ms.runner.RPCConfig(
+            tracker_host=self.host,
+            tracker_port=self.port,
+            tracker_key=self.key,
+            session_timeout_sec=int(max(60, self.timeout_s)),
+        )
         return ms.runner.RPCRunner(config, evaluator_config=_evaluator(), max_workers=self.workers)
 
     def map(self, fn: Callable[[Any, Any], Any], jobs: list) -> list:
@@ -131,7 +137,9 @@ class TrackerMeasure:
         with self._lock:  # a session per concurrent job, kept for the next: at most ``workers``
             session = self._idle.pop() if self._idle else None
         if session is None:
-            session = RemoteSession(request(self.host, self.port, self.key, self.timeout_s), emulated=False)
+            session = RemoteSession(
+                request(self.host, self.port, self.key, self.timeout_s), emulated=False
+            )
         try:
             return fn(job, _Board(self, session))
         finally:
@@ -161,7 +169,9 @@ class _Board:
                     self.measurer._uploads += 1
                     path = Path(tmp) / f"candidate{self.measurer._uploads}{suffix}"
                     tvm.compile(m, target=target).export_library(str(path), fcompile=fcompile)
-                out.append(self.session.load_module(path).time_evaluator(func, self.session.dev, **TIMING))
+                out.append(
+                    self.session.load_module(path).time_evaluator(func, self.session.dev, **TIMING)
+                )
         return out, self.session.dev
 
 
@@ -173,10 +183,15 @@ def for_device(record: dict[str, Any] | None) -> LocalMeasure | TrackerMeasure:
     if record["device"] == RPC:
         return TrackerMeasure(record)
     target = record["target"]
-    why = ("it runs under qemu here, whose timings mean nothing" if record.get("emulated")
-           else f"no device runs it ({record.get('reason', record['device'])})")
-    raise TuneDeviceError(f"cannot tune {target}: {why}. Attach a device: params.yaml 'devices.{target}: "
-                          "{tracker: HOST:9190, key: NAME}', or set tune.trials: 0")
+    why = (
+        "it runs under qemu here, whose timings mean nothing"
+        if record.get("emulated")
+        else f"no device runs it ({record.get('reason', record['device'])})"
+    )
+    raise TuneDeviceError(
+        f"cannot tune {target}: {why}. Attach a device: params.yaml 'devices.{target}: "
+        "{tracker: HOST:9190, key: NAME}', or set tune.trials: 0"
+    )
 
 
 def export_linked(linker: Callable[..., None], rt_mod) -> str:

@@ -49,9 +49,11 @@ REGISTRY: dict[str, Pass] = {}
 
 def register(phase: str, name: str | None = None) -> Callable:
     """Decorator: register ``fn(mod, ctx) -> mod`` as pass ``name`` (default: the function's)."""
+
     def wrap(fn: Callable[[Any, Context], Any]) -> Callable[[Any, Context], Any]:
         add(Pass(name or fn.__name__, phase, fn, _first_line(fn.__doc__)))
         return fn
+
     return wrap
 
 
@@ -73,7 +75,9 @@ def run(phase: str, names: Iterable[str], mod, ctx: Context):
     wanted = _dump_names()
     unknown = wanted - set(REGISTRY) - {"all"}
     if unknown:
-        raise ValueError(f"{DUMP_ENV} names no pass {sorted(unknown)}; passes are {sorted(REGISTRY)}")
+        raise ValueError(
+            f"{DUMP_ENV} names no pass {sorted(unknown)}; passes are {sorted(REGISTRY)}"
+        )
     for i, name in enumerate(names):
         p = REGISTRY[name]
         if p.phase != phase:

@@ -25,7 +25,9 @@ def describe() -> str:
     for phase, names in PHASES.items():
         for name in names:
             lines.append(f"{phase:<9} {name:<26} {passes.REGISTRY[name].doc}")
-    lines.append(f"{'build':<9} {'tvm.compile':<26} TVM's default Relax pipeline, then MarkNoAlias on every kernel.")
+    lines.append(
+        f"{'build':<9} {'tvm.compile':<26} TVM's default Relax pipeline, then MarkNoAlias on every kernel."
+    )
     return "\n".join(lines)
 
 

@@ -46,9 +46,14 @@ def prepack(mod):
     # TVM 0.27's SplitLayoutRewritePreproc requires a root block in every PrimFunc of the module; a
     # hand-written kernel (the LSTM recurrence) has none and no marked stage: it sits the pass out.
     # The weight transforms sit out the lifting, which would make a transform of each of them.
-    aside = {gv: f for gv, f in mod.functions.items()
-             if (gv in prims and not _has_root_block(f)) or gv.name_hint.startswith(TRANSFORM)}
-    work = tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv not in aside}, attrs=mod.attrs)
+    aside = {
+        gv: f
+        for gv, f in mod.functions.items()
+        if (gv in prims and not _has_root_block(f)) or gv.name_hint.startswith(TRANSFORM)
+    }
+    work = tvm.IRModule(
+        {gv: f for gv, f in mod.functions.items() if gv not in aside}, attrs=mod.attrs
+    )
     work = relax.transform.SplitLayoutRewritePreproc()(work)
     # one packing per weight, however many kernels read it (ALBERT's 12 layers share theirs)
     work = relax.transform.EliminateCommonSubexpr()(relax.transform.ConvertToDataflow()(work))
@@ -57,8 +62,9 @@ def prepack(mod):
     work = relax.transform.LiftTransformParams()(relax.transform.ConvertToDataflow()(work))
     work = relax.transform.ToNonDataflow()(work)
     packing = work[TRANSFORM]
-    out = tvm.IRModule({gv: f for gv, f in work.functions.items() if gv.name_hint != TRANSFORM},
-                       attrs=mod.attrs)
+    out = tvm.IRModule(
+        {gv: f for gv, f in work.functions.items() if gv.name_hint != TRANSFORM}, attrs=mod.attrs
+    )
     present = {gv.name_hint for gv in out.get_global_vars()}
     for gv, f in mod.functions.items():
         # what sat out, and the kernels only the legalize transform calls (the lifting drops
@@ -69,7 +75,9 @@ def prepack(mod):
     packing_gv = bb.add_func(packing.without_attr("global_symbol"), "main_transform_params_packing")
     if TRANSFORM in names:
         legalized = mod[names[TRANSFORM]]
-        legalized_gv = bb.add_func(legalized.without_attr("global_symbol"), "main_transform_params_legalized")
+        legalized_gv = bb.add_func(
+            legalized.without_attr("global_symbol"), "main_transform_params_legalized"
+        )
         (raw,) = [relax.Var("params", p.ty) for p in legalized.params]
         with bb.function(TRANSFORM, [raw], attrs={"num_input": 0, "global_symbol": TRANSFORM}):
             mid = bb.emit(relax.Call(legalized_gv, [raw]))

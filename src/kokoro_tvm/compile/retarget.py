@@ -38,8 +38,11 @@ def retarget(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
             continue
         maker, sizes = marked
         made = MAKERS[maker](cpu.lanes, cpu.registers, **sizes)
-        if not tvm_ffi.structural_equal([getattr(p, "shape", None) for p in made.params],
-                                        [getattr(p, "shape", None) for p in func.params], map_free_vars=True):
+        if not tvm_ffi.structural_equal(
+            [getattr(p, "shape", None) for p in made.params],
+            [getattr(p, "shape", None) for p in func.params],
+            map_free_vars=True,
+        ):
             raise ValueError(f"{gv.name_hint}: its maker {maker} changed the kernel's signature")
         for key, value in func.attrs.items():  # attributes later passes gave the kernel
             if key not in made.attrs:

@@ -70,27 +70,41 @@ def reshapes_as_views(mod):
     if not is_bounded(mod):
         return mod
     call_tir, reshape = tvm.ir.Op.get("relax.call_tir"), tvm.ir.Op.get("relax.reshape")
-    reshapes = {gv.name_hint: _is_reshape(f) for gv, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)}
+    reshapes = {
+        gv.name_hint: _is_reshape(f)
+        for gv, f in mod.functions.items()
+        if isinstance(f, tirx.PrimFunc)
+    }
 
     @mutator
     class Rewriter(PyExprMutator):
         def visit_call_(self, call):
             call = super().visit_call_(call)
             if isinstance(call.op, tvm.ir.Op) and call.op.same_as(reshape):
-                return relax.op.call_pure_packed("vm.builtin.reshape", call.args[0], call.args[1],
-                                                 ty_args=call.ty)
-            if not (isinstance(call.op, tvm.ir.Op) and call.op.same_as(call_tir)
-                    and reshapes.get(call.args[0].name_hint)):
+                return relax.op.call_pure_packed(
+                    "vm.builtin.reshape", call.args[0], call.args[1], ty_args=call.ty
+                )
+            if not (
+                isinstance(call.op, tvm.ir.Op)
+                and call.op.same_as(call_tir)
+                and reshapes.get(call.args[0].name_hint)
+            ):
                 return call
             prim = mod[call.args[0]]
-            read = [a for a, p in zip(call.args[1].fields, prim.params)
-                    if isinstance(a.ty, relax.TensorType) and _reads(prim, p)]
+            read = [
+                a
+                for a, p in zip(call.args[1].fields, prim.params)
+                if isinstance(a.ty, relax.TensorType) and _reads(prim, p)
+            ]
             if len(read) != 1 or str(read[0].ty.dtype) != str(call.ty.dtype):
                 return call
-            if not tvm.sym.Analyzer().can_prove_equal(_numel(read[0].ty.shape), _numel(call.ty.shape)):
+            if not tvm.sym.Analyzer().can_prove_equal(
+                _numel(read[0].ty.shape), _numel(call.ty.shape)
+            ):
                 return call
-            return relax.op.call_pure_packed("vm.builtin.reshape", read[0], _shape_expr(call.ty.shape),
-                                             ty_args=call.ty)
+            return relax.op.call_pure_packed(
+                "vm.builtin.reshape", read[0], _shape_expr(call.ty.shape), ty_args=call.ty
+            )
 
     out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
     for gv, func in mod.functions.items():
@@ -104,7 +118,7 @@ def _is_reshape(prim) -> bool:
 
     try:
         return bool(relax.analysis.has_reshape_pattern(prim))
-    except Exception:  # noqa: BLE001  TVM 0.27 InternalError on symbolic transposes: not a reshape
+    except Exception:
         return False
 
 

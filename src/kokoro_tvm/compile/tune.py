@@ -4,7 +4,8 @@
 tunes them with MetaSchedule's evolutionary search and XGBoost cost model, then times every
 task's best tuned schedule against the schedule pass's rule on the same PrimFunc, interleaved in
 one process. Only records that win go into the output database, so ``tune.trials`` can only make
-a library faster: a short search that finds a conv slower than the rule's does not replace it. ``apply`` (called by ``compiler.build``) puts the kept records into a module before the
+a library faster: a short search that finds a conv slower than the rule's does not replace it.
+``apply`` (called by ``compiler.build``) puts the kept records into a module before the
 rules run; the rules then skip those PrimFuncs, which the build report lists as ``tuned``.
 
 Candidates are measured where the target's libraries run (``measure.py``): this CPU, or every
@@ -24,8 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from . import measure, passes
 
@@ -46,8 +47,9 @@ def _database(db_dir: Path):
     from tvm.s_tir import meta_schedule as ms
 
     workloads, records = database_files(db_dir)
-    return ms.database.JSONDatabase(path_workload=str(workloads), path_tuning_record=str(records),
-                                    allow_missing=True)
+    return ms.database.JSONDatabase(
+        path_workload=str(workloads), path_tuning_record=str(records), allow_missing=True
+    )
 
 
 def write_empty(db_dir: Path) -> None:
@@ -82,16 +84,29 @@ def tunable_tasks(mod, target) -> list:
         return any(b.is_reduction for b in blocks)
 
     # DeadCodeElimination keeps every exposed function, so the other entries go first
-    runs = tvm.IRModule({gv: f for gv, f in mod.functions.items()
-                         if not isinstance(f, relax.Function) or gv.name_hint == "main"}, attrs=mod.attrs)
+    runs = tvm.IRModule(
+        {
+            gv: f
+            for gv, f in mod.functions.items()
+            if not isinstance(f, relax.Function) or gv.name_hint == "main"
+        },
+        attrs=mod.attrs,
+    )
     runs = relax.transform.DeadCodeElimination(["main"])(runs)
     tasks = ms.relax_integration.extract_tasks(runs, target)
     return [t for t in tasks if worth_tuning(t.dispatched[0]["main"])]
 
 
-def tune(load_mod: Callable[[], Any], target_spec: dict[str, Any], trials: int, db_dir: Path,
-         num_cores: int, seed: int = 0, device: dict[str, Any] | None = None,
-         min_gain: float | None = None) -> dict[str, Any]:
+def tune(
+    load_mod: Callable[[], Any],
+    target_spec: dict[str, Any],
+    trials: int,
+    db_dir: Path,
+    num_cores: int,
+    seed: int = 0,
+    device: dict[str, Any] | None = None,
+    min_gain: float | None = None,
+) -> dict[str, Any]:
     """Tune the module ``load_mod()`` returns with ``trials`` trials per task on ``num_cores``
     threads, measured on ``device`` (a ``devices@<target>`` record; ``None``: this CPU); write
     the records that beat the rules to ``db_dir``. Returns a report: per task the tuned and rule
@@ -100,7 +115,12 @@ def tune(load_mod: Callable[[], Any], target_spec: dict[str, Any], trials: int, 
     if trials < 0:
         raise ValueError(f"tune.trials must be >= 0, got {trials}")
     min_gain = MIN_GAIN if min_gain is None else min_gain
-    report: dict[str, Any] = {"trials_per_task": trials, "min_gain": min_gain, "tasks": [], "kept": 0}
+    report: dict[str, Any] = {
+        "trials_per_task": trials,
+        "min_gain": min_gain,
+        "tasks": [],
+        "kept": 0,
+    }
     if trials == 0:
         write_empty(db_dir)
         return report
@@ -126,8 +146,14 @@ def search_target(target_spec: dict[str, Any], num_cores: int):
     return tvm.target.Target({**target_spec, "num-cores": num_cores})
 
 
-def search(mod, target, trials: int, work: Path, seed: int = 0,
-           measurer: measure.LocalMeasure | measure.TrackerMeasure | None = None) -> tuple[list, Any]:
+def search(
+    mod,
+    target,
+    trials: int,
+    work: Path,
+    seed: int = 0,
+    measurer: measure.LocalMeasure | measure.TrackerMeasure | None = None,
+) -> tuple[list, Any]:
     """MetaSchedule's evolutionary search over ``tunable_tasks``, measured by ``measurer``
     (default: this CPU); returns them and the database of every measured candidate (in ``work``)."""
     measurer = measurer or measure.for_device(None)
@@ -136,21 +162,35 @@ def search(mod, target, trials: int, work: Path, seed: int = 0,
     try:
         import xgboost  # noqa: F401  (MetaSchedule imports it lazily, deep inside the search)
     except ImportError as err:
-        raise ImportError("tune.trials > 0 needs MetaSchedule's XGBoost cost model: "
-                          "pip install -e '.[tune]' (or set tune.trials: 0)") from err
+        raise ImportError(
+            "tune.trials > 0 needs MetaSchedule's XGBoost cost model: "
+            "pip install -e '.[tune]' (or set tune.trials: 0)"
+        ) from err
     tasks = tunable_tasks(mod, target)
     _drop_unnamed_handlers(logging.getLogger("tvm.s_tir.meta_schedule"))
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        tasks, work_dir=str(work), seed=seed)
+        tasks, work_dir=str(work), seed=seed
+    )
     found = ms.tune_tasks(
-        tasks=contexts, task_weights=weights, work_dir=str(work),
-        max_trials_global=trials * len(contexts), max_trials_per_task=trials,
-        num_trials_per_iter=min(64, trials), cost_model="xgb", task_scheduler=measurer.scheduler,
-        builder=ms.builder.LocalBuilder(f_build=build_candidate, f_export=measurer.export(target),
-                                        max_workers=target.attrs["num-cores"]),
+        tasks=contexts,
+        task_weights=weights,
+        work_dir=str(work),
+        max_trials_global=trials * len(contexts),
+        max_trials_per_task=trials,
+        num_trials_per_iter=min(64, trials),
+        cost_model="xgb",
+        task_scheduler=measurer.scheduler,
+        builder=ms.builder.LocalBuilder(
+            f_build=build_candidate,
+            f_export=measurer.export(target),
+            max_workers=target.attrs["num-cores"],
+        ),
         runner=measurer.runner(),
-        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
-                           Progress([t.task_name for t in tasks], trials)])
+        measure_callbacks=[
+            *ms.measure_callback.MeasureCallback.create("default"),
+            Progress([t.task_name for t in tasks], trials),
+        ],
+    )
     return tasks, found
 
 
@@ -166,25 +206,44 @@ def _drop_unnamed_handlers(logger: logging.Logger) -> None:
 class Progress(PyMeasureCallback):
     """One line per measured batch: the task, trials done of its budget, its best time so far."""
 
-    def __init__(self, names: list[str], trials: int, out: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, names: list[str], trials: int, out: Callable[[str], None] | None = None
+    ) -> None:
         self.names, self.trials = names, trials
         self.done = [0] * len(names)
         self.best = [float("inf")] * len(names)
         self.out = out or (lambda line: print(line, flush=True))
 
-    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+    def apply(
+        self, task_scheduler, task_id, measure_candidates, builder_results, runner_results
+    ) -> None:
         self.done[task_id] += len(runner_results)
         for r in runner_results:
             if r.error_msg is None and r.run_secs:
-                self.best[task_id] = min(self.best[task_id], sum(float(s) for s in r.run_secs) / len(r.run_secs))
+                self.best[task_id] = min(
+                    self.best[task_id], sum(float(s) for s in r.run_secs) / len(r.run_secs)
+                )
         failed = sum(r.error_msg is not None for r in runner_results)
-        best = f"{self.best[task_id] * 1e3:.4g} ms" if self.best[task_id] < float("inf") else "none yet"
-        self.out(f"tune [{task_id + 1}/{len(self.names)}] {self.names[task_id]}: "
-                 f"{self.done[task_id]}/{self.trials} trials, best {best}" + (f", {failed} failed" if failed else ""))
+        best = (
+            f"{self.best[task_id] * 1e3:.4g} ms"
+            if self.best[task_id] < float("inf")
+            else "none yet"
+        )
+        self.out(
+            f"tune [{task_id + 1}/{len(self.names)}] {self.names[task_id]}: "
+            f"{self.done[task_id]}/{self.trials} trials, best {best}"
+            + (f", {failed} failed" if failed else "")
+        )
 
 
-def keep_winners(tasks: list, found, target, db_dir: Path, min_gain: float | None = None,
-                 measurer: measure.LocalMeasure | measure.TrackerMeasure | None = None) -> list[dict]:
+def keep_winners(
+    tasks: list,
+    found,
+    target,
+    db_dir: Path,
+    min_gain: float | None = None,
+    measurer: measure.LocalMeasure | measure.TrackerMeasure | None = None,
+) -> list[dict]:
     """Time each task's best record against the rules, on ``measurer``'s device; write those
     ``min_gain`` faster to ``db_dir`` (replacing what was there). Returns one row per task."""
     from tvm.s_tir import meta_schedule as ms
@@ -204,12 +263,20 @@ def keep_winners(tasks: list, found, target, db_dir: Path, min_gain: float | Non
             ruled, _ = schedule.apply(func_mod, target)
             timed.append((rows[-1], record, func_mod, [_apply_record(func_mod, record), ruled]))
     # built here, timed on the devices (several at once with several boards)
-    pairs = measurer.map(lambda job, device: _time_pair(job[3], job[2]["main"], target, device), timed)
+    pairs = measurer.map(
+        lambda job, device: _time_pair(job[3], job[2]["main"], target, device), timed
+    )
     for (row, record, func_mod, _), (row["tuned_ms"], row["rules_ms"]) in zip(timed, pairs):
         if row["tuned_ms"] * min_gain < row["rules_ms"]:
-            kept.commit_tuning_record(ms.database.TuningRecord(
-                record.trace, kept.commit_workload(func_mod), record.run_secs,
-                record.target, record.args_info))
+            kept.commit_tuning_record(
+                ms.database.TuningRecord(
+                    record.trace,
+                    kept.commit_workload(func_mod),
+                    record.run_secs,
+                    record.target,
+                    record.args_info,
+                )
+            )
             row["kept"] = True
     return rows
 
@@ -284,8 +351,11 @@ def apply(mod, target, db_dir: Path | None):
     # db_dir uses MetaSchedule's own file names, so it is a work_dir as the pass expects
     with tvm.target.Target(dict(target)) if isinstance(target, dict) else target:
         out = relax.transform.MetaScheduleApplyDatabase(work_dir=str(db_dir))(mod)
-    changed = {gv.name_hint for gv, f in out.functions.items()
-               if isinstance(f, tirx.PrimFunc) and not f.same_as(mod[gv.name_hint])}
+    changed = {
+        gv.name_hint
+        for gv, f in out.functions.items()
+        if isinstance(f, tirx.PrimFunc) and not f.same_as(mod[gv.name_hint])
+    }
     return out, changed
 
 

@@ -57,7 +57,9 @@ def exp(x):
     _check(x)
     v = tirx.max(tirx.min(x, _f32(EXP_HI)), _f32(EXP_LO))
     t = v * _f32(_LOG2E) + _f32(_ROUND_MAGIC)
-    n = tirx.reinterpret("int32", tirx.reinterpret("uint32", t) - tirx.const(_ROUND_MAGIC_BITS, "uint32"))
+    n = tirx.reinterpret(
+        "int32", tirx.reinterpret("uint32", t) - tirx.const(_ROUND_MAGIC_BITS, "uint32")
+    )
     nf = n.astype("float32")
     r = v - nf * _f32(_LN2_HI) - nf * _f32(_LN2_LO)
     p = _f32(_EXP_COEFS[-1])
@@ -91,6 +93,7 @@ def sigmoid(x):
 
 # -- Relax legalizations (``legalizations.LEGALIZE_MAP``) ---------------------------------------------
 
+
 def _elementwise(fn, name: str):
     def legalize(bb, call):
         from tvm import ir, te
@@ -98,10 +101,15 @@ def _elementwise(fn, name: str):
         x = call.args[0]
         if str(x.ty.dtype) != "float32":
             return ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
-        return bb.call_te(lambda t: te.compute(t.shape, lambda *i: fn(t(*i)), name=name), x,
-                          primfunc_name_hint=name)
+        return bb.call_te(
+            lambda t: te.compute(t.shape, lambda *i: fn(t(*i)), name=name),
+            x,
+            primfunc_name_hint=name,
+        )
 
-    legalize.__doc__ = f"``{name}`` through ``vector_math.{fn.__name__}`` (float32; TVM's otherwise)."
+    legalize.__doc__ = (
+        f"``{name}`` through ``vector_math.{fn.__name__}`` (float32; TVM's otherwise)."
+    )
     return legalize
 
 
@@ -133,18 +141,23 @@ def legalize_softmax(bb, call):
         axis = int(call.attrs.axis) % ndim
 
         def reduced(idx, k):
-            return (*idx[:axis], k, *idx[axis + 1:])
+            return (*idx[:axis], k, *idx[axis + 1 :])
 
         kmax = te.reduce_axis((0, t.shape[axis]), name="k")
-        maxelem = te.compute([d for i, d in enumerate(t.shape) if i != axis],
-                             lambda *idx: te.max(t(*reduced(idx, kmax)), axis=kmax), name="T_softmax_maxelem")
+        maxelem = te.compute(
+            [d for i, d in enumerate(t.shape) if i != axis],
+            lambda *idx: te.max(t(*reduced(idx, kmax)), axis=kmax),
+            name="T_softmax_maxelem",
+        )
         ksum = te.reduce_axis((0, t.shape[axis]), name="k")
-        expsum = te.compute([d for i, d in enumerate(t.shape) if i != axis],
-                            lambda *idx: te.sum(exp(t(*reduced(idx, ksum)) - maxelem(*idx)), axis=ksum),
-                            name="T_softmax_expsum")
+        expsum = te.compute(
+            [d for i, d in enumerate(t.shape) if i != axis],
+            lambda *idx: te.sum(exp(t(*reduced(idx, ksum)) - maxelem(*idx)), axis=ksum),
+            name="T_softmax_expsum",
+        )
 
         def norm(*idx):
-            rest = (*idx[:axis], *idx[axis + 1:])
+            rest = (*idx[:axis], *idx[axis + 1 :])
             return exp(t(*idx) - maxelem(*rest)) / expsum(*rest)
 
         return te.compute(t.shape, norm, name="T_softmax_norm")
@@ -152,5 +165,10 @@ def legalize_softmax(bb, call):
     return bb.call_te(softmax, x, primfunc_name_hint="softmax")
 
 
-LEGALIZATIONS = {"relax.exp": legalize_exp, "relax.tanh": legalize_tanh, "relax.sigmoid": legalize_sigmoid,
-                 "relax.nn.softmax": legalize_softmax, "relax.nn.gelu_tanh": legalize_gelu_tanh}
+LEGALIZATIONS = {
+    "relax.exp": legalize_exp,
+    "relax.tanh": legalize_tanh,
+    "relax.sigmoid": legalize_sigmoid,
+    "relax.nn.softmax": legalize_softmax,
+    "relax.nn.gelu_tanh": legalize_gelu_tanh,
+}

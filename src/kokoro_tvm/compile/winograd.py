@@ -72,7 +72,7 @@ def matrices(m: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     def vandermonde(cols: int) -> np.ndarray:
         v = np.zeros((a, cols))
         for i, p in enumerate(points):
-            v[i] = [p ** k for k in range(cols)]
+            v[i] = [p**k for k in range(cols)]
         v[a - 1, cols - 1] = 1.0
         return v
 
@@ -108,18 +108,40 @@ def tile_channels(lanes: int, registers: int, channels_out: int) -> int:
     return next(lanes * v for v in range(vectors, 0, -1) if channels_out % (lanes * v) == 0)
 
 
-def kernel_for(lanes: int, registers: int, *, channels_in: int, channels_out: int, taps: int, dilation: int,
-               pad_left: int, m: int):
+def kernel_for(
+    lanes: int,
+    registers: int,
+    *,
+    channels_in: int,
+    channels_out: int,
+    taps: int,
+    dilation: int,
+    pad_left: int,
+    m: int,
+):
     """``kernel`` with the register tile of a CPU of ``lanes`` x ``registers`` vectors, marked
     with its maker so that the build makes it again for its target (``compile/retarget.py``)."""
-    sizes = dict(channels_in=channels_in, channels_out=channels_out, taps=taps, dilation=dilation,
-                 pad_left=pad_left, m=m)
+    sizes = dict(
+        channels_in=channels_in,
+        channels_out=channels_out,
+        taps=taps,
+        dilation=dilation,
+        pad_left=pad_left,
+        m=m,
+    )
     func = kernel(**sizes, channels=tile_channels(lanes, registers, channels_out))
     return made_by(func, MAKER_NAME, **sizes)
 
 
-def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_left: int, m: int,
-           channels: int = CHANNELS):
+def kernel(
+    channels_in: int,
+    channels_out: int,
+    taps: int,
+    dilation: int,
+    pad_left: int,
+    m: int,
+    channels: int = CHANNELS,
+):
     """TIR kernel ``(x [1, C, L], u [a, C, O]) -> y [1, O, W]`` for any ``L`` and ``W``: the
     conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
     ``[pad_left, pad_left + L)``, through F(m, taps) on ``u`` (``weight_transform``).
@@ -152,8 +174,12 @@ def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_le
             u = T.match_buffer(T.arg("u", T.handle()), (a, c_in, c_out), "float32")
             y = T.match_buffer(T.arg("y", T.handle()), (1, c_out, width), "float32")
             # the GEMMs' multiply-adds (the transforms add a few %): what the roofline counts
-            T.func_attr({"tirx.noalias": True, FLOPS: 2 * a * c_in * c_out * d * q_tiles
-                         * ((width + span - 1) // span)})
+            T.func_attr(
+                {
+                    "tirx.noalias": True,
+                    FLOPS: 2 * a * c_in * c_out * d * q_tiles * ((width + span - 1) // span),
+                }
+            )
             with T.parallel(0, (width + span - 1) // span) as blk:
                 t0 = blk * span
                 xt = T.alloc_buffer((c_in, d * m, cols), "float32")
@@ -176,8 +202,11 @@ def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_le
                 with T.grid(c_in, d) as (c, p):
                     with T.vectorized(0, q_tiles) as q:
                         for point in range(a):  # B^T, its zeros skipped
-                            terms = [scaled(xt[c, p + d * (k % m), q + k // m], float(bt[point, k]))
-                                     for k in range(a) if bt[point, k] != 0.0]
+                            terms = [
+                                scaled(xt[c, p + d * (k % m), q + k // m], float(bt[point, k]))
+                                for k in range(a)
+                                if bt[point, k] != 0.0
+                            ]
                             T.buffer_store(v, sum(terms[1:], terms[0]), [point, c, p * q_tiles + q])
                 for point in range(a):
                     with T.grid(c_out // channels, tiles // ROWS) as (ot, jt):
@@ -187,14 +216,21 @@ def kernel(channels_in: int, channels_out: int, taps: int, dilation: int, pad_le
                         with T.serial(0, c_in) as c:
                             with T.unroll(0, ROWS) as rr:
                                 with T.vectorized(0, channels) as oo:
-                                    T.buffer_store(acc, acc[rr, oo] + u[point, c, ot * channels + oo]
-                                                   * v[point, c, jt * ROWS + rr], [rr, oo])
+                                    T.buffer_store(
+                                        acc,
+                                        acc[rr, oo]
+                                        + u[point, c, ot * channels + oo]
+                                        * v[point, c, jt * ROWS + rr],
+                                        [rr, oo],
+                                    )
                         for i in range(m):  # A^T, one point at a time
                             with T.unroll(0, ROWS) as rr:
                                 with T.vectorized(0, channels) as oo:
                                     idx = [i, jt * ROWS + rr, ot * channels + oo]
                                     term = scaled(acc[rr, oo], float(at[i, point]))
-                                    T.buffer_store(out, term if point == 0 else out[tuple(idx)] + term, idx)
+                                    T.buffer_store(
+                                        out, term if point == 0 else out[tuple(idx)] + term, idx
+                                    )
                 with T.If(t0 + span <= width):
                     with T.Then():
                         with T.grid(c_out, d, q_tiles) as (o, p, q):
@@ -218,9 +254,14 @@ def conv1d(bb, call):
 
     attrs = call.attrs
     x, w = call.args
-    if (int(attrs.strides[0]) != 1 or attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW"
-            or (attrs.out_layout and attrs.out_layout != "NCW") or str(call.ty.dtype) != "float32"
-            or str(x.ty.dtype) != "float32"):
+    if (
+        int(attrs.strides[0]) != 1
+        or attrs.data_layout != "NCW"
+        or attrs.kernel_layout != "OIW"
+        or (attrs.out_layout and attrs.out_layout != "NCW")
+        or str(call.ty.dtype) != "float32"
+        or str(x.ty.dtype) != "float32"
+    ):
         return None
     try:
         c_out, c_in, taps = (int(v) for v in w.ty.shape)
@@ -231,7 +272,20 @@ def conv1d(bb, call):
     if m is None:
         return None
     d = int(attrs.dilation[0])
-    sizes = dict(channels_in=c_in, channels_out=c_out, taps=taps, dilation=d, pad_left=int(attrs.padding[0]), m=m)
-    gv = (find_made(bb.get(), MAKER_NAME, **sizes)  # one kernel per shape in a module
-          or bb.add_func(kernel_for(*MADE_FOR, **sizes), f"winograd_conv1d_{c_in}x{c_out}_k{taps}_d{d}"))
-    return relax.call_tir(gv, [x, weight_transform(bb, w, m)], relax.TensorType(call.ty.shape, "float32"))
+    sizes = dict(
+        channels_in=c_in,
+        channels_out=c_out,
+        taps=taps,
+        dilation=d,
+        pad_left=int(attrs.padding[0]),
+        m=m,
+    )
+    gv = (
+        find_made(bb.get(), MAKER_NAME, **sizes)  # one kernel per shape in a module
+        or bb.add_func(
+            kernel_for(*MADE_FOR, **sizes), f"winograd_conv1d_{c_in}x{c_out}_k{taps}_d{d}"
+        )
+    )
+    return relax.call_tir(
+        gv, [x, weight_transform(bb, w, m)], relax.TensorType(call.ty.shape, "float32")
+    )

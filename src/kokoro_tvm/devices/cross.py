@@ -18,8 +18,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import KokoroTVMError
 from .isa import arch_of, host_arch
@@ -62,14 +62,17 @@ def linker_for(target_spec: dict[str, Any]) -> Callable[..., None] | None:
     gnu = gnu_triple(target_triple(target_spec) or "")
     choice = os.environ.get("KOKORO_TVM_CROSS_LINKER", "").strip().lower()
     if choice not in ("", *LINKERS):
-        raise CrossToolchainError(f"KOKORO_TVM_CROSS_LINKER={choice!r}: set it to gcc, zig or nothing")
+        raise CrossToolchainError(
+            f"KOKORO_TVM_CROSS_LINKER={choice!r}: set it to gcc, zig or nothing"
+        )
     for kind in (choice,) if choice else LINKERS:
         linker = find_linker(gnu, kind)
         if linker:
             return linker
     raise CrossToolchainError(
         f"no {choice or 'linker'} for {gnu} (target {target_spec.get('mtriple')!r}): run `{SETUP_CMD}` (or "
-        f"`{_apt_hint(gnu)}`, or `pip install ziglang=={ZIGLANG_VERSION}`)")
+        f"`{_apt_hint(gnu)}`, or `pip install ziglang=={ZIGLANG_VERSION}`)"
+    )
 
 
 def find_linker(gnu: str, kind: str) -> CrossLinker | None:
@@ -78,12 +81,24 @@ def find_linker(gnu: str, kind: str) -> CrossLinker | None:
         gcc = _gcc(gnu)
         # Debian's gcc links with a sha1 build id (a hash of the output: reproducible); named
         # explicitly so that a toolchain configured with --build-id=uuid cannot make it random.
-        return CrossLinker(gnu, (gcc,), ("-Wl,--build-id=sha1",),
-                           f"{os.path.basename(gcc)} {_version((gcc, '-dumpversion'))}") if gcc else None
+        return (
+            CrossLinker(
+                gnu,
+                (gcc,),
+                ("-Wl,--build-id=sha1",),
+                f"{os.path.basename(gcc)} {_version((gcc, '-dumpversion'))}",
+            )
+            if gcc
+            else None
+        )
     if kind == "zig" and _has_ziglang():
         # zig's lld writes no build id and no paths: byte-identical output for identical objects.
-        return CrossLinker(gnu, (sys.executable, "-m", "ziglang", "cc", "-target", gnu), (),
-                           f"zig {_version((sys.executable, '-m', 'ziglang', 'version'))}")
+        return CrossLinker(
+            gnu,
+            (sys.executable, "-m", "ziglang", "cc", "-target", gnu),
+            (),
+            f"zig {_version((sys.executable, '-m', 'ziglang', 'version'))}",
+        )
     return None
 
 
@@ -98,24 +113,37 @@ class CrossLinker:
 
     output_format = "so"
 
-    def __init__(self, triple: str, command: Sequence[str], options: Sequence[str], description: str):
+    def __init__(
+        self, triple: str, command: Sequence[str], options: Sequence[str], description: str
+    ):
         self.triple, self.command, self.options = triple, tuple(command), tuple(options)
         self.description = description  # e.g. "aarch64-linux-gnu-gcc 12": which bytes to expect
 
     def get_target_triple(self) -> str:
         return self.triple
 
-    def __call__(self, output: str, objects: Sequence[str] | str, options: Sequence[str] | None = None,
-                 **kwargs: Any) -> None:
+    def __call__(
+        self,
+        output: str,
+        objects: Sequence[str] | str,
+        options: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         from tvm.support import cc
 
         compile_func = self.command[0] if len(self.command) == 1 else self._run
-        fcompile = cc.cross_compiler(compile_func, options=list(self.options),
-                                     get_target_triple=self.get_target_triple)
-        fcompile(output, [objects] if isinstance(objects, str) else list(objects),
-                 options=list(options or []))
+        fcompile = cc.cross_compiler(
+            compile_func, options=list(self.options), get_target_triple=self.get_target_triple
+        )
+        fcompile(
+            output,
+            [objects] if isinstance(objects, str) else list(objects),
+            options=list(options or []),
+        )
 
-    def _run(self, output: str, objects: Sequence[str], options: Sequence[str] | None = None) -> None:
+    def _run(
+        self, output: str, objects: Sequence[str], options: Sequence[str] | None = None
+    ) -> None:
         """``create_shared`` for a multi-word command (TVM's takes one executable name)."""
         cmd = [*self.command, "-shared", "-fPIC", "-o", output, *(options or []), *objects]
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -131,20 +159,24 @@ def gnu_triple(triple: str) -> str:
     packages and zig use."""
     parts = triple.split("-")
     if "linux" not in parts:
-        raise CrossToolchainError(f"cross linking supports Linux targets only, not {triple!r} "
-                                  "(Android: use tvm.support.ndk.create_shared)")
+        raise CrossToolchainError(
+            f"cross linking supports Linux targets only, not {triple!r} "
+            "(Android: use tvm.support.ndk.create_shared)"
+        )
     env = parts[-1] if parts[-1] != "linux" else "gnu"
     return f"{arch_of(parts[0])}-linux-{env}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _gcc(gnu: str) -> str | None:
     """Debian's ``<triple>-gcc`` if it can link a shared object: it needs the target's ``crti.o``
     (``libc6-dev-<arch>-cross``), which the gcc package only recommends."""
     gcc = shutil.which(f"{gnu}-gcc")
     if not gcc:
         return None
-    found = subprocess.run([gcc, "-print-file-name=crti.o"], capture_output=True, text=True).stdout.strip()
+    found = subprocess.run(
+        [gcc, "-print-file-name=crti.o"], capture_output=True, text=True
+    ).stdout.strip()
     return gcc if os.path.isabs(found) else None
 
 
@@ -152,7 +184,7 @@ def _has_ziglang() -> bool:
     return importlib.util.find_spec("ziglang") is not None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _version(cmd: tuple[str, ...]) -> str:
     out = subprocess.run(list(cmd), capture_output=True, text=True)
     return out.stdout.strip() or "unknown"

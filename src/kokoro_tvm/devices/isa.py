@@ -23,18 +23,50 @@ from typing import Any
 #: LLVM feature name -> the flag Linux reports for it (``/proc/cpuinfo`` flags / Features)
 LINUX_FLAGS = {
     "x86_64": {
-        "sse3": "pni", "ssse3": "ssse3", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "popcnt": "popcnt",
-        "cx16": "cx16", "sahf": "lahf_lm", "avx": "avx", "avx2": "avx2", "bmi": "bmi1", "bmi2": "bmi2",
-        "f16c": "f16c", "fma": "fma", "lzcnt": "abm", "movbe": "movbe", "xsave": "xsave",
-        "avx512f": "avx512f", "avx512bw": "avx512bw", "avx512cd": "avx512cd", "avx512dq": "avx512dq",
-        "avx512vl": "avx512vl", "avx512vnni": "avx512_vnni", "avx512bf16": "avx512_bf16",
-        "avx512fp16": "avx512_fp16", "avxvnni": "avx_vnni", "amx-tile": "amx_tile", "amx-bf16": "amx_bf16",
+        "sse3": "pni",
+        "ssse3": "ssse3",
+        "sse4.1": "sse4_1",
+        "sse4.2": "sse4_2",
+        "popcnt": "popcnt",
+        "cx16": "cx16",
+        "sahf": "lahf_lm",
+        "avx": "avx",
+        "avx2": "avx2",
+        "bmi": "bmi1",
+        "bmi2": "bmi2",
+        "f16c": "f16c",
+        "fma": "fma",
+        "lzcnt": "abm",
+        "movbe": "movbe",
+        "xsave": "xsave",
+        "avx512f": "avx512f",
+        "avx512bw": "avx512bw",
+        "avx512cd": "avx512cd",
+        "avx512dq": "avx512dq",
+        "avx512vl": "avx512vl",
+        "avx512vnni": "avx512_vnni",
+        "avx512bf16": "avx512_bf16",
+        "avx512fp16": "avx512_fp16",
+        "avxvnni": "avx_vnni",
+        "amx-tile": "amx_tile",
+        "amx-bf16": "amx_bf16",
         "amx-int8": "amx_int8",
     },
     "aarch64": {
-        "fp-armv8": "fp", "neon": "asimd", "crc": "crc32", "lse": "atomics", "rdm": "asimdrdm",
-        "rcpc": "lrcpc", "dotprod": "asimddp", "fullfp16": "asimdhp", "aes": "aes", "sha2": "sha2",
-        "i8mm": "i8mm", "bf16": "bf16", "sve": "sve", "sve2": "sve2",
+        "fp-armv8": "fp",
+        "neon": "asimd",
+        "crc": "crc32",
+        "lse": "atomics",
+        "rdm": "asimdrdm",
+        "rcpc": "lrcpc",
+        "dotprod": "asimddp",
+        "fullfp16": "asimdhp",
+        "aes": "aes",
+        "sha2": "sha2",
+        "i8mm": "i8mm",
+        "bf16": "bf16",
+        "sve": "sve",
+        "sve2": "sve2",
     },
 }
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
@@ -57,8 +89,20 @@ CPUINFO_ENV = "KOKORO_TVM_CPUINFO"
 
 
 #: aarch64 ``AT_HWCAP`` / ``AT_HWCAP2`` bits (Linux ``asm/hwcap.h``) -> the ``/proc/cpuinfo`` flag
-HWCAP = {"fp": 0, "asimd": 1, "aes": 3, "sha2": 6, "crc32": 7, "atomics": 8, "fphp": 9, "asimdhp": 10,
-         "asimdrdm": 12, "lrcpc": 15, "asimddp": 20, "sve": 22}
+HWCAP = {
+    "fp": 0,
+    "asimd": 1,
+    "aes": 3,
+    "sha2": 6,
+    "crc32": 7,
+    "atomics": 8,
+    "fphp": 9,
+    "asimdhp": 10,
+    "asimdrdm": 12,
+    "lrcpc": 15,
+    "asimddp": 20,
+    "sve": 22,
+}
 HWCAP2 = {"sve2": 1, "i8mm": 13, "bf16": 14}
 AT_HWCAP, AT_HWCAP2 = 16, 26
 
@@ -81,8 +125,10 @@ def _hwcap_flags(path: str = "/proc/self/auxv") -> frozenset[str]:
         return frozenset()
     words = dict(struct.iter_unpack("<QQ", raw[: len(raw) // 16 * 16]))
     hw, hw2 = words.get(AT_HWCAP, 0), words.get(AT_HWCAP2, 0)
-    return frozenset([f for f, bit in HWCAP.items() if hw >> bit & 1]
-                     + [f for f, bit in HWCAP2.items() if hw2 >> bit & 1])
+    return frozenset(
+        [f for f, bit in HWCAP.items() if hw >> bit & 1]
+        + [f for f, bit in HWCAP2.items() if hw2 >> bit & 1]
+    )
 
 
 @lru_cache(maxsize=4)
@@ -118,7 +164,9 @@ def requirements(spec: dict[str, Any]) -> dict[str, Any]:
     return {"arch": arch, "isa": sorted(enabled & set(LINUX_FLAGS.get(arch, {})))}
 
 
-def missing(needs: dict[str, Any], arch: str | None = None, features: frozenset[str] | None = None) -> list[str]:
+def missing(
+    needs: dict[str, Any], arch: str | None = None, features: frozenset[str] | None = None
+) -> list[str]:
     """What this CPU lacks of ``needs`` (``requirements``): ``["arch aarch64"]`` for another
     architecture, else the missing extensions; empty when the library runs here."""
     arch = arch or host_arch()

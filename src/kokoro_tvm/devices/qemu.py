@@ -38,7 +38,9 @@ MANIFEST = "kokoro-tvm-sysroot.json"  # written last by setup: its presence mean
 FORMAT = 1  # bump when the layout changes: status() then asks for a rebuild
 
 # What the sysroot is built from: data, in data/sysroot_pins.toml (Debian packages, aarch64 wheels).
-_PINS = tomllib.loads((Path(__file__).parents[1] / "data" / "sysroot_pins.toml").read_text(encoding="utf-8"))
+_PINS = tomllib.loads(
+    (Path(__file__).parents[1] / "data" / "sysroot_pins.toml").read_text(encoding="utf-8")
+)
 DEBIAN_SUITE: str = _PINS["debian"]["suite"]
 DEBIAN_PACKAGES: dict[str, str] = _PINS["debian"]["packages"]
 WHEEL_PLATFORM: str = _PINS["wheels"]["platform"]
@@ -91,8 +93,10 @@ def sysroot_status(root: Path | None = None) -> tuple[bool, str]:
 def status(root: Path | None = None) -> tuple[bool, str]:
     """(usable, why): cheap (no emulation); ``why`` names the fix when not usable."""
     if emulator() is None:
-        return False, (f"qemu-aarch64-static is not installed: run `{SETUP_CMD}` as root "
-                       "(or `apt-get install qemu-user-static`)")
+        return False, (
+            f"qemu-aarch64-static is not installed: run `{SETUP_CMD}` as root "
+            "(or `apt-get install qemu-user-static`)"
+        )
     ok, why = sysroot_status(root)
     return ok, f"qemu-user {emulator()} with the {why}" if ok else why
 
@@ -140,8 +144,9 @@ def _guest_env(env: Mapping[str, str] | None) -> dict[str, str]:
     return base | dict(env or {})
 
 
-def run_python(args: Sequence[str], env: Mapping[str, str] | None = None, root: Path | None = None,
-               **kwargs) -> subprocess.CompletedProcess:
+def run_python(
+    args: Sequence[str], env: Mapping[str, str] | None = None, root: Path | None = None, **kwargs
+) -> subprocess.CompletedProcess:
     """``python3.11 *args`` on the emulated aarch64 (``subprocess.run`` keywords pass through):
     e.g. ``run_python(["-m", "kokoro_tvm.runtime.cli", ...], env={"PYTHONPATH": "src"})``; the
     sysroot's site-packages always come first on the guest's path."""
@@ -150,9 +155,16 @@ def run_python(args: Sequence[str], env: Mapping[str, str] | None = None, root: 
 
 
 @contextlib.contextmanager
-def rpc_server(*, key: str = "", tracker: str | None = None, host: str = "127.0.0.1",
-               load_library: Sequence[str | os.PathLike] = (), startup_timeout: float = 120.0,
-               root: Path | None = None, threads: int | None = None) -> Iterator[tuple[str, int]]:
+def rpc_server(
+    *,
+    key: str = "",
+    tracker: str | None = None,
+    host: str = "127.0.0.1",
+    load_library: Sequence[str | os.PathLike] = (),
+    startup_timeout: float = 120.0,
+    root: Path | None = None,
+    threads: int | None = None,
+) -> Iterator[tuple[str, int]]:
     """A TVM RPC server on the emulated aarch64 (``python -m tvm.exec.rpc_server``), listening on
     ``host`` at a free port, optionally registered with ``tracker`` ("HOST:PORT") under ``key``.
 
@@ -167,8 +179,17 @@ def rpc_server(*, key: str = "", tracker: str | None = None, host: str = "127.0.
     if tracker and not key:
         raise ValueError("an RPC server registered with a tracker needs a key")
     port = free_port(host)
-    cmd = [str(wrapper), "-m", "tvm.exec.rpc_server", "--host", host,
-           "--port", str(port), "--port-end", str(min(port + 64, 65536))]
+    cmd = [
+        str(wrapper),
+        "-m",
+        "tvm.exec.rpc_server",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--port-end",
+        str(min(port + 64, 65536)),
+    ]
     if key:
         cmd += ["--key", key]
     if tracker:
@@ -179,10 +200,18 @@ def rpc_server(*, key: str = "", tracker: str | None = None, host: str = "127.0.
     with tempfile.TemporaryDirectory(prefix="kokoro-tvm-qemu-rpc-") as tmp:
         log = Path(tmp) / "server.log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    cwd=tmp, env=_guest_env({"PYTHONUNBUFFERED": "1", "TMPDIR": tmp}
-                                                   | ({"TVM_NUM_THREADS": str(threads)} if threads else {})),
-                                    start_new_session=True)  # its own process group: killed whole
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=tmp,
+                env=_guest_env(
+                    {"PYTHONUNBUFFERED": "1", "TMPDIR": tmp}
+                    | ({"TVM_NUM_THREADS": str(threads)} if threads else {})
+                ),
+                start_new_session=True,
+            )  # its own process group: killed whole
         try:
             port = _wait_listening(proc, log, host, time.monotonic() + startup_timeout)
             if tracker:
@@ -201,7 +230,9 @@ def _tail(log: Path, lines: int = 20) -> str:
 
 def _check_alive(proc: subprocess.Popen, log: Path) -> None:
     if proc.poll() is not None:
-        raise QemuError(f"the aarch64 RPC server exited ({proc.returncode}) while starting:\n{_tail(log)}")
+        raise QemuError(
+            f"the aarch64 RPC server exited ({proc.returncode}) while starting:\n{_tail(log)}"
+        )
 
 
 def _wait_listening(proc: subprocess.Popen, log: Path, host: str, deadline: float) -> int:
@@ -231,10 +262,14 @@ def _wait_listening(proc: subprocess.Popen, log: Path, host: str, deadline: floa
             except (OSError, RuntimeError):
                 pass
         time.sleep(0.1)
-    raise QemuError(f"the aarch64 RPC server did not answer within its startup timeout:\n{_tail(log)}")
+    raise QemuError(
+        f"the aarch64 RPC server did not answer within its startup timeout:\n{_tail(log)}"
+    )
 
 
-def _wait_registered(proc: subprocess.Popen, log: Path, tracker: str, key: str, deadline: float) -> None:
+def _wait_registered(
+    proc: subprocess.Popen, log: Path, tracker: str, key: str, deadline: float
+) -> None:
     from tvm import rpc
 
     thost, tport = tracker.rsplit(":", 1)
@@ -247,5 +282,7 @@ def _wait_registered(proc: subprocess.Popen, log: Path, tracker: str, key: str, 
         except (OSError, RuntimeError):
             pass
         time.sleep(0.2)
-    raise QemuError(f"the aarch64 RPC server did not register with the tracker {tracker} as '{key}':\n"
-                    f"{_tail(log)}")
+    raise QemuError(
+        f"the aarch64 RPC server did not register with the tracker {tracker} as '{key}':\n"
+        f"{_tail(log)}"
+    )

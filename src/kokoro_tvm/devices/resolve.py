@@ -24,18 +24,31 @@ from . import isa
 HOST, RPC, QEMU, NONE = "host", "rpc", "qemu", "none"
 
 
-def resolve(target: str, needs: dict[str, Any], setting: Any, qemu_status: tuple[bool, str] | None = None,
-            host: tuple[str, frozenset[str]] | None = None) -> dict[str, Any]:
+def resolve(
+    target: str,
+    needs: dict[str, Any],
+    setting: Any,
+    qemu_status: tuple[bool, str] | None = None,
+    host: tuple[str, frozenset[str]] | None = None,
+) -> dict[str, Any]:
     """The device record of ``target``; ``needs``: ``isa.requirements`` of its spec; ``setting``:
     ``devices.<target>`` (``auto``, ``qemu``, ``none`` or a ``TrackerDevice``). ``qemu_status`` and
     ``host`` (arch, features) default to this machine's; tests pass others."""
     base = {"target": target, "arch": needs["arch"], "isa": needs["isa"]}
     if hasattr(setting, "key"):
-        return base | {"device": RPC, "key": setting.key, "tracker": setting.tracker,
-                       "timeout_s": setting.timeout_s, "emulated": False}
+        return base | {
+            "device": RPC,
+            "key": setting.key,
+            "tracker": setting.tracker,
+            "timeout_s": setting.timeout_s,
+            "emulated": False,
+        }
     if setting == NONE:
-        return base | _none(target, "params.yaml sets 'devices.%s: none'" % target,
-                            f"remove 'devices.{target}' from params.yaml to validate it")
+        return base | _none(
+            target,
+            f"params.yaml sets 'devices.{target}: none'",
+            f"remove 'devices.{target}' from params.yaml to validate it",
+        )
     arch, features = host or (isa.host_arch(), None)
     lacks = isa.missing(needs, arch, features)
     if not lacks and setting != QEMU:
@@ -48,14 +61,23 @@ def resolve(target: str, needs: dict[str, Any], setting: Any, qemu_status: tuple
         usable, why = qemu_status
         if usable:
             return base | {"device": QEMU, "emulated": True}
-        return base | _none(target, f"no aarch64 device: {why}",
-                            f"or attach a board: params.yaml 'devices.{target}: {{tracker: HOST:9190, key: NAME}}'")
+        return base | _none(
+            target,
+            f"no aarch64 device: {why}",
+            f"or attach a board: params.yaml 'devices.{target}: {{tracker: HOST:9190, key: NAME}}'",
+        )
     if setting == QEMU:
-        return base | _none(target, f"'devices.{target}: qemu' but qemu here emulates aarch64 only",
-                            f"set 'devices.{target}' to auto or a tracker")
-    return base | _none(target, f"this CPU lacks {', '.join(lacks)}",
-                        f"run `dvc repro` on a CPU that has them, or attach one: params.yaml "
-                        f"'devices.{target}: {{tracker: HOST:9190, key: NAME}}'")
+        return base | _none(
+            target,
+            f"'devices.{target}: qemu' but qemu here emulates aarch64 only",
+            f"set 'devices.{target}' to auto or a tracker",
+        )
+    return base | _none(
+        target,
+        f"this CPU lacks {', '.join(lacks)}",
+        f"run `dvc repro` on a CPU that has them, or attach one: params.yaml "
+        f"'devices.{target}: {{tracker: HOST:9190, key: NAME}}'",
+    )
 
 
 def _none(target: str, reason: str, fix: str) -> dict[str, Any]:
@@ -71,5 +93,7 @@ def describe(record: dict[str, Any]) -> str:
         return f"{t}: validated under qemu-user (emulated: correctness only, no timings)"
     if kind == RPC:
         return f"{t}: validated and timed on the tracker's device '{record['key']}' ({record['tracker']})"
-    return (f"{t}: built but NOT validated ({record['reason']}); the manifest leaves it out. "
-            f"Fix: {record['fix']}")
+    return (
+        f"{t}: built but NOT validated ({record['reason']}); the manifest leaves it out. "
+        f"Fix: {record['fix']}"
+    )

@@ -68,7 +68,9 @@ def open_session(record: dict[str, Any]) -> Iterator[LocalSession | RemoteSessio
         yield LocalSession()
     elif kind == RPC:
         host, port = record["tracker"].rsplit(":", 1)
-        yield RemoteSession(request(host, int(port), record["key"], record.get("timeout_s", 60)), emulated=False)
+        yield RemoteSession(
+            request(host, int(port), record["key"], record.get("timeout_s", 60)), emulated=False
+        )
     elif kind == QEMU:
         from tvm import rpc
 
@@ -77,9 +79,13 @@ def open_session(record: dict[str, Any]) -> Iterator[LocalSession | RemoteSessio
         with qemu.rpc_server() as (host, port):
             yield RemoteSession(rpc.connect(host, port), emulated=True)
     elif kind == NONE:
-        raise DeviceError(f"{record['target']}: no device runs it ({record['reason']}); {record['fix']}")
+        raise DeviceError(
+            f"{record['target']}: no device runs it ({record['reason']}); {record['fix']}"
+        )
     else:
-        raise DeviceError(f"unknown device kind {kind!r} in the record of {record['target']}; run `dvc repro`")
+        raise DeviceError(
+            f"unknown device kind {kind!r} in the record of {record['target']}; run `dvc repro`"
+        )
 
 
 def connect_tracker(host: str, port: int, error: type[Exception] = DeviceError):
@@ -90,14 +96,17 @@ def connect_tracker(host: str, port: int, error: type[Exception] = DeviceError):
     try:
         socket.create_connection((host, port), timeout=10).close()
         return rpc.connect_tracker(host, port)
-    except Exception as e:  # noqa: BLE001  (TVM raises several error types)
-        raise error(f"no RPC tracker at {host}:{port} ({type(e).__name__}: {e}); start one with "
-                    f"`python -m tvm.exec.rpc_tracker --host {host} --port {port}` or fix params.yaml "
-                    "'devices.<target>.tracker'") from None
+    except Exception as e:
+        raise error(
+            f"no RPC tracker at {host}:{port} ({type(e).__name__}: {e}); start one with "
+            f"`python -m tvm.exec.rpc_tracker --host {host} --port {port}` or fix params.yaml "
+            "'devices.<target>.tracker'"
+        ) from None
 
 
-def wait_free(tracker, host: str, port: int, key: str, timeout_s: float,
-              error: type[Exception] = DeviceError) -> int:
+def wait_free(
+    tracker, host: str, port: int, key: str, timeout_s: float, error: type[Exception] = DeviceError
+) -> int:
     """How many devices ``tracker`` has free under ``key``, polling its summary for at most
     ``timeout_s``. Why poll: TVM's ``TrackerSession.request`` blocks until a device is free, for ever."""
     deadline = time.monotonic() + timeout_s
@@ -106,10 +115,12 @@ def wait_free(tracker, host: str, port: int, key: str, timeout_s: float,
         if free > 0:
             return free
         if time.monotonic() >= deadline:
-            raise error(f"the tracker at {host}:{port} had no free device under key '{key}' for {timeout_s:g} s; "
-                        f"on the board run `python -m tvm.exec.rpc_server --tracker {host}:{port} --key {key} "
-                        "--load-library <tvm>/lib/libtvm_runtime_extra.so` (README 'Scaling out'), or raise "
-                        "'devices.<target>.timeout_s'")
+            raise error(
+                f"the tracker at {host}:{port} had no free device under key '{key}' for {timeout_s:g} s; "
+                f"on the board run `python -m tvm.exec.rpc_server --tracker {host}:{port} --key {key} "
+                "--load-library <tvm>/lib/libtvm_runtime_extra.so` (README 'Scaling out'), or raise "
+                "'devices.<target>.timeout_s'"
+            )
         time.sleep(0.5)
 
 

@@ -24,8 +24,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from . import cross, qemu
 from ..errors import KokoroTVMError
+from . import cross, qemu
 
 AARCH64 = {"kind": "llvm", "mtriple": "aarch64-linux-gnu"}
 # Host (amd64) packages, bookworm versions; superseded ones fall back to the candidate with a warning.
@@ -41,11 +41,19 @@ def missing() -> list[tuple[str, str]]:
     """(what is missing, the command that installs it), one per missing piece."""
     out = []
     if qemu.emulator() is None:
-        out.append(("qemu-user for aarch64 (qemu-aarch64-static)",
-                    f"`{qemu.SETUP_CMD}` as root, or `apt-get install qemu-user-static`"))
+        out.append(
+            (
+                "qemu-user for aarch64 (qemu-aarch64-static)",
+                f"`{qemu.SETUP_CMD}` as root, or `apt-get install qemu-user-static`",
+            )
+        )
     if not cross.available(AARCH64)[0]:
-        out.append(("a linker for aarch64-linux-gnu",
-                    f"`{qemu.SETUP_CMD}` (as root: gcc), or `pip install ziglang=={cross.ZIGLANG_VERSION}`"))
+        out.append(
+            (
+                "a linker for aarch64-linux-gnu",
+                f"`{qemu.SETUP_CMD}` (as root: gcc), or `pip install ziglang=={cross.ZIGLANG_VERSION}`",
+            )
+        )
     ok, why = qemu.sysroot_status()
     if not ok:
         out.append((why.split(": run")[0], f"`{qemu.SETUP_CMD}` (no root needed)"))
@@ -66,8 +74,10 @@ def install(linker: str = "auto") -> None:
         _pip_install(f"ziglang=={cross.ZIGLANG_VERSION}")
     if want:
         if not root_user:
-            raise SetupError(f"installing {', '.join(want)} needs root and apt-get: run `{qemu.SETUP_CMD}` "
-                             "as root, or `sudo apt-get install " + " ".join(want) + "`")
+            raise SetupError(
+                f"installing {', '.join(want)} needs root and apt-get: run `{qemu.SETUP_CMD}` "
+                "as root, or `sudo apt-get install " + " ".join(want) + "`"
+            )
         _apt_install(want)
     cross._gcc.cache_clear()
     if not qemu.sysroot_status()[0]:
@@ -107,8 +117,11 @@ def _pinned(apt: list[str], pins: dict[str, str]) -> list[str]:
         if version not in offered:
             if not offered:
                 raise SetupError(f"{name} is not in the apt sources; check /etc/apt/sources.list*")
-            print(f"warning: {name}={version} is no longer in the archive; using {offered[0]} "
-                  f"(update the pin in kokoro_tvm/devices)", file=sys.stderr)
+            print(
+                f"warning: {name}={version} is no longer in the archive; using {offered[0]} "
+                f"(update the pin in kokoro_tvm/devices)",
+                file=sys.stderr,
+            )
             version = offered[0]
         out.append(f"{name}={version}")
     return out
@@ -120,10 +133,16 @@ def _private_apt(state: Path) -> list[str]:
     for d in ("lists/partial", "cache/archives/partial"):
         (state / d).mkdir(parents=True, exist_ok=True)
     (state / "status").touch()
-    opts = {"Dir::State::Lists": state / "lists", "Dir::Cache": state / "cache",
-            "Dir::State::status": state / "status", "Dir::State::extended_states": state / "extended",
-            "APT::Architecture": "arm64", "APT::Architectures::": "arm64", "Debug::NoLocking": "1",
-            "Acquire::Languages": "none"}
+    opts = {
+        "Dir::State::Lists": state / "lists",
+        "Dir::Cache": state / "cache",
+        "Dir::State::status": state / "status",
+        "Dir::State::extended_states": state / "extended",
+        "APT::Architecture": "arm64",
+        "APT::Architectures::": "arm64",
+        "Debug::NoLocking": "1",
+        "Acquire::Languages": "none",
+    }
     if os.geteuid() == 0:
         opts["APT::Sandbox::User"] = "root"  # the _apt user cannot write into our temp dir
     return ["apt-get", *(a for k, v in opts.items() for a in ("-o", f"{k}={v}"))]
@@ -134,8 +153,10 @@ def build_sysroot(root: Path) -> None:
     check that the emulated Python imports TVM, then write the manifest that marks it complete."""
     for tool in ("apt-get", "dpkg-deb"):
         if not shutil.which(tool):
-            raise SetupError(f"building the aarch64 sysroot needs Debian's {tool} (apt); on another "
-                             f"system, point {qemu.ENV_SYSROOT} at a sysroot built on Debian")
+            raise SetupError(
+                f"building the aarch64 sysroot needs Debian's {tool} (apt); on another "
+                f"system, point {qemu.ENV_SYSROOT} at a sysroot built on Debian"
+            )
     root = root.absolute()
     root.parent.mkdir(parents=True, exist_ok=True)
     print(f"building the aarch64 sysroot in {root} (~130 MB download)", file=sys.stderr)
@@ -150,8 +171,12 @@ def build_sysroot(root: Path) -> None:
         debian = {}
         for deb in sorted(debs.glob("*.deb")):
             _run(["dpkg-deb", "-x", str(deb), str(new)])
-            fields = subprocess.run(["dpkg-deb", "-f", str(deb), "Package", "Version"], check=True,
-                                    capture_output=True, text=True).stdout
+            fields = subprocess.run(
+                ["dpkg-deb", "-f", str(deb), "Package", "Version"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             name, version = re.findall(r"^\w+: (.+)$", fields, re.M)
             debian[name] = version
         wheels = _unpack_wheels(work / "wheels", new / qemu.SITE)
@@ -166,17 +191,40 @@ def build_sysroot(root: Path) -> None:
             os.replace(root, old)
         os.replace(new, root)
     _smoke_test(root)
-    manifest = {"format": qemu.FORMAT, "debian_suite": qemu.DEBIAN_SUITE, "debian_pins": qemu.DEBIAN_PACKAGES,
-                "debian": debian, "wheels": qemu.WHEELS, "wheel_files": wheels}
+    manifest = {
+        "format": qemu.FORMAT,
+        "debian_suite": qemu.DEBIAN_SUITE,
+        "debian_pins": qemu.DEBIAN_PACKAGES,
+        "debian": debian,
+        "wheels": qemu.WHEELS,
+        "wheel_files": wheels,
+    }
     (root / qemu.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     print(f"aarch64 sysroot ready: {root}", file=sys.stderr)
 
 
 def _unpack_wheels(download: Path, site: Path) -> list[str]:
     reqs = [f"{name}=={version}" for name, version in qemu.WHEELS.items()]
-    _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-          "--platform", qemu.WHEEL_PLATFORM, "--python-version", "3.11", "--implementation", "cp",
-          "-d", str(download), *reqs])
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            qemu.WHEEL_PLATFORM,
+            "--python-version",
+            "3.11",
+            "--implementation",
+            "cp",
+            "-d",
+            str(download),
+            *reqs,
+        ]
+    )
     files = sorted(download.glob("*.whl"))
     for whl in files:
         with zipfile.ZipFile(whl) as z:
@@ -197,12 +245,18 @@ def _hide_host_paths(new: Path) -> None:
 
 
 def _smoke_test(root: Path) -> None:
-    code = "import platform, numpy, tvm; print(platform.machine(), tvm.__version__, numpy.__version__)"
-    proc = subprocess.run([str(qemu.python_wrapper(root)), "-c", code], capture_output=True, text=True)
+    code = (
+        "import platform, numpy, tvm; print(platform.machine(), tvm.__version__, numpy.__version__)"
+    )
+    proc = subprocess.run(
+        [str(qemu.python_wrapper(root)), "-c", code], capture_output=True, text=True
+    )
     want = f"aarch64 {qemu.WHEELS['apache-tvm']} {qemu.WHEELS['numpy']}"
     if proc.returncode != 0 or proc.stdout.strip() != want:
-        raise SetupError(f"the aarch64 sysroot at {root} does not import TVM under qemu:\n"
-                         f"{proc.stdout}{proc.stderr[-2000:]}")
+        raise SetupError(
+            f"the aarch64 sysroot at {root} does not import TVM under qemu:\n"
+            f"{proc.stdout}{proc.stderr[-2000:]}"
+        )
 
 
 def _run(cmd: list[str], **kwargs) -> None:
@@ -214,10 +268,16 @@ def _run(cmd: list[str], **kwargs) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=qemu.SETUP_CMD, description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="only report what is missing (exit 1 if any)")
-    parser.add_argument("--linker", choices=("auto", "gcc", "zig"), default="auto",
-                        help="auto: install one only when none is there (gcc as root, else zig); "
-                             "gcc, zig: install that one")
+    parser.add_argument(
+        "--check", action="store_true", help="only report what is missing (exit 1 if any)"
+    )
+    parser.add_argument(
+        "--linker",
+        choices=("auto", "gcc", "zig"),
+        default="auto",
+        help="auto: install one only when none is there (gcc as root, else zig); "
+        "gcc, zig: install that one",
+    )
     args = parser.parse_args(argv)
     try:
         if not args.check:

@@ -32,8 +32,19 @@ def runtime_extra() -> Path:
 @contextlib.contextmanager
 def local_tracker(host: str = "127.0.0.1", timeout_s: float = 30) -> Iterator[str]:
     """A tracker on ``host``; yields its ``HOST:PORT`` once it listens (it needs tornado)."""
-    with _logged([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", host,
-                  "--port", str(port := free_port(host)), "--port-end", str(port + 64)]) as (proc, log):
+    with _logged(
+        [
+            sys.executable,
+            "-m",
+            "tvm.exec.rpc_tracker",
+            "--host",
+            host,
+            "--port",
+            str(port := free_port(host)),
+            "--port-end",
+            str(port + 64),
+        ]
+    ) as (proc, log):
         deadline = time.monotonic() + timeout_s
         while not (found := re.search(rf"bind to {re.escape(host)}:(\d+)", log.read_text())):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -43,8 +54,9 @@ def local_tracker(host: str = "127.0.0.1", timeout_s: float = 30) -> Iterator[st
 
 
 @contextlib.contextmanager
-def local_servers(tracker: str, key: str, count: int, threads: int = 1,
-                  timeout_s: float = 60) -> Iterator[list[tuple[subprocess.Popen, Path]]]:
+def local_servers(
+    tracker: str, key: str, count: int, threads: int = 1, timeout_s: float = 60
+) -> Iterator[list[tuple[subprocess.Popen, Path]]]:
     """``count`` RPC servers registered with ``tracker`` under ``key``, each running kernels on
     ``threads`` threads (one device per core, as separate boards would be); yields each one's
     process and log once the tracker lists all of them free."""
@@ -52,25 +64,56 @@ def local_servers(tracker: str, key: str, count: int, threads: int = 1,
 
     host, port = tracker.rsplit(":", 1)
     env = dict(os.environ, TVM_NUM_THREADS=str(threads))
-    cmd = [sys.executable, "-m", "tvm.exec.rpc_server", "--tracker", tracker, "--key", key,
-           "--host", "127.0.0.1", "--load-library", str(runtime_extra())]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tvm.exec.rpc_server",
+        "--tracker",
+        tracker,
+        "--key",
+        key,
+        "--host",
+        "127.0.0.1",
+        "--load-library",
+        str(runtime_extra()),
+    ]
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(_logged([*cmd, "--port", str(p := free_port("127.0.0.1")),
-                                                "--port-end", str(p + 64)], env)) for _ in range(count)]
+        servers = [
+            stack.enter_context(
+                _logged(
+                    [*cmd, "--port", str(p := free_port("127.0.0.1")), "--port-end", str(p + 64)],
+                    env,
+                )
+            )
+            for _ in range(count)
+        ]
         deadline = time.monotonic() + timeout_s
-        while rpc.connect_tracker(host, int(port)).summary().get("queue_info", {}).get(key, {}).get("free", 0) < count:
+        while (
+            rpc.connect_tracker(host, int(port))
+            .summary()
+            .get("queue_info", {})
+            .get(key, {})
+            .get("free", 0)
+            < count
+        ):
             if any(p.poll() is not None for p, _ in servers) or time.monotonic() > deadline:
-                raise RuntimeError(f"{count} RPC server(s) under key '{key}' did not register with {tracker}")
+                raise RuntimeError(
+                    f"{count} RPC server(s) under key '{key}' did not register with {tracker}"
+                )
             time.sleep(0.2)
         yield servers
 
 
 @contextlib.contextmanager
-def _logged(cmd: list[str], env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen, Path]]:
+def _logged(
+    cmd: list[str], env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen, Path]]:
     with tempfile.NamedTemporaryFile(prefix="kokoro-tvm-rpc-", suffix=".log", delete=False) as f:
         log = Path(f.name)
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
     try:
         yield proc, log
     finally:

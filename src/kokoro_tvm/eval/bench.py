@@ -65,8 +65,9 @@ def _eager_runner(component: str, bucket: int, km, inputs, cfg: dict[str, Any]):
     return lambda: [o.numpy() for o in reference(component, km, inputs, bucket, cfg)]
 
 
-def ort_runner(component: str, bucket: int, km, cfg: dict[str, Any], inputs, threads: int,
-               dynamo: bool = False) -> Callable[[], Any]:
+def ort_runner(
+    component: str, bucket: int, km, cfg: dict[str, Any], inputs, threads: int, dynamo: bool = False
+) -> Callable[[], Any]:
     """Export ``component`` to ONNX (``export_onnx``) and return one ORT call on ``inputs``."""
     from .onnx_export import export_onnx, ort_feeds, ort_session
 
@@ -75,17 +76,23 @@ def ort_runner(component: str, bucket: int, km, cfg: dict[str, Any], inputs, thr
     return lambda: session.run(None, feeds)
 
 
-def full_bucket_case(component: str, bucket: int, cfg: dict[str, Any], root: Path = A.ROOT) -> dict[str, Any]:
+def full_bucket_case(
+    component: str, bucket: int, cfg: dict[str, Any], root: Path = A.ROOT
+) -> dict[str, Any]:
     """The reference stage's case at the full bucket: inputs, float64 and float32 kokoro outputs."""
     from .validate import cases_from_arrays
 
     path = A.reference_file(component, bucket, root)
     if not path.exists():
-        raise A.ArtifactError(f"{path} does not exist; run `dvc repro` (the reference stage writes it)")
+        raise A.ArtifactError(
+            f"{path} does not exist; run `dvc repro` (the reference stage writes it)"
+        )
     with np.load(path) as z:
         cases = cases_from_arrays(component, bucket, dict(z), cfg)
     if bucket not in cases:
-        raise A.ArtifactError(f"{path} has no full-bucket case (lengths {sorted(cases)}); rerun its reference stage")
+        raise A.ArtifactError(
+            f"{path} has no full-bucket case (lengths {sorted(cases)}); rerun its reference stage"
+        )
     return cases[bucket]
 
 
@@ -103,8 +110,9 @@ def verdict(component: str, case: dict[str, Any], got: list[np.ndarray]) -> dict
     return {k: row[k] for k in keys if k in row}
 
 
-def measure(component: str, bucket: int, target: str, prm: Params, root: Path = A.ROOT,
-            model=None) -> dict[str, Any]:
+def measure(
+    component: str, bucket: int, target: str, prm: Params, root: Path = A.ROOT, model=None
+) -> dict[str, Any]:
     """Median ms of eager, ORT and TVM on ``component`` at full ``bucket`` length, and ratios.
 
     ``speedup_vs_eager`` = eager/tvm and ``speedup_vs_ort`` = ort/tvm (> 1: TVM is faster).
@@ -121,41 +129,76 @@ def measure(component: str, bucket: int, target: str, prm: Params, root: Path = 
 
     check_component(component)
     threads = apply_threads(prm.num_threads)
-    lib = load_built(root, component, bucket, target, validated=True)  # before the slow part: fail fast
+    lib = load_built(
+        root, component, bucket, target, validated=True
+    )  # before the slow part: fail fast
     cfg, km = model or load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
     pack = A.load_array(A.voice_file(root))
     case = full_bucket_case(component, bucket, cfg, root)
     inputs = tuple(torch.from_numpy(np.ascontiguousarray(x)) for x in case["inputs"])
-    runners = {"eager": _eager_runner(component, bucket, km, inputs, cfg), "tvm": _tvm_runner(lib, inputs)}
+    runners = {
+        "eager": _eager_runner(component, bucket, km, inputs, cfg),
+        "tvm": _tvm_runner(lib, inputs),
+    }
     if prm.bench_onnxruntime:
         runners["ort"] = ort_runner(component, bucket, km, cfg, inputs, threads)
     checks: dict[str, dict[str, Any]] = {}
 
     def check(outputs: dict[str, Any]) -> None:
-        checks.update({f"{name}_vs_float64": verdict(component, case, out) for name, out in outputs.items()})
+        checks.update(
+            {f"{name}_vs_float64": verdict(component, case, out) for name, out in outputs.items()}
+        )
         refuse_disagreement(component, checks)
 
     samples, warmup = checked_rounds(runners, prm.bench_repeats, check)
     load = os.getloadavg()[0]  # > threads: other processes share the cores, timings are inflated
     ms = {name: round(statistics.median(s) * 1e3, 3) for name, s in samples.items()}
-    roof, kernels = roofline_of(lib, runners, ms, prm.targets[target], threads, component, bucket, root)
+    roof, kernels = roofline_of(
+        lib, runners, ms, prm.targets[target], threads, component, bucket, root
+    )
     ratios = {"speedup_vs_eager": round(ms["eager"] / ms["tvm"], 4)}
     if lib.bounded:
-        ratios |= quarter_scaling(lib, runners["tvm"], component, bucket, cfg, pack, km, prm.bench_repeats)
+        ratios |= quarter_scaling(
+            lib, runners["tvm"], component, bucket, cfg, pack, km, prm.bench_repeats
+        )
     if "ort" in ms:
-        ratios |= {"speedup_vs_ort": round(ms["ort"] / ms["tvm"], 4), "ort_vs_eager": round(ms["ort"] / ms["eager"], 4)}
+        ratios |= {
+            "speedup_vs_ort": round(ms["ort"] / ms["tvm"], 4),
+            "ort_vs_eager": round(ms["ort"] / ms["eager"], 4),
+        }
     return {
-        "component": component, "bucket": bucket, "target": target, "timed": True, "device": "host",
-        "emulated": False, **{f"{name}_ms": v for name, v in ms.items()}, **ratios,
-        "criterion": CRITERION[_kind(component)], **checks, **roof, "top_kernels": kernels,
-        "library_sha256": lib.entry["sha256"], "weights_sha256": lib.weights_sha256,
-        "threads": threads, "repeats": prm.bench_repeats, "warmup": warmup, "load_avg_1m": round(load, 2),
+        "component": component,
+        "bucket": bucket,
+        "target": target,
+        "timed": True,
+        "device": "host",
+        "emulated": False,
+        **{f"{name}_ms": v for name, v in ms.items()},
+        **ratios,
+        "criterion": CRITERION[_kind(component)],
+        **checks,
+        **roof,
+        "top_kernels": kernels,
+        "library_sha256": lib.entry["sha256"],
+        "weights_sha256": lib.weights_sha256,
+        "threads": threads,
+        "repeats": prm.bench_repeats,
+        "warmup": warmup,
+        "load_avg_1m": round(load, 2),
         "cpu": cpu_name(),
     }
 
 
-def roofline_of(lib, runners: dict[str, Callable[[], Any]], ms: dict[str, float], target_spec: dict[str, Any],
-                threads: int, component: str, bucket: int, root: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def roofline_of(
+    lib,
+    runners: dict[str, Callable[[], Any]],
+    ms: dict[str, float],
+    target_spec: dict[str, Any],
+    threads: int,
+    component: str,
+    bucket: int,
+    root: Path,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The roofline view of one bench (``eval.roofline``), after the timed rounds: FLOPs counted
     on eager kokoro's call, the target's FMA peak measured here, and one instrumented run of the
     library against its legalized module. Returns the metrics and the per-kernel rows."""
@@ -163,13 +206,20 @@ def roofline_of(lib, runners: dict[str, Callable[[], Any]], ms: dict[str, float]
 
     flops = roofline.model_flops(runners["eager"])
     peak = roofline.fma_peak(target_spec, threads)
-    kernels = roofline.kernel_profile(lib.vm, runners["tvm"], A.load_ir(A.legalized_file(component, bucket, root)),
-                                      peak["gflops"])
+    kernels = roofline.kernel_profile(
+        lib.vm, runners["tvm"], A.load_ir(A.legalized_file(component, bucket, root)), peak["gflops"]
+    )
     return roofline.summary(flops, ms, peak, kernels), kernels["top"]
 
 
-def measure_on_board(component: str, bucket: int, target: str, prm: Params, device: dict[str, Any],
-                     root: Path = A.ROOT) -> dict[str, Any]:
+def measure_on_board(
+    component: str,
+    bucket: int,
+    target: str,
+    prm: Params,
+    device: dict[str, Any],
+    root: Path = A.ROOT,
+) -> dict[str, Any]:
     """Median ms of the library on a board reached through an RPC tracker, at full ``bucket``
     length, timed there (``time_evaluator``: no transfer over the connection). kokoro and ONNX
     Runtime do not run on the board, so there is no ratio; ``benchmarks`` on the board give them."""
@@ -179,21 +229,45 @@ def measure_on_board(component: str, bucket: int, target: str, prm: Params, devi
     from .validate import inputs_for
 
     cfg, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
-    inputs = inputs_for(component, bucket, bucket, cfg, A.load_array(A.voice_file(root)),
-                        as_float64(km) if component == "decoder" else km)
+    inputs = inputs_for(
+        component,
+        bucket,
+        bucket,
+        cfg,
+        A.load_array(A.voice_file(root)),
+        as_float64(km) if component == "decoder" else km,
+    )
     with open_session(device) as session:
         lib = load_built(root, component, bucket, target, validated=True, session=session)
         lib.vm.set_input("main", *lib.device_args(*[x.numpy() for x in inputs]))  # RPC: no tuples
-        timer = lib.vm.time_evaluator("invoke_stateful", lib.dev, number=1, repeat=prm.bench_repeats,
-                                      min_repeat_ms=0)
+        timer = lib.vm.time_evaluator(
+            "invoke_stateful", lib.dev, number=1, repeat=prm.bench_repeats, min_repeat_ms=0
+        )
         ms = timer("main").median * 1e3
-    return {"component": component, "bucket": bucket, "target": target, "timed": True, "device": device["device"],
-            "key": device["key"], "tvm_ms": round(ms, 3), "repeats": prm.bench_repeats,
-            "library_sha256": lib.entry["sha256"], "weights_sha256": lib.weights_sha256}
+    return {
+        "component": component,
+        "bucket": bucket,
+        "target": target,
+        "timed": True,
+        "device": device["device"],
+        "key": device["key"],
+        "tvm_ms": round(ms, 3),
+        "repeats": prm.bench_repeats,
+        "library_sha256": lib.entry["sha256"],
+        "weights_sha256": lib.weights_sha256,
+    }
 
 
-def quarter_scaling(lib, full: Callable[[], Any], component: str, bucket: int, cfg: dict[str, Any],
-                    pack: np.ndarray, km, repeats: int) -> dict[str, float]:
+def quarter_scaling(
+    lib,
+    full: Callable[[], Any],
+    component: str,
+    bucket: int,
+    cfg: dict[str, Any],
+    pack: np.ndarray,
+    km,
+    repeats: int,
+) -> dict[str, float]:
     """A bounded library at n = B/4 against itself at n = B, interleaved (issue 17 asks for
     <= 0.3): what it saves on inputs that do not fill their bucket, which a padded one cannot."""
     from ..spec import MIN_LENGTH
@@ -201,14 +275,23 @@ def quarter_scaling(lib, full: Callable[[], Any], component: str, bucket: int, c
     from .validate import inputs_for
 
     n = max(MIN_LENGTH[component], bucket // 4)
-    quarter = inputs_for(component, bucket, n, cfg, pack, as_float64(km) if component == "decoder" else km)
+    quarter = inputs_for(
+        component, bucket, n, cfg, pack, as_float64(km) if component == "decoder" else km
+    )
     samples = time_interleaved({"full": full, "quarter": _tvm_runner(lib, quarter)}, repeats, 1)
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
-    return {"tvm_quarter_ms": round(ms["quarter"], 3), "quarter_over_full": round(ms["quarter"] / ms["full"], 4)}
+    return {
+        "tvm_quarter_ms": round(ms["quarter"], 3),
+        "quarter_over_full": round(ms["quarter"] / ms["full"], 4),
+    }
 
 
-def checked_rounds(runners: dict[str, Callable[[], Any]], repeats: int, check: Callable[[dict[str, Any]], None],
-                   settle_s: float = SETTLE_S) -> tuple[dict[str, list[float]], int]:
+def checked_rounds(
+    runners: dict[str, Callable[[], Any]],
+    repeats: int,
+    check: Callable[[dict[str, Any]], None],
+    settle_s: float = SETTLE_S,
+) -> tuple[dict[str, list[float]], int]:
     """``repeats`` timed calls of each runner, interleaved, and the untimed calls each got.
 
     Every runner is first called once, in order, each call timed after the settle pause; ``check``
@@ -229,13 +312,19 @@ def refuse_disagreement(component: str, checks: dict[str, dict[str, Any]]) -> No
     failed = {name: row for name, row in checks.items() if not row["ok"]}
     for name, row in failed.items():
         if name.removesuffix("_vs_float64") not in MUST_AGREE:
-            print(f"{component}: {name.removesuffix('_vs_float64')} misses the float64 criterion ({row}); "
-                  "its time is recorded with that verdict")
-    bad = {name: row for name, row in failed.items() if name.removesuffix("_vs_float64") in MUST_AGREE}
+            print(
+                f"{component}: {name.removesuffix('_vs_float64')} misses the float64 criterion ({row}); "
+                "its time is recorded with that verdict"
+            )
+    bad = {
+        name: row for name, row in failed.items() if name.removesuffix("_vs_float64") in MUST_AGREE
+    }
     if bad:
-        raise DisagreementError(f"{component}: {bad} misses the float64 criterion ({CRITERION[_kind(component)]}); "
-                                "its timing would compare different computations, so it is not reported "
-                                "(run the validate stage, which holds the library to the same criterion)")
+        raise DisagreementError(
+            f"{component}: {bad} misses the float64 criterion ({CRITERION[_kind(component)]}); "
+            "its timing would compare different computations, so it is not reported "
+            "(run the validate stage, which holds the library to the same criterion)"
+        )
 
 
 def _kind(component: str) -> str:
@@ -252,9 +341,14 @@ def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Pa
     """The stage's three DVC outputs, each written atomically: metrics (the per-kernel rows
     aside), its plot row, and the roofline plot of its top kernels (empty where nothing ran here)."""
     comp, bucket, target = result["component"], result["bucket"], result["target"]
-    paths = (A.bench_file(comp, bucket, target, root), A.bench_plot_file(comp, bucket, target, root),
-             roofline_file(comp, bucket, target, root))
-    kernels = [{"component": comp, "bucket": bucket, **row} for row in result.get("top_kernels", [])]
+    paths = (
+        A.bench_file(comp, bucket, target, root),
+        A.bench_plot_file(comp, bucket, target, root),
+        roofline_file(comp, bucket, target, root),
+    )
+    kernels = [
+        {"component": comp, "bucket": bucket, **row} for row in result.get("top_kernels", [])
+    ]
     A.write_json(paths[0], {k: v for k, v in result.items() if k != "top_kernels"})
     A.write_json(paths[1], [_plot_row(result)])
     A.write_json(paths[2], kernels)
@@ -262,6 +356,19 @@ def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Pa
 
 
 def _plot_row(result: dict[str, Any]) -> dict[str, Any]:
-    keys = ("component", "bucket", "speedup_vs_eager", "speedup_vs_ort", "eager_ms", "ort_ms", "tvm_ms",
-            "gflop", "tvm_gflops", "eager_gflops", "ort_gflops", "peak_gflops", "tvm_of_peak")
+    keys = (
+        "component",
+        "bucket",
+        "speedup_vs_eager",
+        "speedup_vs_ort",
+        "eager_ms",
+        "ort_ms",
+        "tvm_ms",
+        "gflop",
+        "tvm_gflops",
+        "eager_gflops",
+        "ort_gflops",
+        "peak_gflops",
+        "tvm_of_peak",
+    )
     return {k: result[k] for k in keys if k in result}

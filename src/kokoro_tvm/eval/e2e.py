@@ -69,7 +69,9 @@ class ReplayDurations(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def eager_chunk(km, chunk: Chunk, speed: float, replay: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def eager_chunk(
+    km, chunk: Chunk, speed: float, replay: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """kokoro's audio and ``pred_dur`` for one decoded chunk, with its draws injected, in the
     dtype of ``km``; with ``replay``, on the chunk's (the runtime's) durations."""
     import torch
@@ -78,10 +80,17 @@ def eager_chunk(km, chunk: Chunk, speed: float, replay: bool = False) -> tuple[n
 
     dtype = next(km.parameters()).dtype
     ids = torch.from_numpy(chunk.input_ids).unsqueeze(0)
-    durations = ReplayDurations(torch.from_numpy(chunk.durations)) if replay else contextlib.nullcontext()
-    with default_dtype(dtype), InjectDraws(torch.from_numpy(chunk.rand_ini), torch.from_numpy(chunk.noise)), \
-            durations:
-        audio, pred_dur = km.forward_with_tokens(ids, torch.from_numpy(chunk.style).to(dtype), speed)
+    durations = (
+        ReplayDurations(torch.from_numpy(chunk.durations)) if replay else contextlib.nullcontext()
+    )
+    with (
+        default_dtype(dtype),
+        InjectDraws(torch.from_numpy(chunk.rand_ini), torch.from_numpy(chunk.noise)),
+        durations,
+    ):
+        audio, pred_dur = km.forward_with_tokens(
+            ids, torch.from_numpy(chunk.style).to(dtype), speed
+        )
     return audio.reshape(-1).float().numpy(), pred_dur.reshape(-1).numpy()
 
 
@@ -102,12 +111,22 @@ def raw_durations(km64, chunk: Chunk, speed: float) -> np.ndarray:
     from .reference import reference
 
     ids = torch.from_numpy(chunk.input_ids).unsqueeze(0)
-    style = torch.from_numpy(chunk.style[:, chunk.style.shape[1] // 2:])
-    return reference("duration", km64, (ids, None, style), ids.shape[1], {})[0].reshape(-1).numpy() / speed
+    style = torch.from_numpy(chunk.style[:, chunk.style.shape[1] // 2 :])
+    return (
+        reference("duration", km64, (ids, None, style), ids.shape[1], {})[0].reshape(-1).numpy()
+        / speed
+    )
 
 
-def compare(tts: KokoroTVM, km, km64, phonemes: str, voice: Any = "random", speed: float = 1.0,
-            seed: int = 0) -> dict[str, Any]:
+def compare(
+    tts: KokoroTVM,
+    km,
+    km64,
+    phonemes: str,
+    voice: Any = "random",
+    speed: float = 1.0,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Synthesize with TVM and with kokoro in float32 and float64; one row of the parity table."""
     import torch
 
@@ -129,15 +148,23 @@ def compare(tts: KokoroTVM, km, km64, phonemes: str, voice: Any = "random", spee
     utterances = kokoro_utterances(phonemes) if len(phonemes) <= MAX_PHONEMES else None
     same_utterances = [c.phonemes for c in res.chunks] == utterances
     row: dict[str, Any] = {
-        "phonemes": len(phonemes), "tokens": sum(c.n_tokens for c in res.chunks),
-        "frames": sum(c.n_frames for c in res.chunks), "chunks": len(res.chunks),
-        "kokoro_utterances": None if utterances is None else len(utterances), "same_utterances": same_utterances,
+        "phonemes": len(phonemes),
+        "tokens": sum(c.n_tokens for c in res.chunks),
+        "frames": sum(c.n_frames for c in res.chunks),
+        "chunks": len(res.chunks),
+        "kokoro_utterances": None if utterances is None else len(utterances),
+        "same_utterances": same_utterances,
         "split_beyond_kokoro": split,
-        "token_buckets": [c.token_bucket for c in res.chunks], "frame_buckets": [c.frame_bucket for c in res.chunks],
+        "token_buckets": [c.token_bucket for c in res.chunks],
+        "frame_buckets": [c.frame_bucket for c in res.chunks],
         "at_bucket": all(c.n_frames == c.frame_bucket for c in res.chunks),
-        "durations_equal": same_dur, "near_boundary": near,
-        "rtf_tvm": res.seconds / res.audio_seconds, "rtf_eager": eager_s / res.audio_seconds,
-        "audio_s": res.audio_seconds, "result": res, "reference": join([a for a, _ in ref32]),
+        "durations_equal": same_dur,
+        "near_boundary": near,
+        "rtf_tvm": res.seconds / res.audio_seconds,
+        "rtf_eager": eager_s / res.audio_seconds,
+        "audio_s": res.audio_seconds,
+        "result": res,
+        "reference": join([a for a, _ in ref32]),
     }
     # kokoro on the runtime's durations (a token within 1e-4 of a rounding boundary may flip, and
     # is listed): everything after the rounding is compared, audio of the same length
@@ -145,9 +172,19 @@ def compare(tts: KokoroTVM, km, km64, phonemes: str, voice: Any = "random", spee
     return row | verdict | {"ok": verdict["ok"] and same_dur and (same_utterances or split)}
 
 
-def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voice: Any = "random",
-                warmup: int = 0, settle_s: float | None = None, seed: int = 0,
-                onnx: dict[str, Any] | None = None, packages: dict[str, Any] | None = None) -> dict[str, Any]:
+def measure_rtf(
+    tts: KokoroTVM,
+    km,
+    km64,
+    lengths: list[int],
+    repeats: int,
+    voice: Any = "random",
+    warmup: int = 0,
+    settle_s: float | None = None,
+    seed: int = 0,
+    onnx: dict[str, Any] | None = None,
+    packages: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Real-time factors (compute s / audio s) of the runtime, eager kokoro and, given ``onnx``
     (name -> session, ``onnx_kmodel.sessions``), kokoro-onnx's whole model on ONNX Runtime, and
     given ``packages`` (name -> ``kokoro_onnx.Kokoro``, ``kokoro_onnx_package.packages``) the
@@ -175,9 +212,14 @@ def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voic
         phonemes = sample_phonemes(n)
         row = compare(tts, km, km64, phonemes, voice, seed=seed)
         if not row["ok"]:
-            shown = {k: row.get(k) for k in ("durations_equal", "log_mel_snr_db", "min_snr_db", "mcd_db", "max_mcd_db")}
-            raise E2EError(f"{n} phonemes: runtime audio differs from kokoro beyond float32's own distance to "
-                           f"float64 kokoro ({shown}); rebuild with `dvc repro` and run `python benchmarks/e2e.py`")
+            shown = {
+                k: row.get(k)
+                for k in ("durations_equal", "log_mel_snr_db", "min_snr_db", "mcd_db", "max_mcd_db")
+            }
+            raise E2EError(
+                f"{n} phonemes: runtime audio differs from kokoro beyond float32's own distance to "
+                f"float64 kokoro ({shown}); rebuild with `dvc repro` and run `python benchmarks/e2e.py`"
+            )
         chunks = row["result"].chunks
 
         def eager(chunks=chunks):
@@ -188,35 +230,58 @@ def measure_rtf(tts: KokoroTVM, km, km64, lengths: list[int], repeats: int, voic
         ort_rows = {}
         for name, session in (onnx or {}).items():
             check = onnx_kmodel.agreement(session, chunks, row["reference"])
-            if check["durations_differ"] is not None and check["durations_differ"] > len(row["near_boundary"]):
-                raise E2EError(f"{n} phonemes: ONNX Runtime ({name}) predicts other durations than kokoro at "
-                               f"{check['durations_differ']} tokens ({len(row['near_boundary'])} are at a rounding "
-                               "boundary): its export is not kokoro's model; its time is not worth reporting")
+            if check["durations_differ"] is not None and check["durations_differ"] > len(
+                row["near_boundary"]
+            ):
+                raise E2EError(
+                    f"{n} phonemes: ONNX Runtime ({name}) predicts other durations than kokoro at "
+                    f"{check['durations_differ']} tokens ({len(row['near_boundary'])} are at a rounding "
+                    "boundary): its export is not kokoro's model; its time is not worth reporting"
+                )
             ort_rows[name] = check
-            runners[f"ort_{name}"] = lambda s=session, c=chunks: [onnx_kmodel.run(s, ch) for ch in c]
+            runners[f"ort_{name}"] = lambda s=session, c=chunks: [
+                onnx_kmodel.run(s, ch) for ch in c
+            ]
         package_audio = {}
         for name, kokoro in (packages or {}).items():
             # its first call, untimed: trimmed and paused audio, of which only the length is comparable
-            package_audio[f"kokoro_onnx_{name}_audio_s"] = round(kokoro_onnx_package.create(kokoro, phonemes, pack).size
-                                                                 / SAMPLE_RATE, 4)
-            runners[f"kokoro_onnx_{name}"] = lambda k=kokoro, p=phonemes: kokoro_onnx_package.create(k, p, pack)
-        samples = time_interleaved(runners, repeats, warmup, SETTLE_S if settle_s is None else settle_s)
+            package_audio[f"kokoro_onnx_{name}_audio_s"] = round(
+                kokoro_onnx_package.create(kokoro, phonemes, pack).size / SAMPLE_RATE, 4
+            )
+            runners[f"kokoro_onnx_{name}"] = lambda k=kokoro, p=phonemes: (
+                kokoro_onnx_package.create(k, p, pack)
+            )
+        samples = time_interleaved(
+            runners, repeats, warmup, SETTLE_S if settle_s is None else settle_s
+        )
         secs = {k: float(np.median(v)) for k, v in samples.items()}
         audio_s = row["audio_s"]
         rows[f"phonemes_{n}"] = {
-            "phonemes": row["phonemes"], "tokens": row["tokens"], "frames": row["frames"], "chunks": row["chunks"],
+            "phonemes": row["phonemes"],
+            "tokens": row["tokens"],
+            "frames": row["frames"],
+            "chunks": row["chunks"],
             "frame_buckets": row["frame_buckets"],
-            "padding_waste": padding_waste(tts, row), "audio_s": round(audio_s, 4),
+            "padding_waste": padding_waste(tts, row),
+            "audio_s": round(audio_s, 4),
             **{f"{k}_s": round(v, 5) for k, v in secs.items()},
             **{f"rtf_{k}": round(v / audio_s, 5) for k, v in secs.items()},
-            **_speedups(secs), "log_mel_snr_db": row["log_mel_snr_db"],
-            "f32_log_mel_snr_db": row["f32_log_mel_snr_db"], "mcd_db": row["mcd_db"], "f32_mcd_db": row["f32_mcd_db"],
-            **{f"ort_{k}_{m}": v for k, check in ort_rows.items() for m, v in check.items()}, **package_audio}
+            **_speedups(secs),
+            "log_mel_snr_db": row["log_mel_snr_db"],
+            "f32_log_mel_snr_db": row["f32_log_mel_snr_db"],
+            "mcd_db": row["mcd_db"],
+            "f32_mcd_db": row["f32_mcd_db"],
+            **{f"ort_{k}_{m}": v for k, check in ort_rows.items() for m, v in check.items()},
+            **package_audio,
+        }
         for k, v in secs.items():
             totals[k] = totals.get(k, 0.0) + v
         audio_total += audio_s
-    rows["total"] = {"audio_s": round(audio_total, 4), **{f"rtf_{k}": round(v / audio_total, 5) for k, v in totals.items()},
-                     **_speedups(totals)}
+    rows["total"] = {
+        "audio_s": round(audio_total, 4),
+        **{f"rtf_{k}": round(v / audio_total, 5) for k, v in totals.items()},
+        **_speedups(totals),
+    }
     return rows
 
 

@@ -32,8 +32,9 @@ class PackageMissingError(KokoroTVMError, ImportError):
     """bench.onnxruntime asks for kokoro-onnx, and it is not installed."""
 
 
-def packages(files: dict[str, bytes], pack: np.ndarray, vocab: dict[str, int], threads: int,
-             workdir: Path) -> dict[str, Any]:
+def packages(
+    files: dict[str, bytes], pack: np.ndarray, vocab: dict[str, int], threads: int, workdir: Path
+) -> dict[str, Any]:
     """A ``kokoro_onnx.Kokoro`` per model file (``onnx_kmodel.models``), with ``pack`` as its one
     voice and the model's vocabulary, its files written under ``workdir``."""
     from importlib.metadata import PackageNotFoundError, version
@@ -42,10 +43,14 @@ def packages(files: dict[str, bytes], pack: np.ndarray, vocab: dict[str, int], t
         found = version("kokoro-onnx")
         import kokoro_onnx
     except (ImportError, PackageNotFoundError) as e:
-        raise PackageMissingError(f"bench.onnxruntime times kokoro-onnx, which is not installed ({e}); "
-                                  f"`make setup` installs it, or `{INSTALL}`") from e
+        raise PackageMissingError(
+            f"bench.onnxruntime times kokoro-onnx, which is not installed ({e}); "
+            f"`make setup` installs it, or `{INSTALL}`"
+        ) from e
     if found != VERSION:
-        raise PackageMissingError(f"kokoro-onnx {found} is installed; the bench pins {VERSION}: `{INSTALL}`")
+        raise PackageMissingError(
+            f"kokoro-onnx {found} is installed; the bench pins {VERSION}: `{INSTALL}`"
+        )
     workdir.mkdir(parents=True, exist_ok=True)
     voices = workdir / "voices.npz"
     np.savez(voices, bench=np.asarray(pack, np.float32))
@@ -53,12 +58,15 @@ def packages(files: dict[str, bytes], pack: np.ndarray, vocab: dict[str, int], t
     for name, model in files.items():
         path = workdir / f"kokoro-{name}.onnx"
         path.write_bytes(model)
-        out[name] = kokoro_onnx.Kokoro.from_session(ort_session(str(path), threads), str(voices),
-                                                    vocab_config={"vocab": vocab})
+        out[name] = kokoro_onnx.Kokoro.from_session(
+            ort_session(str(path), threads), str(voices), vocab_config={"vocab": vocab}
+        )
     return out
 
 
 def create(kokoro, phonemes: str, pack: np.ndarray, speed: float = 1.0) -> np.ndarray:
     """What a kokoro-onnx user calls: ``create`` with its defaults (trim, pauses) on phonemes."""
-    audio, _ = kokoro.create(phonemes, voice=np.asarray(pack, np.float32), speed=speed, is_phonemes=True)
+    audio, _ = kokoro.create(
+        phonemes, voice=np.asarray(pack, np.float32), speed=speed, is_phonemes=True
+    )
     return audio

@@ -43,7 +43,9 @@ def log_mel_snr(ref: np.ndarray, got: np.ndarray) -> float:
     """SNR in dB of the log-mel spectrogram of ``got`` against ``ref`` (same length)."""
     a, b = log_mel(ref), log_mel(got)
     if a.shape != b.shape:
-        raise ValueError(f"audio length mismatch: reference {np.size(ref)} vs got {np.size(got)} samples")
+        raise ValueError(
+            f"audio length mismatch: reference {np.size(ref)} vs got {np.size(got)} samples"
+        )
     noise = np.sum((a - b) ** 2)
     return float("inf") if noise == 0 else float(10 * np.log10(np.sum(a**2) / noise))
 
@@ -62,7 +64,9 @@ def mel_cepstral_distortion(ref: np.ndarray, got: np.ndarray) -> float:
     """Mean MCD in dB, ``10 / ln(10) * sqrt(2 * sum_d (c_d - c'_d)^2)``, over aligned frames."""
     a, b = mel_cepstrum(ref), mel_cepstrum(got)
     if a.shape != b.shape:
-        raise ValueError(f"audio length mismatch: reference {np.size(ref)} vs got {np.size(got)} samples")
+        raise ValueError(
+            f"audio length mismatch: reference {np.size(ref)} vs got {np.size(got)} samples"
+        )
     return float(np.mean(10.0 / np.log(10.0) * np.sqrt(2.0 * np.sum((a - b) ** 2, axis=-1))))
 
 

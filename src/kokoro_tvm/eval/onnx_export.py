@@ -66,7 +66,9 @@ def quiet_export(what: str) -> Iterator[None]:
             warnings.simplefilter("ignore")  # tracer and deprecation chatter
             yield
     except ImportError as e:
-        raise OnnxExportError(f"ONNX export needs the bench extra ({e}); run `pip install -e '.[bench]'`") from e
+        raise OnnxExportError(
+            f"ONNX export needs the bench extra ({e}); run `pip install -e '.[bench]'`"
+        ) from e
     except Exception as e:
         raise OnnxExportError(f"ONNX export of {what} failed ({type(e).__name__}: {e})") from e
     finally:
@@ -77,8 +79,14 @@ def input_names(component: str, bucket: int, cfg: dict[str, Any]) -> list[str]:
     return [s.name for s in input_specs(component, bucket, cfg)]
 
 
-def export_onnx(component: str, bucket: int, km, cfg: dict[str, Any], path: Path | None = None,
-                dynamo: bool = False) -> bytes:
+def export_onnx(
+    component: str,
+    bucket: int,
+    km,
+    cfg: dict[str, Any],
+    path: Path | None = None,
+    dynamo: bool = False,
+) -> bytes:
     """ONNX bytes of ``component`` at a static ``bucket`` (also written to ``path`` if given).
 
     ``dynamo=False`` (default) is the TorchScript exporter (deprecated, still in torch 2.13):
@@ -94,12 +102,15 @@ def export_onnx(component: str, bucket: int, km, cfg: dict[str, Any], path: Path
     names = input_names(component, bucket, cfg)
     with quiet_export(f"{component} bucket {bucket}"), plain_lstms():
         if dynamo:
-            program = torch.onnx.export(module, args, dynamo=True, opset_version=OPSET,
-                                        input_names=names, verbose=False)
+            program = torch.onnx.export(
+                module, args, dynamo=True, opset_version=OPSET, input_names=names, verbose=False
+            )
             data = program.model_proto.SerializeToString()
         else:
             buf = io.BytesIO()
-            torch.onnx.export(module, args, buf, dynamo=False, opset_version=OPSET, input_names=names)
+            torch.onnx.export(
+                module, args, buf, dynamo=False, opset_version=OPSET, input_names=names
+            )
             data = buf.getvalue()
     if path is not None:
         from ..atomic import atomic_path
@@ -131,6 +142,8 @@ def ort_feeds(session, component: str, bucket: int, cfg: dict[str, Any], inputs)
     named = dict(zip(input_names(component, bucket, cfg), inputs))
     missing = wanted - set(named)
     if missing:
-        raise OnnxExportError(f"ONNX model wants inputs {sorted(missing)} that {component} does not have; "
-                              "re-export it with this version of kokoro_tvm")
+        raise OnnxExportError(
+            f"ONNX model wants inputs {sorted(missing)} that {component} does not have; "
+            "re-export it with this version of kokoro_tvm"
+        )
     return {k: (v.numpy() if isinstance(v, Tensor) else v) for k, v in named.items() if k in wanted}

@@ -54,16 +54,32 @@ def export_kmodel(pth: Path, config: Path) -> bytes:
     cfg, km = load_kokoro(pth, config)
     model = KModelForONNX(complex_free(km, cfg)).eval()
     gen = torch.Generator().manual_seed(0)
-    ids = torch.cat([torch.zeros(1, 1), torch.randint(1, 100, (1, EXPORT_TOKENS - 2), generator=gen),
-                     torch.zeros(1, 1)], dim=1).long()
+    ids = torch.cat(
+        [
+            torch.zeros(1, 1),
+            torch.randint(1, 100, (1, EXPORT_TOKENS - 2), generator=gen),
+            torch.zeros(1, 1),
+        ],
+        dim=1,
+    ).long()
     style = torch.randn(1, 2 * cfg["style_dim"], generator=gen)
     speed = torch.ones(1)
     buf = io.BytesIO()
     with quiet_export("the whole model"):
-        torch.onnx.export(model, (ids, style, speed), buf, dynamo=False, opset_version=OPSET,
-                          input_names=["input_ids", "style", "speed"], output_names=["waveform", "duration"],
-                          dynamic_axes={"input_ids": {1: "input_ids_len"}, "waveform": {0: "num_samples"},
-                                        "duration": {0: "input_ids_len"}})
+        torch.onnx.export(
+            model,
+            (ids, style, speed),
+            buf,
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=["input_ids", "style", "speed"],
+            output_names=["waveform", "duration"],
+            dynamic_axes={
+                "input_ids": {1: "input_ids_len"},
+                "waveform": {0: "num_samples"},
+                "duration": {0: "input_ids_len"},
+            },
+        )
     return buf.getvalue()
 
 
@@ -86,12 +102,20 @@ def run(session, chunk: Chunk, speed: float = 1.0) -> tuple[np.ndarray, np.ndarr
     """Audio (and durations, if the model returns them) of one chunk: inputs by position (ids
     [1, T], voice row [1, 256], speed [1]), as both exports name them differently."""
     ids, style, rate = (i.name for i in session.get_inputs())
-    out = session.run(None, {ids: chunk.input_ids[None].astype(np.int64), style: chunk.style.astype(np.float32),
-                             rate: np.array([speed], np.float32)})
+    out = session.run(
+        None,
+        {
+            ids: chunk.input_ids[None].astype(np.int64),
+            style: chunk.style.astype(np.float32),
+            rate: np.array([speed], np.float32),
+        },
+    )
     return out[0].reshape(-1), (out[1].reshape(-1) if len(out) > 1 else None)
 
 
-def agreement(session, chunks: list[Chunk], reference: np.ndarray, speed: float = 1.0) -> dict[str, Any]:
+def agreement(
+    session, chunks: list[Chunk], reference: np.ndarray, speed: float = 1.0
+) -> dict[str, Any]:
     """One run on the runtime's chunks against kokoro's float32 audio of them (``reference``):
     tokens whose duration differs (``None`` without durations), and log-mel SNR when the lengths
     match (reported, not judged: the draws differ, and so does CustomSTFT's edge padding)."""
@@ -99,6 +123,10 @@ def agreement(session, chunks: list[Chunk], reference: np.ndarray, speed: float 
 
     runs = [run(session, c, speed) for c in chunks]
     audio = join([a for a, _ in runs])
-    differ = None if runs[0][1] is None else int(sum(int((d != c.durations).sum()) for (_, d), c in zip(runs, chunks)))
+    differ = (
+        None
+        if runs[0][1] is None
+        else int(sum(int((d != c.durations).sum()) for (_, d), c in zip(runs, chunks)))
+    )
     snr = round(log_mel_snr(reference, audio), 2) if audio.shape == reference.shape else None
     return {"durations_differ": differ, "samples": int(audio.size), "log_mel_snr_db": snr}

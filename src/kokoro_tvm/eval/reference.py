@@ -43,7 +43,9 @@ class InjectDraws(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.rand:
-            return self.rand.to(kwargs.get("dtype") or torch.get_default_dtype()).clone()  # kokoro zeroes [:, 0]
+            return self.rand.to(
+                kwargs.get("dtype") or torch.get_default_dtype()
+            ).clone()  # kokoro zeroes [:, 0]
         if func is torch.randn_like and not self.randn_used:
             self.randn_used = True
             assert args[0].shape == self.randn.shape, (args[0].shape, self.randn.shape)
@@ -73,12 +75,19 @@ def load_kokoro(pth: Path, config: Path):
     from kokoro.model import KModel
 
     cfg = json.loads(Path(config).read_text(encoding="utf-8"))
-    with torch.no_grad(), quiet_upstream():  # weight norm's weights stay leaves, so the model can be copied
-        km = KModel(repo_id="hexgrad/Kokoro-82M", config=cfg, model=str(pth), disable_complex=False).eval()
+    with (
+        torch.no_grad(),
+        quiet_upstream(),
+    ):  # weight norm's weights stay leaves, so the model can be copied
+        km = KModel(
+            repo_id="hexgrad/Kokoro-82M", config=cfg, model=str(pth), disable_complex=False
+        ).eval()
     state = torch.load(pth, map_location="cpu", weights_only=True)
     for key in SUBMODULES:
         loaded = getattr(km, key).state_dict()
-        if set(loaded) != set(state[key]) or any(not torch.equal(loaded[k], v) for k, v in state[key].items()):
+        if set(loaded) != set(state[key]) or any(
+            not torch.equal(loaded[k], v) for k, v in state[key].items()
+        ):
             raise RuntimeError(f"kokoro did not load {pth}[{key}] strictly")
     km.requires_grad_(False)
     return cfg, km
@@ -111,8 +120,9 @@ def _dtype(km) -> torch.dtype:
 
 
 @torch.no_grad()
-def reference(component: str, km, inputs: tuple[torch.Tensor, ...], length: int,
-              cfg: dict[str, Any]) -> tuple[torch.Tensor, ...]:
+def reference(
+    component: str, km, inputs: tuple[torch.Tensor, ...], length: int, cfg: dict[str, Any]
+) -> tuple[torch.Tensor, ...]:
     """kokoro's outputs for the first ``length`` positions of wrapper-style ``inputs``, in the
     dtype of ``km`` (float inputs are cast to it)."""
     dtype = _dtype(km)

@@ -38,8 +38,9 @@ def _fma_kernel(lanes: int, threads: int):
     width = CHAINS * lanes
 
     @T.prim_func
-    def fma_loop(x: T.Buffer((2, lanes), "float32"), out: T.Buffer((threads, width), "float32"),
-                 n: T.int32):
+    def fma_loop(
+        x: T.Buffer((2, lanes), "float32"), out: T.Buffer((threads, width), "float32"), n: T.int32
+    ):
         T.func_attr({"global_symbol": "fma_loop", "tirx.noalias": True})
         for t in T.parallel(threads):
             acc = T.alloc_buffer((width,), "float32", scope="local")
@@ -66,7 +67,9 @@ def build_fma_kernel(target: dict[str, Any], threads: int):
     return tvm.tirx.build(_fma_kernel(lanes, threads), target=tgt), lanes
 
 
-def fma_peak(target: dict[str, Any], threads: int, seconds: float = 0.25, rounds: int = 5) -> dict[str, Any]:
+def fma_peak(
+    target: dict[str, Any], threads: int, seconds: float = 0.25, rounds: int = 5
+) -> dict[str, Any]:
     """The float32 FMA peak of ``target`` on this CPU with ``threads`` threads (best of
     ``rounds`` runs of ~``seconds``), and what it implies: FLOPs per cycle per thread at the
     clock /proc/cpuinfo reports, and the clock ``FMA_PIPES`` full-width pipes would need."""
@@ -74,7 +77,9 @@ def fma_peak(target: dict[str, Any], threads: int, seconds: float = 0.25, rounds
 
     lib, lanes = build_fma_kernel(target, threads)
     dev = tvm.cpu()
-    x = tvm.runtime.tensor(np.stack([np.full(lanes, 0.9999999, np.float32), np.full(lanes, 1e-7, np.float32)]), dev)
+    x = tvm.runtime.tensor(
+        np.stack([np.full(lanes, 0.9999999, np.float32), np.full(lanes, 1e-7, np.float32)]), dev
+    )
     out = tvm.runtime.tensor(np.zeros((threads, CHAINS * lanes), np.float32), dev)
     flops_per_iter = 2 * CHAINS * lanes * threads
     n = 1 << 16
@@ -95,11 +100,19 @@ def fma_peak(target: dict[str, Any], threads: int, seconds: float = 0.25, rounds
         raise RuntimeError("FMA loop produced non-finite values: the peak kernel is broken")
     gflops = best / 1e9
     mhz = cpu_mhz()
-    row = {"gflops": round(gflops, 1), "threads": threads, "lanes": lanes, "fma_pipes_assumed": FMA_PIPES,
-           "implied_ghz": round(gflops / (threads * FMA_PIPES * lanes * 2), 3),
-           "load_avg_1m": round(os.getloadavg()[0], 2)}
+    row = {
+        "gflops": round(gflops, 1),
+        "threads": threads,
+        "lanes": lanes,
+        "fma_pipes_assumed": FMA_PIPES,
+        "implied_ghz": round(gflops / (threads * FMA_PIPES * lanes * 2), 3),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
     if mhz:
-        row |= {"cpuinfo_ghz": round(mhz / 1e3, 3), "flops_per_cycle_per_thread": round(best / threads / (mhz * 1e6), 1)}
+        row |= {
+            "cpuinfo_ghz": round(mhz / 1e3, 3),
+            "flops_per_cycle_per_thread": round(best / threads / (mhz * 1e6), 1),
+        }
     return row
 
 
@@ -107,7 +120,10 @@ def cpu_mhz() -> float | None:
     """The clock /proc/cpuinfo reports (on VMs the base or TSC clock, not the boost clock)."""
     try:
         with open("/proc/cpuinfo") as f:
-            return max((float(line.split(":")[1]) for line in f if line.startswith("cpu MHz")), default=None)
+            return max(
+                (float(line.split(":")[1]) for line in f if line.startswith("cpu MHz")),
+                default=None,
+            )
     except OSError:
         return None
 
@@ -151,7 +167,9 @@ def reduction_flops(func, values: dict[str, int]) -> int | None:
                 return None
             n *= int(ext)
         update = block.stmt.body.value if isinstance(block.stmt.body, tirx.BufferStore) else None
-        fma = isinstance(update, tirx.Add) and any(isinstance(op, tirx.Mul) for op in (update.a, update.b))
+        fma = isinstance(update, tirx.Add) and any(
+            isinstance(op, tirx.Mul) for op in (update.a, update.b)
+        )
         total += (2 if fma else 1) * n
     return total
 
@@ -213,8 +231,9 @@ def source_kernel(name: str) -> str:
     return name
 
 
-def kernel_profile(vm, run: Callable[[], Any], legalized, peak_gflops: float | None = None,
-                   top: int = 12) -> dict[str, Any]:
+def kernel_profile(
+    vm, run: Callable[[], Any], legalized, peak_gflops: float | None = None, top: int = 12
+) -> dict[str, Any]:
     """One instrumented ``run()`` of ``vm``: per kernel its time, FLOPs (``reduction_flops``
     with this call's lengths), bytes its arguments span, GFLOP/s and share of ``peak_gflops``.
     ``legalized`` is the library's legalized Relax module (the PrimFuncs before scheduling: the
@@ -222,7 +241,9 @@ def kernel_profile(vm, run: Callable[[], Any], legalized, peak_gflops: float | N
     for, and the ``top`` kernels by time."""
     import tvm
 
-    funcs = {gv.name_hint: f for gv, f in legalized.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    funcs = {
+        gv.name_hint: f for gv, f in legalized.functions.items() if isinstance(f, tvm.tirx.PrimFunc)
+    }
     calls: list[tuple[str, float, dict[str, int], int]] = []  # kernel, seconds, its lengths, bytes
     started: list[float] = []
 
@@ -234,8 +255,11 @@ def kernel_profile(vm, run: Callable[[], Any], legalized, peak_gflops: float | N
         name = str(name)
         source = source_kernel(name)
         values = _shape_values(funcs[source], call_args) if source in funcs else {}
-        nbytes = sum(int(np.prod(a.shape)) * np.dtype(str(a.dtype)).itemsize
-                     for a in call_args if hasattr(a, "shape") and hasattr(a, "dtype"))
+        nbytes = sum(
+            int(np.prod(a.shape)) * np.dtype(str(a.dtype)).itemsize
+            for a in call_args
+            if hasattr(a, "shape") and hasattr(a, "dtype")
+        )
         calls.append((name, seconds, values, nbytes))
         return 0
 
@@ -252,21 +276,35 @@ def kernel_profile(vm, run: Callable[[], Any], legalized, peak_gflops: float | N
         row["calls"] += 1
         row["seconds"] += seconds
         row["bytes"] += nbytes
-        source = source_kernel(name)  # a conv whose weight packing moved to load time (compile.prepack)
+        source = source_kernel(
+            name
+        )  # a conv whose weight packing moved to load time (compile.prepack)
         flops = reduction_flops(funcs[source], values) if source in funcs else None
         row["flops"] += flops or 0
     rows = []
     for name, r in sorted(spent.items(), key=lambda kv: -kv[1]["seconds"]):
         gflops = r["flops"] / r["seconds"] / 1e9 if r["seconds"] > 0 else 0.0
-        rows.append({"kernel": name, "calls": int(r["calls"]), "ms": round(r["seconds"] * 1e3, 3),
-                     "share": round(r["seconds"] / total, 4), "gflop": round(r["flops"] / 1e9, 9),
-                     "gflops": round(gflops, 1), "gb_per_s": round(r["bytes"] / r["seconds"] / 1e9, 1) if r["seconds"] else 0.0,
-                     **({"of_peak": round(gflops / peak_gflops, 3)} if peak_gflops else {})})
+        rows.append(
+            {
+                "kernel": name,
+                "calls": int(r["calls"]),
+                "ms": round(r["seconds"] * 1e3, 3),
+                "share": round(r["seconds"] / total, 4),
+                "gflop": round(r["flops"] / 1e9, 9),
+                "gflops": round(gflops, 1),
+                "gb_per_s": round(r["bytes"] / r["seconds"] / 1e9, 1) if r["seconds"] else 0.0,
+                **({"of_peak": round(gflops / peak_gflops, 3)} if peak_gflops else {}),
+            }
+        )
     counted = sum(r["flops"] for r in spent.values())
-    return {"run_ms": round(total * 1e3, 3), "kernel_gflop": round(counted / 1e9, 9),
-            "kernel_ms": round(sum(r["seconds"] for r in spent.values()) * 1e3, 3),
-            "matmul_conv_ms": round(sum(r["seconds"] for r in spent.values() if r["flops"]) * 1e3, 3),
-            "kernels": len(rows), "top": rows[:top]}
+    return {
+        "run_ms": round(total * 1e3, 3),
+        "kernel_gflop": round(counted / 1e9, 9),
+        "kernel_ms": round(sum(r["seconds"] for r in spent.values()) * 1e3, 3),
+        "matmul_conv_ms": round(sum(r["seconds"] for r in spent.values() if r["flops"]) * 1e3, 3),
+        "kernels": len(rows),
+        "top": rows[:top],
+    }
 
 
 def significant(x: float, digits: int = 4) -> float:
@@ -275,11 +313,18 @@ def significant(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
-def summary(flops: int, ms: dict[str, float], peak: dict[str, Any], kernels: dict[str, Any]) -> dict[str, Any]:
+def summary(
+    flops: int, ms: dict[str, float], peak: dict[str, Any], kernels: dict[str, Any]
+) -> dict[str, Any]:
     """The bench metrics of the roofline view: the component's GFLOP, each runner's GFLOP/s on
     them (``ms``: median milliseconds by runner), the measured peak and the library's share of
     it, and the instrumented run's totals (``kernel_profile`` without its per-kernel rows)."""
     rates = {f"{name}_gflops": significant(flops / (t * 1e-3) / 1e9) for name, t in ms.items()}
-    return {"gflop": significant(flops / 1e9), **rates, "peak_gflops": peak["gflops"],
-            "tvm_of_peak": significant(rates["tvm_gflops"] / peak["gflops"]), "peak": peak,
-            "kernel_profile": {k: v for k, v in kernels.items() if k != "top"}}
+    return {
+        "gflop": significant(flops / 1e9),
+        **rates,
+        "peak_gflops": peak["gflops"],
+        "tvm_of_peak": significant(rates["tvm_gflops"] / peak["gflops"]),
+        "peak": peak,
+        "kernel_profile": {k: v for k, v in kernels.items() if k != "top"},
+    }

@@ -38,8 +38,13 @@ def timed_call(fn: Callable[[], Any], settle_s: float = SETTLE_S) -> tuple[Any, 
     return out, time.perf_counter() - t0
 
 
-def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup: int,
-                     settle_s: float = SETTLE_S, first_round: int = 0) -> dict[str, list[float]]:
+def time_interleaved(
+    runners: dict[str, Callable[[], Any]],
+    repeats: int,
+    warmup: int,
+    settle_s: float = SETTLE_S,
+    first_round: int = 0,
+) -> dict[str, list[float]]:
     """Seconds per call for each runner: ``warmup`` untimed calls each, then ``repeats`` rounds,
     each round calling every runner once in an order that rotates between rounds, each timed
     call preceded by a ``settle_s`` pause (see ``SETTLE_S``). ``first_round``: rounds the caller
@@ -50,11 +55,14 @@ def time_interleaved(runners: dict[str, Callable[[], Any]], repeats: int, warmup
             runners[name]()
     samples: dict[str, list[float]] = {name: [] for name in names}
     for r in range(first_round, first_round + repeats):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             samples[name].append(timed_call(runners[name], settle_s)[1])
         # progress of a long stage (a decoder round takes minutes): the round and its times
-        print(f"round {r + 1}/{first_round + repeats}: "
-              + ", ".join(f"{name} {samples[name][-1]:.3g} s" for name in names), flush=True)
+        print(
+            f"round {r + 1}/{first_round + repeats}: "
+            + ", ".join(f"{name} {samples[name][-1]:.3g} s" for name in names),
+            flush=True,
+        )
     return samples
 
 

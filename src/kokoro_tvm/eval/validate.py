@@ -27,7 +27,14 @@ import numpy as np
 import torch
 
 from ..errors import KokoroTVMError
-from ..spec import HARMONICS, MIN_LENGTH, check_component, input_specs, length_axes, samples_per_frame
+from ..spec import (
+    HARMONICS,
+    MIN_LENGTH,
+    check_component,
+    input_specs,
+    length_axes,
+    samples_per_frame,
+)
 from . import samples
 from .metrics import log_mel_snr, mel_cepstral_distortion, rel_err, voiced_fraction
 from .reference import f0_curve, reference
@@ -73,7 +80,9 @@ def token_ids(vocab: dict[str, int], tokens: int, start: int = 0) -> tuple[torch
 
 def style_row(pack: np.ndarray, n_phonemes: int) -> torch.Tensor:
     """kokoro's ``pack[len(ps) - 1]`` ([1, W])."""
-    return torch.from_numpy(np.asarray(pack[min(max(n_phonemes, 1), len(pack)) - 1], np.float32)).reshape(1, -1)
+    return torch.from_numpy(
+        np.asarray(pack[min(max(n_phonemes, 1), len(pack)) - 1], np.float32)
+    ).reshape(1, -1)
 
 
 def _pad(x: torch.Tensor, size: int) -> torch.Tensor:
@@ -84,7 +93,7 @@ def token_inputs(component: str, bucket: int, length: int, cfg: dict[str, Any], 
     ids, n_phonemes = token_ids(cfg["vocab"], length)
     inputs = [_pad(ids, bucket), torch.tensor([length])]
     if component == "duration":
-        inputs.append(style_row(pack, n_phonemes)[:, cfg["style_dim"]:])
+        inputs.append(style_row(pack, n_phonemes)[:, cfg["style_dim"] :])
     return tuple(inputs)
 
 
@@ -103,7 +112,9 @@ def frame_durations(km64, ids: torch.Tensor, style: torch.Tensor, frames: int) -
     return dur
 
 
-def decoder_inputs(bucket: int, length: int, cfg: dict[str, Any], pack: np.ndarray, km64, seed: int):
+def decoder_inputs(
+    bucket: int, length: int, cfg: dict[str, Any], pack: np.ndarray, km64, seed: int
+):
     """en/asr of ``length`` frames from float64 kokoro's token side on English text, rounded to
     float32 (all three runs get the same values), the voice row, and seeded draws."""
     spf, sty = samples_per_frame(cfg), cfg["style_dim"]
@@ -125,11 +136,21 @@ def decoder_inputs(bucket: int, length: int, cfg: dict[str, Any], pack: np.ndarr
     return (_pad(en, bucket), _pad(asr, bucket), torch.tensor([length]), ref_s, rand_ini, noise)
 
 
-def inputs_for(component: str, bucket: int, length: int, cfg: dict[str, Any], pack: np.ndarray, km64,
-               seed: int = 0) -> tuple[torch.Tensor, ...]:
+def inputs_for(
+    component: str,
+    bucket: int,
+    length: int,
+    cfg: dict[str, Any],
+    pack: np.ndarray,
+    km64,
+    seed: int = 0,
+) -> tuple[torch.Tensor, ...]:
     """Bucket-sized inputs with ``length`` valid positions, matching ``input_specs``."""
-    inputs = (decoder_inputs(bucket, length, cfg, pack, km64, seed + length) if component == "decoder"
-              else token_inputs(component, bucket, length, cfg, pack))
+    inputs = (
+        decoder_inputs(bucket, length, cfg, pack, km64, seed + length)
+        if component == "decoder"
+        else token_inputs(component, bucket, length, cfg, pack)
+    )
     for spec, x in zip(input_specs(component, bucket, cfg), inputs):
         assert list(x.shape) == list(spec.shape), (spec.name, x.shape, spec.shape)
     return inputs
@@ -139,7 +160,9 @@ def _crop(ref: list[np.ndarray], got: list[np.ndarray]) -> list[np.ndarray]:
     return [g[tuple(slice(0, n) for n in r.shape)] for r, g in zip(ref, got)]
 
 
-def compare_decoder(r64: np.ndarray, r32: np.ndarray, got: np.ndarray, f0: np.ndarray) -> dict[str, Any]:
+def compare_decoder(
+    r64: np.ndarray, r32: np.ndarray, got: np.ndarray, f0: np.ndarray
+) -> dict[str, Any]:
     (got,) = _crop([r64], [got])
     return audio_verdict(r64, r32, got) | {"voiced_fraction": round(voiced_fraction(f0), 3)}
 
@@ -148,16 +171,27 @@ def audio_verdict(r64: np.ndarray, r32: np.ndarray, got: np.ndarray) -> dict[str
     """The decoder criterion: ``got`` against float64 kokoro, no worse than float32 kokoro."""
     r64, r32, got = (np.asarray(a, np.float64).reshape(-1) for a in (r64, r32, got))
     if got.size != r64.size:
-        raise ValueError(f"audio length mismatch: float64 kokoro {r64.size} vs got {got.size} samples")
+        raise ValueError(
+            f"audio length mismatch: float64 kokoro {r64.size} vs got {got.size} samples"
+        )
     finite = bool(np.isfinite(got).all())
     snr = log_mel_snr(r64, got) if finite else float("-inf")
     mcd = mel_cepstral_distortion(r64, got) if finite else float("inf")
     snr32, mcd32 = log_mel_snr(r64, r32), mel_cepstral_distortion(r64, r32)
-    need_snr, need_mcd = min(snr32 - SNR_SLACK_DB, SNR_CAP_DB), max(MCD_FACTOR * mcd32, MCD_FLOOR_DB)
-    return {"log_mel_snr_db": round(snr, 2), "f32_log_mel_snr_db": round(snr32, 2), "min_snr_db": round(need_snr, 2),
-            "mcd_db": round(mcd, 4), "f32_mcd_db": round(mcd32, 4), "max_mcd_db": round(need_mcd, 4),
-            "finite": finite,
-            "ok": finite and snr >= need_snr and mcd <= need_mcd}
+    need_snr, need_mcd = (
+        min(snr32 - SNR_SLACK_DB, SNR_CAP_DB),
+        max(MCD_FACTOR * mcd32, MCD_FLOOR_DB),
+    )
+    return {
+        "log_mel_snr_db": round(snr, 2),
+        "f32_log_mel_snr_db": round(snr32, 2),
+        "min_snr_db": round(need_snr, 2),
+        "mcd_db": round(mcd, 4),
+        "f32_mcd_db": round(mcd32, 4),
+        "max_mcd_db": round(need_mcd, 4),
+        "finite": finite,
+        "ok": finite and snr >= need_snr and mcd <= need_mcd,
+    }
 
 
 def _durations(raw: np.ndarray) -> np.ndarray:
@@ -165,17 +199,26 @@ def _durations(raw: np.ndarray) -> np.ndarray:
     return np.maximum(np.round(raw), 1)
 
 
-def compare_tokens(component: str, r64: list[np.ndarray], r32: list[np.ndarray], got: list[np.ndarray]) -> dict[str, Any]:
+def compare_tokens(
+    component: str, r64: list[np.ndarray], r32: list[np.ndarray], got: list[np.ndarray]
+) -> dict[str, Any]:
     got = _crop(r64, got)
     err = max(rel_err(r, g) for r, g in zip(r64, got))
     err32 = max(rel_err(r, g) for r, g in zip(r64, r32))
     bound = max(REL_ERR_FACTOR * err32, REL_ERR_FLOOR)
-    row: dict[str, Any] = {"rel_err": float(f"{err:.3e}"), "f32_rel_err": float(f"{err32:.3e}"),
-                           "max_rel_err": float(f"{bound:.3e}"), "ok": bool(err <= bound)}
+    row: dict[str, Any] = {
+        "rel_err": float(f"{err:.3e}"),
+        "f32_rel_err": float(f"{err32:.3e}"),
+        "max_rel_err": float(f"{bound:.3e}"),
+        "ok": bool(err <= bound),
+    }
     if component == "duration":
-        row |= durations_verdict(np.asarray(r64[0]).reshape(-1), _durations(np.asarray(got[0]).reshape(-1)))
-        row["f32_durations_equal"] = durations_verdict(np.asarray(r64[0]).reshape(-1),
-                                                       _durations(np.asarray(r32[0]).reshape(-1)))["durations_equal"]
+        row |= durations_verdict(
+            np.asarray(r64[0]).reshape(-1), _durations(np.asarray(got[0]).reshape(-1))
+        )
+        row["f32_durations_equal"] = durations_verdict(
+            np.asarray(r64[0]).reshape(-1), _durations(np.asarray(r32[0]).reshape(-1))
+        )["durations_equal"]
         row["ok"] = row["ok"] and row["durations_equal"]
     return row
 
@@ -186,23 +229,34 @@ def durations_verdict(raw64: np.ndarray, got: np.ndarray) -> dict[str, Any]:
     raw64 = np.asarray(raw64, np.float64).reshape(-1)
     near = np.abs(raw64 - np.floor(raw64) - 0.5) < BOUNDARY
     differ = _durations(raw64) != np.asarray(got).reshape(-1)
-    return {"durations_equal": not bool((differ & ~near).any()),
-            "near_boundary": [int(i) for i in np.flatnonzero(near)]}
+    return {
+        "durations_equal": not bool((differ & ~near).any()),
+        "near_boundary": [int(i) for i in np.flatnonzero(near)],
+    }
 
 
 Case = dict[str, list[np.ndarray]]  # inputs (bucket-sized), r64, r32, f0 (decoder): one length
 
 
-def reference_cases(component: str, bucket: int, km, km64, cfg: dict[str, Any], pack: np.ndarray,
-                    lengths: list[int] | None = None) -> dict[int, Case]:
+def reference_cases(
+    component: str,
+    bucket: int,
+    km,
+    km64,
+    cfg: dict[str, Any],
+    pack: np.ndarray,
+    lengths: list[int] | None = None,
+) -> dict[int, Case]:
     """The inputs of each valid length and kokoro's outputs on them, in float64 and float32:
     what every target's library is held to (the ``reference`` stage computes them once)."""
     cases = {}
     for length in lengths or lengths_for(component, bucket):
         inputs = inputs_for(component, bucket, length, cfg, pack, km64)
-        case = {"inputs": [x.numpy() for x in inputs],
-                "r64": [r.numpy() for r in reference(component, km64, inputs, length, cfg)],
-                "r32": [r.numpy() for r in reference(component, km, inputs, length, cfg)]}
+        case = {
+            "inputs": [x.numpy() for x in inputs],
+            "r64": [r.numpy() for r in reference(component, km64, inputs, length, cfg)],
+            "r32": [r.numpy() for r in reference(component, km, inputs, length, cfg)],
+        }
         if component == "decoder":
             case["f0"] = [f0_curve(km64, inputs[0], inputs[3], length).numpy()]
         cases[length] = case
@@ -222,14 +276,26 @@ def check_cases(lib, component: str, cases: dict[int, Case]) -> dict[int, dict[s
     return rows
 
 
-def check(lib, component: str, bucket: int, km, km64, cfg: dict[str, Any], pack: np.ndarray,
-          lengths: list[int] | None = None) -> dict[int, dict[str, Any]]:
+def check(
+    lib,
+    component: str,
+    bucket: int,
+    km,
+    km64,
+    cfg: dict[str, Any],
+    pack: np.ndarray,
+    lengths: list[int] | None = None,
+) -> dict[int, dict[str, Any]]:
     """``check_cases`` on freshly computed ``reference_cases``. ``km``/``km64``: kokoro in float32
     and float64."""
-    return check_cases(lib, component, reference_cases(component, bucket, km, km64, cfg, pack, lengths))
+    return check_cases(
+        lib, component, reference_cases(component, bucket, km, km64, cfg, pack, lengths)
+    )
 
 
-def cases_to_arrays(component: str, cases: dict[int, Case], cfg: dict[str, Any]) -> dict[str, np.ndarray]:
+def cases_to_arrays(
+    component: str, cases: dict[int, Case], cfg: dict[str, Any]
+) -> dict[str, np.ndarray]:
     """Flat arrays for one ``.npz``: inputs cut to their valid length (a decoder bucket's zero
     padding would be most of the file), outputs as they are."""
     axes = length_axes(component, cfg)
@@ -247,8 +313,9 @@ def cases_to_arrays(component: str, cases: dict[int, Case], cfg: dict[str, Any])
     return out
 
 
-def cases_from_arrays(component: str, bucket: int, arrays: dict[str, np.ndarray],
-                      cfg: dict[str, Any]) -> dict[int, Case]:
+def cases_from_arrays(
+    component: str, bucket: int, arrays: dict[str, np.ndarray], cfg: dict[str, Any]
+) -> dict[int, Case]:
     """``cases_to_arrays`` undone: inputs zero-padded back to the bucket's signature."""
     specs = input_specs(component, bucket, cfg)
     cases: dict[int, Case] = {}
@@ -256,21 +323,31 @@ def cases_from_arrays(component: str, bucket: int, arrays: dict[str, np.ndarray]
         case: Case = {"inputs": []}
         for spec in specs:
             x = arrays[f"{n}__in__{spec.name}"]
-            case["inputs"].append(np.pad(x, [(0, want - have) for have, want in zip(x.shape, spec.shape)]))
+            case["inputs"].append(
+                np.pad(x, [(0, want - have) for have, want in zip(x.shape, spec.shape)])
+            )
         for key in ("r64", "r32", "f0"):
-            parts = sorted((int(k.rsplit("__", 1)[1]), k) for k in arrays if k.startswith(f"{n}__{key}__"))
+            parts = sorted(
+                (int(k.rsplit("__", 1)[1]), k) for k in arrays if k.startswith(f"{n}__{key}__")
+            )
             if parts:
                 case[key] = [arrays[k] for _, k in parts]
         cases[n] = case
     return cases
 
 
-def summary(component: str, bucket: int, target: str, rows: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def summary(
+    component: str, bucket: int, target: str, rows: dict[int, dict[str, Any]]
+) -> dict[str, Any]:
     """The DVC metrics document of one library: every length, the worst case, and the verdict."""
-    doc: dict[str, Any] = {"component": component, "bucket": bucket, "target": target,
-                           "criterion": CRITERION["decoder" if component == "decoder" else "tokens"],
-                           "lengths": {str(n): r for n, r in rows.items()},
-                           "ok": all(r["ok"] for r in rows.values())}
+    doc: dict[str, Any] = {
+        "component": component,
+        "bucket": bucket,
+        "target": target,
+        "criterion": CRITERION["decoder" if component == "decoder" else "tokens"],
+        "lengths": {str(n): r for n, r in rows.items()},
+        "ok": all(r["ok"] for r in rows.values()),
+    }
     if component == "decoder":
         doc["worst_log_mel_snr_db"] = min(r["log_mel_snr_db"] for r in rows.values())
         doc["worst_mcd_db"] = max(r["mcd_db"] for r in rows.values())
@@ -281,9 +358,9 @@ def summary(component: str, bucket: int, target: str, rows: dict[int, dict[str, 
 
 CRITERION = {
     "decoder": f"vs float64 kokoro: log-mel SNR >= min(float32 SNR - {SNR_SLACK_DB}, {SNR_CAP_DB}) dB and "
-               f"MCD <= max({MCD_FACTOR} x float32 MCD, {MCD_FLOOR_DB}) dB",
+    f"MCD <= max({MCD_FACTOR} x float32 MCD, {MCD_FLOOR_DB}) dB",
     "tokens": f"vs float64 kokoro: relative error <= max({REL_ERR_FACTOR} x float32's, {REL_ERR_FLOOR}); durations "
-              f"equal but within {BOUNDARY} of a rounding boundary",
+    f"equal but within {BOUNDARY} of a rounding boundary",
 }
 
 
@@ -293,5 +370,7 @@ def raise_if_failed(doc: dict[str, Any]) -> None:
     lines = [f"  length {n}: {r}" for n, r in doc["lengths"].items()]
     raise ValidationError(
         f"{doc['component']}-{doc['bucket']} ({doc['target']}) misses {doc['criterion']} on the unpadded "
-        "input:\n" + "\n".join(lines)
-        + "\nThe library is not kokoro's computation on padded input; fix the component wrapper or its lowering.")
+        "input:\n"
+        + "\n".join(lines)
+        + "\nThe library is not kokoro's computation on padded input; fix the component wrapper or its lowering."
+    )

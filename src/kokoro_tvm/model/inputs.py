@@ -13,8 +13,9 @@ import torch
 from ..spec import input_specs, length_axes, samples_per_frame, unpadded
 
 
-def example_inputs(component: str, bucket: int, cfg: dict[str, Any], length: int | None = None,
-                   seed: int = 0) -> tuple[torch.Tensor, ...]:
+def example_inputs(
+    component: str, bucket: int, cfg: dict[str, Any], length: int | None = None, seed: int = 0
+) -> tuple[torch.Tensor, ...]:
     """Inputs with ``length`` valid positions (default: the full bucket), zero past them."""
     g = torch.Generator().manual_seed(seed)
     length = bucket if length is None else length
@@ -35,14 +36,16 @@ def example_inputs(component: str, bucket: int, cfg: dict[str, Any], length: int
             if spec.name in ("style", "ref_s"):
                 x = x * 0.3
             elif spec.name == "noise":
-                x[:, length * samples_per_frame(cfg):] = 0
+                x[:, length * samples_per_frame(cfg) :] = 0
             elif spec.name in ("en", "asr"):
                 x[..., length:] = 0
             out.append(x)
     return tuple(out)
 
 
-def bounded_example_inputs(component: str, bucket: int, cfg: dict[str, Any], length: int) -> tuple[torch.Tensor, ...]:
+def bounded_example_inputs(
+    component: str, bucket: int, cfg: dict[str, Any], length: int
+) -> tuple[torch.Tensor, ...]:
     """What a bounded library of ``component`` takes at ``length``: the padded example cut as
     the runtime cuts it (``spec.unpadded``)."""
     names = [s.name for s in input_specs(component, bucket, cfg)]

@@ -23,10 +23,16 @@ def quiet_upstream() -> Iterator[None]:
       kokoro's single-layer LSTMs pass a dropout that only applies between layers; eval ignores it.
     """
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"`torch\.nn\.utils\.weight_norm` is deprecated",
-                                category=FutureWarning)
-        warnings.filterwarnings("ignore", message=r"dropout option adds dropout after all but last recurrent layer",
-                                category=UserWarning)
+        warnings.filterwarnings(
+            "ignore",
+            message=r"`torch\.nn\.utils\.weight_norm` is deprecated",
+            category=FutureWarning,
+        )
+        warnings.filterwarnings(
+            "ignore",
+            message=r"dropout option adds dropout after all but last recurrent layer",
+            category=UserWarning,
+        )
         yield
 
 
@@ -51,18 +57,26 @@ def _construct(cfg: dict[str, Any], seed: int, disable_complex: bool):
     km.bert_encoder = nn.Linear(km.bert.config.hidden_size, cfg["hidden_dim"])
     km.context_length = km.bert.config.max_position_embeddings
     km.predictor = ProsodyPredictor(
-        style_dim=cfg["style_dim"], d_hid=cfg["hidden_dim"], nlayers=cfg["n_layer"],
-        max_dur=cfg["max_dur"], dropout=cfg["dropout"],
+        style_dim=cfg["style_dim"],
+        d_hid=cfg["hidden_dim"],
+        nlayers=cfg["n_layer"],
+        max_dur=cfg["max_dur"],
+        dropout=cfg["dropout"],
     )
     km.text_encoder = TextEncoder(
-        channels=cfg["hidden_dim"], kernel_size=cfg["text_encoder_kernel_size"],
-        depth=cfg["n_layer"], n_symbols=cfg["n_token"],
+        channels=cfg["hidden_dim"],
+        kernel_size=cfg["text_encoder_kernel_size"],
+        depth=cfg["n_layer"],
+        n_symbols=cfg["n_token"],
     )
     # kokoro's default path (TorchSTFT: torch.stft/istft), what KPipeline runs and the model was
     # trained with; the export wrapper computes it in real arithmetic (model/stft.py).
     km.decoder = Decoder(
-        dim_in=cfg["hidden_dim"], style_dim=cfg["style_dim"], dim_out=cfg["n_mels"],
-        disable_complex=disable_complex, **cfg["istftnet"],
+        dim_in=cfg["hidden_dim"],
+        style_dim=cfg["style_dim"],
+        dim_out=cfg["n_mels"],
+        disable_complex=disable_complex,
+        **cfg["istftnet"],
     )
     return km
 

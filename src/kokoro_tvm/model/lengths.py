@@ -33,8 +33,8 @@ from torch import Tensor, nn
 
 from .lstm_op import lstm_with_lengths
 
-
 # -- the two policies ---------------------------------------------------------------------------
+
 
 class Whole:
     """Every position of the axis is valid: kokoro's own computation at the tensor's length."""
@@ -53,7 +53,9 @@ class Whole:
 
     def lstm(self, module: nn.LSTM, x: Tensor) -> Tensor:
         """kokoro's ``module(x)[0]`` over the whole sequence, through the exportable op."""
-        return lstm_with_lengths(module, x, torch.full((x.shape[0],), x.shape[1], dtype=torch.int64, device=x.device))
+        return lstm_with_lengths(
+            module, x, torch.full((x.shape[0],), x.shape[1], dtype=torch.int64, device=x.device)
+        )
 
     def adain(self, block, x: Tensor, s: Tensor) -> Tensor:
         return block(x, s)  # kokoro ``AdaIN1d``
@@ -130,18 +132,23 @@ class Span:
 
     def resblock1(self, block, x: Tensor, s: Tensor) -> Tensor:
         """kokoro ``AdaINResBlock1`` (generator resblocks), zero past the span; snake(0) = 0."""
-        for c1, c2, n1, n2, a1, a2 in zip(block.convs1, block.convs2, block.adain1, block.adain2,
-                                          block.alpha1, block.alpha2):
+        for c1, c2, n1, n2, a1, a2 in zip(
+            block.convs1, block.convs2, block.adain1, block.adain2, block.alpha1, block.alpha2
+        ):
             xt = c1(snake(self.adain(n1, x, s), a1))
             xt = c2(snake(self.adain(n2, xt, s), a2))
             x = xt + x
         return self.zero_pad(x)
 
     def upsample_nearest(self, x: Tensor, factor: int) -> Tensor:
-        return F.interpolate(x, scale_factor=factor, mode="nearest")  # kokoro's UpSample1d, f0_upsamp
+        return F.interpolate(
+            x, scale_factor=factor, mode="nearest"
+        )  # kokoro's UpSample1d, f0_upsamp
 
     def resample_linear(self, x: Tensor, factor: float) -> Tensor:
-        return F.interpolate(x, scale_factor=factor, mode="linear")  # SineGen's, align_corners=False
+        return F.interpolate(
+            x, scale_factor=factor, mode="linear"
+        )  # SineGen's, align_corners=False
 
     def stft(self, stft, x: Tensor) -> tuple[Tensor, Tensor]:
         return stft.transform(x, self.length)
@@ -160,6 +167,7 @@ def snake(x: Tensor, alpha: Tensor) -> Tensor:
 
 # -- resamplings written out (``Whole``) ------------------------------------------------------
 
+
 def upsample_nearest(x: Tensor, factor: int) -> Tensor:
     """``F.interpolate(x, scale_factor=factor, mode="nearest")`` for an integer factor, [B, C, L]."""
     b, c, length = x.shape
@@ -168,7 +176,9 @@ def upsample_nearest(x: Tensor, factor: int) -> Tensor:
 
 def resample_linear(x: Tensor, factor: float) -> Tensor:
     """``F.interpolate(x, scale_factor=factor, mode="linear")`` for SineGen's factors (1/300, 300)."""
-    return _downsample_linear(x, round(1 / factor)) if factor < 1 else _upsample_linear(x, int(factor))
+    return (
+        _downsample_linear(x, round(1 / factor)) if factor < 1 else _upsample_linear(x, int(factor))
+    )
 
 
 def _downsample_linear(x: Tensor, factor: int) -> Tensor:
@@ -189,8 +199,18 @@ def _upsample_linear(x: Tensor, factor: int) -> Tensor:
     r = torch.arange(factor, dtype=x.dtype, device=x.device)
     w = (r + 0.5) / factor - 0.5
     w = torch.where(r < half, w + 1.0, w)  # the upper neighbour's weight
-    lo = torch.cat([p[..., :length, None].expand(b, c, length, half),
-                    p[..., 1 : length + 1, None].expand(b, c, length, factor - half)], dim=-1)
-    hi = torch.cat([p[..., 1 : length + 1, None].expand(b, c, length, half),
-                    p[..., 2:, None].expand(b, c, length, factor - half)], dim=-1)
+    lo = torch.cat(
+        [
+            p[..., :length, None].expand(b, c, length, half),
+            p[..., 1 : length + 1, None].expand(b, c, length, factor - half),
+        ],
+        dim=-1,
+    )
+    hi = torch.cat(
+        [
+            p[..., 1 : length + 1, None].expand(b, c, length, half),
+            p[..., 2:, None].expand(b, c, length, factor - half),
+        ],
+        dim=-1,
+    )
     return (lo * (1 - w) + hi * w).reshape(b, c, length * factor)

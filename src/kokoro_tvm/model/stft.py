@@ -65,9 +65,11 @@ class RealSTFT(nn.Module):
         scale = torch.full((self.bins, 1), 2.0 / n_fft, dtype=torch.float64)
         scale[0] = scale[-1] = 1.0 / n_fft
         inverse = torch.cat([cos * scale * w, -sin[inner] * scale[inner] * w], dim=0)
-        return {"forward_basis": forward.unsqueeze(1).to(dtype),  # [N, 1, N]
-                "inverse_basis": inverse.unsqueeze(1).to(dtype),  # [N, 1, N]
-                "window_sq": (w * w).view(1, 1, -1).to(dtype)}  # envelope kernel
+        return {
+            "forward_basis": forward.unsqueeze(1).to(dtype),  # [N, 1, N]
+            "inverse_basis": inverse.unsqueeze(1).to(dtype),  # [N, 1, N]
+            "window_sq": (w * w).view(1, 1, -1).to(dtype),
+        }  # envelope kernel
 
     def _apply(self, fn, recurse=True):
         """``.double()`` rebuilds the bases from float64 rather than upcasting float32 roundings
@@ -103,7 +105,9 @@ class RealSTFT(nn.Module):
         Needs ``length > p``, as torch's reflect padding does.
         """
         size, p = x.shape[-1], self.pad
-        i = torch.arange(-p, size + p, device=x.device).unsqueeze(0)  # source position, [1, size+2p]
+        i = torch.arange(-p, size + p, device=x.device).unsqueeze(
+            0
+        )  # source position, [1, size+2p]
         last = length.unsqueeze(1) - 1
         src = torch.where(i < 0, -i, i)  # start: x[-k] = x[k]
         src = torch.where(src > last, 2 * last - src, src)  # end: x[L-1+k] = x[L-1-k]
@@ -137,8 +141,14 @@ class RealSTFT(nn.Module):
         """(abs, angle) of the forward DFT's output [B, real bins | inner imag, F], as torch gives them."""
         real, inner_imag = spec[:, : self.bins], spec[:, self.bins :]
         inner_real = real[:, 1:-1]
-        magnitude = torch.cat([real[:, :1].abs(), torch.sqrt(inner_real * inner_real + inner_imag * inner_imag),
-                               real[:, -1:].abs()], dim=1)  # torch.abs: no epsilon
+        magnitude = torch.cat(
+            [
+                real[:, :1].abs(),
+                torch.sqrt(inner_real * inner_real + inner_imag * inner_imag),
+                real[:, -1:].abs(),
+            ],
+            dim=1,
+        )  # torch.abs: no epsilon
         # DC and Nyquist have an exact +0 imaginary part, so torch.angle gives 0 or pi there: a
         # comparison, not atan2 (ONNX's atan2, as torch exports it, gives -pi for atan2(+0, x < 0)).
         # Padding frames are +0: angle 0.
@@ -152,14 +162,18 @@ class RealSTFT(nn.Module):
         ``samples = hop * (frames - 1)`` is passed in so that it stays the plain ``600 n``."""
         z = self._rectangular(magnitude, phase)
         audio = F.conv_transpose1d(z, self.inverse_basis, stride=self.hop)
-        envelope = F.conv_transpose1d(torch.ones_like(magnitude[:, :1]), self.window_sq, stride=self.hop)
+        envelope = F.conv_transpose1d(
+            torch.ones_like(magnitude[:, :1]), self.window_sq, stride=self.hop
+        )
         p = self.pad
         return audio[..., p : p + samples] / envelope[..., p : p + samples]
 
     def _rectangular(self, magnitude: Tensor, phase: Tensor) -> Tensor:
         """[B, real bins | inner imag, F]: irfft ignores the imaginary part of DC and Nyquist."""
         inner = slice(1, self.bins - 1)
-        return torch.cat([magnitude * torch.cos(phase), magnitude[:, inner] * torch.sin(phase[:, inner])], dim=1)
+        return torch.cat(
+            [magnitude * torch.cos(phase), magnitude[:, inner] * torch.sin(phase[:, inner])], dim=1
+        )
 
     def inverse(self, magnitude: Tensor, phase: Tensor, frames_valid: Tensor) -> Tensor:
         """``torch.istft(magnitude * exp(1j * phase), center=True)`` on the first ``frames_valid``
@@ -177,6 +191,8 @@ class RealSTFT(nn.Module):
         audio, envelope = audio[..., p : p + samples], envelope[..., p : p + samples]
         # torch.istft divides by the envelope (it asserts > 1e-11 there); past the valid end the
         # envelope falls to 0, so divide by 1 there and zero the result.
-        inside = torch.arange(samples, device=magnitude.device) < (self.hop * (frames_valid - 1)).view(-1, 1, 1)
+        inside = torch.arange(samples, device=magnitude.device) < (
+            self.hop * (frames_valid - 1)
+        ).view(-1, 1, 1)
         audio = audio / torch.where(inside, envelope, torch.ones_like(envelope))
         return torch.where(inside, audio, torch.zeros_like(audio))

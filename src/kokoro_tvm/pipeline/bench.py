@@ -27,14 +27,28 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
         result = _untimed(component, bucket, target, device, reason=device["reason"])
     elif device["device"] == QEMU:
         check = A.read_json(A.validation_file(component, bucket, target), "validation metrics")
-        result = _untimed(component, bucket, target, device, reason="emulated device: correctness only")
-        result |= {"validation_ok": check["ok"], "validated_lengths": sorted(int(n) for n in check["lengths"]),
-                   **{k: v for k, v in check.items() if k.startswith("worst_")}}
+        result = _untimed(
+            component, bucket, target, device, reason="emulated device: correctness only"
+        )
+        result |= {
+            "validation_ok": check["ok"],
+            "validated_lengths": sorted(int(n) for n in check["lengths"]),
+            **{k: v for k, v in check.items() if k.startswith("worst_")},
+        }
     else:
         result = bench.measure_on_board(component, bucket, target, prm, device, A.ROOT)
     bench.write_outputs(result)
 
 
-def _untimed(component: str, bucket: int, target: str, device: dict[str, Any], reason: str) -> dict[str, Any]:
-    return {"component": component, "bucket": bucket, "target": target, "timed": False,
-            "device": device["device"], "emulated": device["emulated"], "reason": reason}
+def _untimed(
+    component: str, bucket: int, target: str, device: dict[str, Any], reason: str
+) -> dict[str, Any]:
+    return {
+        "component": component,
+        "bucket": bucket,
+        "target": target,
+        "timed": False,
+        "device": device["device"],
+        "emulated": device["emulated"],
+        "reason": reason,
+    }

@@ -34,13 +34,37 @@ def run(prm: Params) -> None:
     voice = A.load_array(A.voice_file())
     with tempfile.TemporaryDirectory(prefix="kokoro-onnx-") as workdir:
         onnx = packages = None
-        if prm.bench_onnxruntime:  # kokoro-onnx's whole model; its int8 file holds Kokoro-82M's weights only
-            files = onnx_kmodel.models(A.kokoro_checkpoint_file(), A.model_config_file(),
-                                       int8=prm.model_config == "kokoro-82m")
+        if (
+            prm.bench_onnxruntime
+        ):  # kokoro-onnx's whole model; its int8 file holds Kokoro-82M's weights only
+            files = onnx_kmodel.models(
+                A.kokoro_checkpoint_file(),
+                A.model_config_file(),
+                int8=prm.model_config == "kokoro-82m",
+            )
             onnx = onnx_kmodel.sessions(files, threads)
-            packages = kokoro_onnx_package.packages(files, voice, cfg["vocab"], threads, Path(workdir))
+            packages = kokoro_onnx_package.packages(
+                files, voice, cfg["vocab"], threads, Path(workdir)
+            )
         lengths = list(prm.bench_phonemes or e2e.default_lengths(list(prm.tokens)))
-        rows = e2e.measure_rtf(tts, km, as_float64(km), lengths, prm.bench_repeats,
-                               voice=voice, onnx=onnx, packages=packages)
-    A.write_json(A.bench_e2e_file(), {"target": target, "picked": why, "threads": threads,
-                                      "repeats": prm.bench_repeats, "cpu": cpu_name(), **rows})
+        rows = e2e.measure_rtf(
+            tts,
+            km,
+            as_float64(km),
+            lengths,
+            prm.bench_repeats,
+            voice=voice,
+            onnx=onnx,
+            packages=packages,
+        )
+    A.write_json(
+        A.bench_e2e_file(),
+        {
+            "target": target,
+            "picked": why,
+            "threads": threads,
+            "repeats": prm.bench_repeats,
+            "cpu": cpu_name(),
+            **rows,
+        },
+    )

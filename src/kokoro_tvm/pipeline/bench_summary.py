@@ -11,6 +11,10 @@ from ..spec import COMPONENTS
 def run(prm: Params, target: str) -> None:
     prm.check_target(target)
     for component in COMPONENTS:
-        rows = [A.read_json(A.bench_plot_file(component, b, target), "bench plot row")[0]
-                for b in prm.buckets(component)]
-        A.write_json(A.bench_summary_file(component, target), sorted(rows, key=lambda r: r["bucket"]))
+        rows = [
+            A.read_json(A.bench_plot_file(component, b, target), "bench plot row")[0]
+            for b in prm.buckets(component)
+        ]
+        A.write_json(
+            A.bench_summary_file(component, target), sorted(rows, key=lambda r: r["bucket"])
+        )

@@ -13,15 +13,28 @@ from ..params import Params
 def run(prm: Params, component: str, bucket: int, target: str) -> None:
     prm.check_bucket(component, bucket)
     prm.check_target(target)
-    ex, seconds, report = build(A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
-                                A.tune_dir(component, bucket, target), f"{component}-{bucket}-{target}")
+    ex, seconds, report = build(
+        A.load_ir(A.legalized_file(component, bucket)),
+        prm.targets[target],
+        A.tune_dir(component, bucket, target),
+        f"{component}-{bucket}-{target}",
+    )
     lib = A.library_file(component, bucket, target)
     linker = cross.linker_for(prm.targets[target])
     A.export_library(ex, lib, linker)
     sig = A.read_json(A.signature_file(component, bucket), "signature")
-    A.write_json(A.build_info_file(component, bucket, target),
-                 {"target": target, "target_spec": prm.targets[target], "needs": isa.requirements(prm.targets[target]),
-                  "linker": linker.description if linker else "host", "signature": sig,
-                  "sha256": A.sha256(lib), "bytes": lib.stat().st_size, "schedule": report.as_dict()})
+    A.write_json(
+        A.build_info_file(component, bucket, target),
+        {
+            "target": target,
+            "target_spec": prm.targets[target],
+            "needs": isa.requirements(prm.targets[target]),
+            "linker": linker.description if linker else "host",
+            "signature": sig,
+            "sha256": A.sha256(lib),
+            "bytes": lib.stat().st_size,
+            "schedule": report.as_dict(),
+        },
+    )
     # timings change from run to run: kept out of the build info, which the stages after depend on
     A.write_json(A.build_time_file(component, bucket, target), {"build_s": round(seconds, 2)})

@@ -49,8 +49,9 @@ class CIError(KokoroTVMError):
 
 
 def stage_names(root: Path = Path(".")) -> list[str]:
-    out = subprocess.run([*DVC, "stage", "list", "--name-only"], cwd=root, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [*DVC, "stage", "list", "--name-only"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
     return out.split()
 
 
@@ -63,17 +64,30 @@ def _item(name: str) -> tuple[str, str]:
 def shared(names: list[str], targets: list[str]) -> list[str]:
     """The stages no target owns and the per-target jobs all need: built once, by ``prepare``."""
     last = {"manifest", "bench_e2e"}
-    return [n for n in names if n not in last and not _item(n)[0].startswith(("devices", "bench_summary"))
-            and not any(_item(n)[1].endswith(f"-{t}") for t in targets)]
+    return [
+        n
+        for n in names
+        if n not in last
+        and not _item(n)[0].startswith(("devices", "bench_summary"))
+        and not any(_item(n)[1].endswith(f"-{t}") for t in targets)
+    ]
 
 
 def owned(names: list[str], target: str, axis: str) -> list[str]:
     """The per-library stages of ``target`` on the length axis ``axis`` (``tokens`` | ``frames``)."""
     components = [c for c, a in COMPONENTS.items() if a == axis]
     if not components:
-        raise CIError(f"unknown length axis {axis!r}; choose one of {sorted(set(COMPONENTS.values()))}")
-    return [n for n in names if any(re.fullmatch(rf"{re.escape(c)}-\d+-{re.escape(target)}", _item(n)[1])
-                                     for c in components)]
+        raise CIError(
+            f"unknown length axis {axis!r}; choose one of {sorted(set(COMPONENTS.values()))}"
+        )
+    return [
+        n
+        for n in names
+        if any(
+            re.fullmatch(rf"{re.escape(c)}-\d+-{re.escape(target)}", _item(n)[1])
+            for c in components
+        )
+    ]
 
 
 def matrix(targets: list[str]) -> dict:
@@ -96,13 +110,19 @@ def configure_remote(env: dict[str, str] | None = None, root: Path = Path(".")) 
     env = dict(os.environ if env is None else env)
     url = env.get("DVC_REMOTE_URL", "").strip()
     if not url:
-        raise CIError("DVC_REMOTE_URL is not set: add it to the repository's secrets "
-                      "(e.g. s3://bucket/kokoro-tvm; README 'Scaling out')")
+        raise CIError(
+            "DVC_REMOTE_URL is not set: add it to the repository's secrets "
+            "(e.g. s3://bucket/kokoro-tvm; README 'Scaling out')"
+        )
     dvc = [*DVC, "remote"]
-    subprocess.run([*dvc, "add", "--local", "--default", "--force", REMOTE, url], cwd=root, check=True)
+    subprocess.run(
+        [*dvc, "add", "--local", "--default", "--force", REMOTE, url], cwd=root, check=True
+    )
     endpoint = env.get("DVC_REMOTE_ENDPOINT_URL", "").strip()
     if endpoint:  # S3-compatible servers (MinIO, rclone, R2, ...): AWS itself needs none
-        subprocess.run([*dvc, "modify", "--local", REMOTE, "endpointurl", endpoint], cwd=root, check=True)
+        subprocess.run(
+            [*dvc, "modify", "--local", REMOTE, "endpointurl", endpoint], cwd=root, check=True
+        )
     return url
 
 
@@ -111,26 +131,37 @@ def configure_remote(env: dict[str, str] | None = None, root: Path = Path(".")) 
 PUSH_TIMEOUT_S = 1800
 
 
-def push(root: Path = Path("."), log: Path | None = None, timeout_s: float = PUSH_TIMEOUT_S) -> None:
+def push(
+    root: Path = Path("."), log: Path | None = None, timeout_s: float = PUSH_TIMEOUT_S
+) -> None:
     """``dvc push --run-cache``: outputs and the run records that let other jobs skip the stages.
     DVC's own report of a failure is several lines of retries; this raises one line that names
     the remote, what it answered, and the fix, and keeps DVC's output in ``log``."""
     log = log or root / ".dvc" / "tmp" / "ci-push.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        p = subprocess.run([*DVC, "push", "--run-cache"], cwd=root, capture_output=True, text=True, timeout=timeout_s)
+        p = subprocess.run(
+            [*DVC, "push", "--run-cache"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired as e:
         log.write_text(_text(e.stdout) + _text(e.stderr))
-        raise CIError(f"dvc push to remote {_remote_url(root)!r} did not finish in {timeout_s:g} s: the remote "
-                      f"accepts connections but does not answer; check it takes writes (DVC's output is in {log})"
-                      ) from None
+        raise CIError(
+            f"dvc push to remote {_remote_url(root)!r} did not finish in {timeout_s:g} s: the remote "
+            f"accepts connections but does not answer; check it takes writes (DVC's output is in {log})"
+        ) from None
     log.write_text(p.stdout + p.stderr)
     if p.returncode == 0:
         print(p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "everything is up to date")
         return
-    raise CIError(f"dvc push to remote {_remote_url(root)!r} failed: {_cause(p.stdout + p.stderr)}. "
-                  "The remote must accept writes with this job's credentials (secrets DVC_REMOTE_URL, "
-                  f"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY); DVC's output is in {log}")
+    raise CIError(
+        f"dvc push to remote {_remote_url(root)!r} failed: {_cause(p.stdout + p.stderr)}. "
+        "The remote must accept writes with this job's credentials (secrets DVC_REMOTE_URL, "
+        f"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY); DVC's output is in {log}"
+    )
 
 
 def _text(out: str | bytes | None) -> str:
@@ -151,7 +182,11 @@ def _cause(output: str) -> str:
     m = re.search(r"An error occurred \((\w+)\) when calling the (\w+) operation", output)
     if m:
         return f"the server answered {m.group(1)} to {m.group(2)}"
-    errors = [line.removeprefix("ERROR:").strip() for line in output.splitlines() if line.startswith("ERROR")]
+    errors = [
+        line.removeprefix("ERROR:").strip()
+        for line in output.splitlines()
+        if line.startswith("ERROR")
+    ]
     return errors[0] if errors else "no error message (exit status only)"
 
 
@@ -162,7 +197,9 @@ def _targets(params: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kokoro_tvm.pipeline.ci", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m kokoro_tvm.pipeline.ci", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--params", default="params.yaml")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("matrix", help="the build jobs' matrix, as JSON")
@@ -170,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("job", nargs="+")
     sub.add_parser("remote", help="configure the DVC remote from $DVC_REMOTE_URL")
     pu = sub.add_parser("push", help="dvc push --run-cache, one error line on failure")
-    pu.add_argument("--timeout-s", type=float, default=PUSH_TIMEOUT_S, help="fail a push that takes longer")
+    pu.add_argument(
+        "--timeout-s", type=float, default=PUSH_TIMEOUT_S, help="fail a push that takes longer"
+    )
     re_ = sub.add_parser("reused", help="fail if a dvc repro log shows a library stage running")
     re_.add_argument("log", type=Path)
     a = ap.parse_args(argv)
@@ -187,7 +226,9 @@ def _run(a: argparse.Namespace) -> None:
         elif len(a.job) == 2 and a.job[0] in targets:
             print(" ".join(owned(names, *a.job)))
         else:
-            raise CIError(f"`stages` takes `shared` or TARGET AXIS with TARGET one of {targets}, got {a.job}")
+            raise CIError(
+                f"`stages` takes `shared` or TARGET AXIS with TARGET one of {targets}, got {a.job}"
+            )
     elif a.cmd == "remote":
         print(f"DVC remote {REMOTE!r}: {configure_remote()}")
     elif a.cmd == "push":
@@ -195,8 +236,10 @@ def _run(a: argparse.Namespace) -> None:
     elif a.cmd == "reused":
         ran = library_stages_ran(a.log.read_text())
         if ran:
-            raise CIError(f"gather built {len(ran)} library stage(s) that a build job should have pushed: "
-                          f"{', '.join(ran)}. Check that job's `dvc push` step and the remote")
+            raise CIError(
+                f"gather built {len(ran)} library stage(s) that a build job should have pushed: "
+                f"{', '.join(ran)}. Check that job's `dvc push` step and the remote"
+            )
         print("gather built no library: every one came from the remote")
 
 

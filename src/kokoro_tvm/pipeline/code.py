@@ -55,7 +55,9 @@ def _imported(src: Path, path: Path) -> set[str]:
             if node.level:
                 parts = here.split(".")
                 parts = parts if is_pkg else parts[:-1]
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                base = ".".join(
+                    parts[: len(parts) - node.level + 1] + ([node.module] if node.module else [])
+                )
             else:
                 base = node.module or ""
             names.add(base)
@@ -104,19 +106,27 @@ def stage_files(script: Path, src: Path = SRC) -> list[Path]:
     pkg = src / PACKAGE
     for mod in modules:
         for data in DATA.get(mod.relative_to(pkg).as_posix(), []):
-            files |= {p for p in (pkg / data).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+            files |= {
+                p for p in (pkg / data).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+            }
     return sorted(files)
 
 
 def fingerprint(kind: str, stages: Path = Path("stages"), src: Path = SRC) -> dict:
     script = stages / f"{kind}.py"
     if not script.is_file():
-        raise KokoroTVMError(f"no stage script {script} for code fingerprint {kind!r}; "
-                             f"kinds are the names of the scripts in {stages}/")
+        raise KokoroTVMError(
+            f"no stage script {script} for code fingerprint {kind!r}; "
+            f"kinds are the names of the scripts in {stages}/"
+        )
     root = stages.resolve().parent
     files = {}
     for path in stage_files(script.resolve(), src.resolve()):
-        rel = path.resolve().relative_to(root).as_posix() if path.resolve().is_relative_to(root) else str(path)
+        rel = (
+            path.resolve().relative_to(root).as_posix()
+            if path.resolve().is_relative_to(root)
+            else str(path)
+        )
         files[rel] = A.sha256(path)
     return {"stage": kind, "files": files}
 

@@ -9,4 +9,7 @@ from ..params import Params
 
 def run(prm: Params, component: str, bucket: int) -> None:
     prm.check_bucket(component, bucket)
-    A.save_ir(A.legalized_file(component, bucket), legalize(A.load_ir(A.relax_file(component, bucket)), f"{component}-{bucket}"))
+    A.save_ir(
+        A.legalized_file(component, bucket),
+        legalize(A.load_ir(A.relax_file(component, bucket)), f"{component}-{bucket}"),
+    )

@@ -28,12 +28,18 @@ from ..errors import KokoroTVMError
 
 def defined_stages(cwd: Path = Path(".")) -> set[str]:
     """Every stage name ``dvc.yaml`` defines (matrix items expanded), as DVC itself lists them."""
-    p = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only"], cwd=cwd, capture_output=True,
-                       text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "dvc", "stage", "list", "--name-only"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
     names = set(p.stdout.split())
     if p.returncode or not names:  # never prune against a pipeline DVC could not read
-        raise KokoroTVMError(f"`dvc stage list` failed ({p.returncode}): {p.stderr.strip()[-500:]}; "
-                             "fix dvc.yaml or params.yaml first")
+        raise KokoroTVMError(
+            f"`dvc stage list` failed ({p.returncode}): {p.stderr.strip()[-500:]}; "
+            "fix dvc.yaml or params.yaml first"
+        )
     return names
 
 
@@ -77,8 +83,10 @@ def _remove(root: Path, path: str) -> None:
 def main(root: Path = Path(".")) -> None:
     stale = prune(root / "dvc.lock", defined_stages(root))
     if stale:
-        print(f"dvc.lock: dropped {len(stale)} entries of stages dvc.yaml no longer defines, and their outputs "
-              f"(still in the DVC cache): {', '.join(stale)}")
+        print(
+            f"dvc.lock: dropped {len(stale)} entries of stages dvc.yaml no longer defines, and their outputs "
+            f"(still in the DVC cache): {', '.join(stale)}"
+        )
 
 
 if __name__ == "__main__":

@@ -11,34 +11,53 @@ from __future__ import annotations
 from typing import Any
 
 from .. import artifacts as A
-from ..params import Params
 from ..manifest_entry import check_validated, library_entry
+from ..params import Params
 from ..spec import COMPONENTS
 
 
-def _library(component: str, bucket: int, target: str, weights_sha: dict[str, str]) -> dict[str, Any]:
+def _library(
+    component: str, bucket: int, target: str, weights_sha: dict[str, str]
+) -> dict[str, Any]:
     lib = A.library_file(component, bucket, target)
     info = A.read_json(A.build_info_file(component, bucket, target), "build info")
     check = A.read_json(A.validation_file(component, bucket, target), "validation metrics")
     sha = A.sha256(lib)
     if info.get("sha256") != sha:
-        raise A.ArtifactError(f"{lib} is not what was built and validated (its build recorded other bytes: "
-                              "tampered, or a stage was skipped); run `dvc repro` to rebuild and revalidate it")
+        raise A.ArtifactError(
+            f"{lib} is not what was built and validated (its build recorded other bytes: "
+            "tampered, or a stage was skipped); run `dvc repro` to rebuild and revalidate it"
+        )
     check_validated(check, sha, weights_sha[component], lib)
     sig = info["signature"]
     validation = {k: v for k, v in check.items() if k.startswith("worst_") or k.endswith("_sha256")}
-    validation |= {"lengths": sorted(int(n) for n in check["lengths"]), "device": check["device"],
-                   "emulated": check["emulated"]}
-    return library_entry(component, bucket, target, lib.relative_to(A.ROOT).as_posix(), sha, sig,
-                         bytes=lib.stat().st_size, lstm_strategy=sig["info"]["lstm_strategy"], validation=validation)
+    validation |= {
+        "lengths": sorted(int(n) for n in check["lengths"]),
+        "device": check["device"],
+        "emulated": check["emulated"],
+    }
+    return library_entry(
+        component,
+        bucket,
+        target,
+        lib.relative_to(A.ROOT).as_posix(),
+        sha,
+        sig,
+        bytes=lib.stat().st_size,
+        lstm_strategy=sig["info"]["lstm_strategy"],
+        validation=validation,
+    )
 
 
 def validated_targets(prm: Params) -> tuple[list[str], dict[str, str]]:
     """Targets whose every library was validated, and why each other one was not."""
     ok, skipped = [], {}
     for target in sorted(prm.targets):
-        docs = [A.read_json(A.validation_file(c, b, target), "validation metrics")
-                for c in COMPONENTS for b in prm.buckets(c)]
+        docs = [
+            A.read_json(A.validation_file(c, b, target), "validation metrics")
+            for c in COMPONENTS
+            for b in prm.buckets(c)
+        ]
         not_run = [d for d in docs if not d.get("validated", True)]
         if not_run:
             skipped[target] = f"{not_run[0]['reason']}; fix: {not_run[0]['fix']}"
@@ -48,16 +67,30 @@ def validated_targets(prm: Params) -> tuple[list[str], dict[str, str]]:
 
 
 def run(prm: Params) -> dict[str, Any]:
-    weights = {c: {"path": A.weights_file(c).relative_to(A.ROOT).as_posix(), "sha256": A.sha256(A.weights_file(c)),
-                   "bytes": A.weights_file(c).stat().st_size} for c in COMPONENTS}
+    weights = {
+        c: {
+            "path": A.weights_file(c).relative_to(A.ROOT).as_posix(),
+            "sha256": A.sha256(A.weights_file(c)),
+            "bytes": A.weights_file(c).stat().st_size,
+        }
+        for c in COMPONENTS
+    }
     shas = {c: w["sha256"] for c, w in weights.items()}
     targets, skipped = validated_targets(prm)
     for target, why in skipped.items():
         print(f"manifest: {target} left out, not validated: {why}", flush=True)
-    libs = [_library(component, bucket, target, shas)
-            for target in targets for component in COMPONENTS for bucket in prm.buckets(component)]
-    needs = {t: A.read_json(A.build_info_file(c, b, t), "build info")["needs"]
-             for t in targets for c in COMPONENTS for b in prm.buckets(c)}
+    libs = [
+        _library(component, bucket, target, shas)
+        for target in targets
+        for component in COMPONENTS
+        for bucket in prm.buckets(component)
+    ]
+    needs = {
+        t: A.read_json(A.build_info_file(c, b, t), "build info")["needs"]
+        for t in targets
+        for c in COMPONENTS
+        for b in prm.buckets(c)
+    }
     doc = {
         "format": 3,
         "model": {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed},

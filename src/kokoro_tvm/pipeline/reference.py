@@ -13,5 +13,7 @@ from ..params import Params
 def run(prm: Params, component: str, bucket: int) -> None:
     prm.check_bucket(component, bucket)
     cfg, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
-    cases = V.reference_cases(component, bucket, km, as_float64(km), cfg, A.load_array(A.voice_file()))
+    cases = V.reference_cases(
+        component, bucket, km, as_float64(km), cfg, A.load_array(A.voice_file())
+    )
     A.save_weights(A.reference_file(component, bucket), V.cases_to_arrays(component, cases, cfg))

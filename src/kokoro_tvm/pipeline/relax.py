@@ -15,6 +15,8 @@ def run(prm: Params, component: str, bucket: int) -> None:
     if not path.exists():
         raise A.ArtifactError(f"{path} is missing; run `dvc repro`")
     ep = load_export(path)
-    mod, sig = to_relax(ep, component, bucket, load_model_config(prm.model_config), prm.lstm_strategy)
+    mod, sig = to_relax(
+        ep, component, bucket, load_model_config(prm.model_config), prm.lstm_strategy
+    )
     A.save_ir(A.relax_file(component, bucket), mod)
     A.write_json(A.signature_file(component, bucket), sig.as_dict())

@@ -25,7 +25,18 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     if prm.tune_trials:
         os.environ["TVM_NUM_THREADS"] = str(threads)  # before the first TVM call
     with atomic_dir(A.tune_dir(component, bucket, target)) as tmp:
-        device = A.read_json(A.device_file(target), f"the device record of {target}") if prm.tune_trials else None
-        report = tune.tune(lambda: A.load_ir(A.legalized_file(component, bucket)), prm.targets[target],
-                           prm.tune_trials, tmp, threads, seed=prm.seed, device=device)
+        device = (
+            A.read_json(A.device_file(target), f"the device record of {target}")
+            if prm.tune_trials
+            else None
+        )
+        report = tune.tune(
+            lambda: A.load_ir(A.legalized_file(component, bucket)),
+            prm.targets[target],
+            prm.tune_trials,
+            tmp,
+            threads,
+            seed=prm.seed,
+            device=device,
+        )
         A.write_json(tmp / "report.json", {"target": target, **report})

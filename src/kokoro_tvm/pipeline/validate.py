@@ -26,8 +26,18 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     device = A.read_json(A.device_file(target), "device record")
     out = A.validation_file(component, bucket, target)
     if device["device"] == NONE:
-        A.write_json(out, {"component": component, "bucket": bucket, "target": target, "validated": False,
-                           "device": NONE, "reason": device["reason"], "fix": device["fix"]})
+        A.write_json(
+            out,
+            {
+                "component": component,
+                "bucket": bucket,
+                "target": target,
+                "validated": False,
+                "device": NONE,
+                "reason": device["reason"],
+                "fix": device["fix"],
+            },
+        )
         return
     cfg = json.loads(A.model_config_file().read_text(encoding="utf-8"))
     with np.load(A.reference_file(component, bucket)) as z:
@@ -37,7 +47,12 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
         lib = load_built(A.ROOT, component, bucket, target, session=session)
         rows = V.check_cases(lib, component, {n: cases[n] for n in lengths})
     doc = V.summary(component, bucket, target, rows)
-    doc |= {"validated": True, "device": device["device"], "emulated": device["emulated"],
-            "library_sha256": lib.entry["sha256"], "weights_sha256": lib.weights_sha256}
+    doc |= {
+        "validated": True,
+        "device": device["device"],
+        "emulated": device["emulated"],
+        "library_sha256": lib.entry["sha256"],
+        "weights_sha256": lib.weights_sha256,
+    }
     V.raise_if_failed(doc)
     A.write_json(out, doc)

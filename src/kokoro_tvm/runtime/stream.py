@@ -21,7 +21,9 @@ from .libraries import Libraries
 from .planner import Chunk, chunks
 from .timestamps import Timestamp
 
-Progress = Callable[[int, int, Chunk], None]  # (chunks done, chunks known so far, chunk just decoded)
+Progress = Callable[
+    [int, int, Chunk], None
+]  # (chunks done, chunks known so far, chunk just decoded)
 
 
 @dataclass
@@ -60,8 +62,12 @@ class Synthesis:
     chunks: list[Chunk]
     seconds: float  # wall time of the whole call
     sample_rate: int = SAMPLE_RATE
-    tokens: list[Timestamp] = field(default_factory=list, repr=False)  # per model token, tiling the audio
-    words: list[Timestamp] = field(default_factory=list, repr=False)  # per word, as kokoro times them
+    tokens: list[Timestamp] = field(
+        default_factory=list, repr=False
+    )  # per model token, tiling the audio
+    words: list[Timestamp] = field(
+        default_factory=list, repr=False
+    )  # per word, as kokoro times them
 
     @property
     def audio_seconds(self) -> float:
@@ -73,30 +79,53 @@ class Synthesis:
         return self.seconds / max(self.audio_seconds, 1e-9)
 
 
-def stream(libs: Libraries, pending: list[Utterance], pack: np.ndarray, speed: float, seed: int,
-           started: float) -> Iterator[ChunkAudio]:
+def stream(
+    libs: Libraries,
+    pending: list[Utterance],
+    pack: np.ndarray,
+    speed: float,
+    seed: int,
+    started: float,
+) -> Iterator[ChunkAudio]:
     """Plan and decode ``pending`` one chunk at a time (``started``: the call's perf_counter)."""
     for i, chunk in _decoded(libs, chunks(libs, pending, pack, speed), seed):
         last = not pending  # planning consumed the last utterance
-        yield ChunkAudio(i, chunk, seams.segment(chunk.audio, i == 0, last), last,
-                         time.perf_counter() - started, token_times(libs, chunk, i), word_times(libs, chunk, i))
+        yield ChunkAudio(
+            i,
+            chunk,
+            seams.segment(chunk.audio, i == 0, last),
+            last,
+            time.perf_counter() - started,
+            token_times(libs, chunk, i),
+            word_times(libs, chunk, i),
+        )
 
 
 def joined(libs: Libraries, parts: list[ChunkAudio], started: float) -> Synthesis:
     """A whole stream as one ``Synthesis``."""
-    return Synthesis(np.concatenate([p.audio for p in parts]), [p.chunk for p in parts],
-                     time.perf_counter() - started, tokens=[t for p in parts for t in p.tokens],
-                     words=all_word_times(libs, [p.chunk for p in parts]))
+    return Synthesis(
+        np.concatenate([p.audio for p in parts]),
+        [p.chunk for p in parts],
+        time.perf_counter() - started,
+        tokens=[t for p in parts for t in p.tokens],
+        words=all_word_times(libs, [p.chunk for p in parts]),
+    )
 
 
-def render(libs: Libraries, planned: list[Chunk], seed: int, progress: Progress | None, started: float) -> Synthesis:
+def render(
+    libs: Libraries, planned: list[Chunk], seed: int, progress: Progress | None, started: float
+) -> Synthesis:
     """Decode planned chunks (draws seeded by ``seed``, in chunk order) and join them."""
     for i, chunk in _decoded(libs, planned, seed):
         if progress is not None:
             progress(i + 1, len(planned), chunk)
-    return Synthesis(seams.join([c.audio for c in planned]), planned, time.perf_counter() - started,
-                     tokens=[t for i, c in enumerate(planned) for t in token_times(libs, c, i)],
-                     words=all_word_times(libs, planned))
+    return Synthesis(
+        seams.join([c.audio for c in planned]),
+        planned,
+        time.perf_counter() - started,
+        tokens=[t for i, c in enumerate(planned) for t in token_times(libs, c, i)],
+        words=all_word_times(libs, planned),
+    )
 
 
 def _decoded(libs: Libraries, planned: Iterable[Chunk], seed: int) -> Iterator[tuple[int, Chunk]]:
@@ -112,8 +141,15 @@ def _decoded(libs: Libraries, planned: Iterable[Chunk], seed: int) -> Iterator[t
 
 def token_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:
     """Each model token's span in the joined audio (``chunk.offset`` must be set)."""
-    return timestamps.token_times(chunk.phonemes, chunk.durations, libs.vocab, chunk.offset,
-                                  libs.samples_per_frame, SAMPLE_RATE, index)
+    return timestamps.token_times(
+        chunk.phonemes,
+        chunk.durations,
+        libs.vocab,
+        chunk.offset,
+        libs.samples_per_frame,
+        SAMPLE_RATE,
+        index,
+    )
 
 
 def word_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:
@@ -124,11 +160,14 @@ def word_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:
 
 def all_word_times(libs: Libraries, planned: list[Chunk]) -> list[Timestamp]:
     """Word spans over all chunks, pieces of a word cut between chunks merged."""
-    return timestamps.merge_pieces([w for i, c in enumerate(planned) for w in _piece_times(libs, c, i)],
-                                   [t for c in planned for t in c.words])
+    return timestamps.merge_pieces(
+        [w for i, c in enumerate(planned) for w in _piece_times(libs, c, i)],
+        [t for c in planned for t in c.words],
+    )
 
 
 def _piece_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:
     per_symbol = timestamps.symbol_durations(chunk.phonemes, chunk.durations, libs.vocab)
-    return timestamps.word_times(chunk.words, per_symbol, chunk.offset, libs.samples_per_frame,
-                                 SAMPLE_RATE, index)
+    return timestamps.word_times(
+        chunk.words, per_symbol, chunk.offset, libs.samples_per_frame, SAMPLE_RATE, index
+    )

@@ -31,7 +31,15 @@ from .library import check_toolchain, explain_pick, pick_target, read_manifest
 from .planner import BucketSplitWarning, Chunk, Source
 from .stream import ChunkAudio, Progress, Synthesis
 
-__all__ = ["BucketError", "BucketSplitWarning", "Chunk", "ChunkAudio", "KokoroTVM", "Synthesis", "describe"]
+__all__ = [
+    "BucketError",
+    "BucketSplitWarning",
+    "Chunk",
+    "ChunkAudio",
+    "KokoroTVM",
+    "Synthesis",
+    "describe",
+]
 
 #: ``voice="random"``: a style drawn from ``seed``, for libraries built from random weights
 RANDOM_VOICE = "random"
@@ -46,8 +54,9 @@ class KokoroTVM:
         self.libraries = libraries
 
     @classmethod
-    def from_manifest(cls, path: str | Path = A.ROOT, target: str | None = None,
-                      num_threads: int | None = None) -> KokoroTVM:
+    def from_manifest(
+        cls, path: str | Path = A.ROOT, target: str | None = None, num_threads: int | None = None
+    ) -> KokoroTVM:
         """Open an artifact directory (or its ``manifest.json``) for one target.
 
         ``target=None`` picks the built target with the richest ISA this CPU runs. Nothing is
@@ -81,26 +90,48 @@ class KokoroTVM:
             return []
 
     # -- kokoro-onnx and KPipeline call styles ----------------------------------------------
-    def create(self, text: str, voice: Any, speed: float = 1.0, lang: str = "en-us",
-               is_phonemes: bool = False, seed: int = 0) -> tuple[np.ndarray, int]:
+    def create(
+        self,
+        text: str,
+        voice: Any,
+        speed: float = 1.0,
+        lang: str = "en-us",
+        is_phonemes: bool = False,
+        seed: int = 0,
+    ) -> tuple[np.ndarray, int]:
         """kokoro-onnx's ``Kokoro.create``: the whole utterance as (float32 audio, sample rate)."""
         res = self.synthesize(self._source(text, lang, is_phonemes), voice, speed, seed)
         return res.audio, res.sample_rate
 
-    def __call__(self, text: str, voice: Any = None, speed: float = 1.0, lang: str = "en-us",
-                 is_phonemes: bool = False, seed: int = 0, first_clause: bool = False) -> Iterator[ChunkAudio]:
+    def __call__(
+        self,
+        text: str,
+        voice: Any = None,
+        speed: float = 1.0,
+        lang: str = "en-us",
+        is_phonemes: bool = False,
+        seed: int = 0,
+        first_clause: bool = False,
+    ) -> Iterator[ChunkAudio]:
         """kokoro's ``KPipeline.__call__``: one result per chunk, with ``graphemes``,
         ``phonemes``, ``audio`` and word ``words`` / token ``tokens`` timestamps."""
-        return self.stream(self._source(text, lang, is_phonemes, first_clause), voice, speed, seed,
-                           first_clause=first_clause)
+        return self.stream(
+            self._source(text, lang, is_phonemes, first_clause),
+            voice,
+            speed,
+            seed,
+            first_clause=first_clause,
+        )
 
     @staticmethod
     def _source(text: str, lang: str, is_phonemes: bool, first_clause: bool = False) -> Source:
         if is_phonemes:
             return text
         if lang not in LANGS:
-            raise InputError(f"lang {lang!r} is not served: the English G2P takes {sorted(LANGS)}; "
-                             "pass phonemes with is_phonemes=True for other languages")
+            raise InputError(
+                f"lang {lang!r} is not served: the English G2P takes {sorted(LANGS)}; "
+                "pass phonemes with is_phonemes=True for other languages"
+            )
         from .g2p import text_utterances
 
         return text_utterances(text, british=LANGS[lang], first_clause=first_clause)
@@ -112,32 +143,62 @@ class KokoroTVM:
         width = self.libraries.style_width
         if voice is None:
             names = self.voices
-            have = f"the registry voices are {', '.join(names)}" if names else "no registry voices are installed"
-            raise voices.VoiceError(f"no voice given: pass voice=NAME ({have}), a Kokoro .pt pack, FILE:NAME of a "
-                                    f"kokoro-onnx voices file, a blend 'a:0.6,b:0.4', or '{RANDOM_VOICE}' for a "
-                                    "seeded random style (random-weight builds)")
+            have = (
+                f"the registry voices are {', '.join(names)}"
+                if names
+                else "no registry voices are installed"
+            )
+            raise voices.VoiceError(
+                f"no voice given: pass voice=NAME ({have}), a Kokoro .pt pack, FILE:NAME of a "
+                f"kokoro-onnx voices file, a blend 'a:0.6,b:0.4', or '{RANDOM_VOICE}' for a "
+                "seeded random style (random-weight builds)"
+            )
         if isinstance(voice, str) and voice == RANDOM_VOICE:
             return voices.random_style(seed, width)
         if isinstance(voice, (str, Path)):
             return voices.resolve(voice, width)
         return voices.check_pack(np.asarray(voice), width)
 
-    def plan(self, phonemes: Source, voice: Any, speed: float = 1.0, seed: int = 0,
-             unknown: str = "warn", first_clause: bool = False) -> list[Chunk]:
+    def plan(
+        self,
+        phonemes: Source,
+        voice: Any,
+        speed: float = 1.0,
+        seed: int = 0,
+        unknown: str = "warn",
+        first_clause: bool = False,
+    ) -> list[Chunk]:
         """Every chunk with its predicted durations, each fitting a built bucket; ``render``
         decodes them. ``unknown``: ``warn`` drops symbols outside the vocabulary (kokoro's
         behaviour), ``error`` refuses them."""
         pending, pack = self._prepare(phonemes, voice, speed, seed, unknown, first_clause)
         return list(planner.chunks(self.libraries, pending, pack, speed))
 
-    def render(self, chunks: list[Chunk], seed: int = 0, progress: Progress | None = None,
-               started: float | None = None) -> Synthesis:
+    def render(
+        self,
+        chunks: list[Chunk],
+        seed: int = 0,
+        progress: Progress | None = None,
+        started: float | None = None,
+    ) -> Synthesis:
         """Decode planned chunks (draws seeded by ``seed``, in chunk order) and join them."""
-        return stream.render(self.libraries, chunks, seed, progress,
-                             time.perf_counter() if started is None else started)
+        return stream.render(
+            self.libraries,
+            chunks,
+            seed,
+            progress,
+            time.perf_counter() if started is None else started,
+        )
 
-    def stream(self, phonemes: Source, voice: Any, speed: float = 1.0, seed: int = 0,
-               unknown: str = "warn", first_clause: bool = False) -> Iterator[ChunkAudio]:
+    def stream(
+        self,
+        phonemes: Source,
+        voice: Any,
+        speed: float = 1.0,
+        seed: int = 0,
+        unknown: str = "warn",
+        first_clause: bool = False,
+    ) -> Iterator[ChunkAudio]:
         """Yield each chunk's audio and timestamps as soon as it is decoded.
 
         ``phonemes``: misaki/kokoro phonemes, or utterances (``g2p.text_utterances`` for text).
@@ -149,17 +210,31 @@ class KokoroTVM:
         pending, pack = self._prepare(phonemes, voice, speed, seed, unknown, first_clause)
         return stream.stream(self.libraries, pending, pack, speed, seed, t0)
 
-    def _prepare(self, phonemes: Source, voice: Any, speed: float, seed: int, unknown: str,
-                 first_clause: bool) -> tuple[list[Utterance], np.ndarray]:
+    def _prepare(
+        self,
+        phonemes: Source,
+        voice: Any,
+        speed: float,
+        seed: int,
+        unknown: str,
+        first_clause: bool,
+    ) -> tuple[list[Utterance], np.ndarray]:
         """Checked input: the utterances still to plan and the voice pack (bad input raises here,
         before any library runs)."""
         planner.check_speed(speed)
         pack = self.voice_pack(voice, seed)
         return planner.utterances(self.libraries, phonemes, unknown, first_clause), pack
 
-    def synthesize(self, phonemes: Source, voice: Any, speed: float = 1.0, seed: int = 0,
-                   unknown: str = "warn", progress: Progress | None = None,
-                   first_clause: bool = False) -> Synthesis:
+    def synthesize(
+        self,
+        phonemes: Source,
+        voice: Any,
+        speed: float = 1.0,
+        seed: int = 0,
+        unknown: str = "warn",
+        progress: Progress | None = None,
+        first_clause: bool = False,
+    ) -> Synthesis:
         """Phonemes (misaki/kokoro alphabet) or utterances to float32 audio at 24 kHz, with
         timestamps; ``seed`` seeds the decoder's random draws (and a ``"random"`` voice)."""
         t0 = time.perf_counter()
@@ -179,15 +254,27 @@ def describe(manifest: dict[str, Any], root: Path) -> dict[str, Any]:
     libs: dict[str, list[dict[str, Any]]] = {}
     for e in manifest["libraries"]:
         libs.setdefault(e["target"], []).append(
-            {"component": e["component"], "bucket": e["bucket"], "bytes": e["bytes"],
-             "present": (Path(root) / e["path"]).exists(), "validation": e.get("validation", {})})
+            {
+                "component": e["component"],
+                "bucket": e["bucket"],
+                "bytes": e["bytes"],
+                "present": (Path(root) / e["path"]).exists(),
+                "validation": e.get("validation", {}),
+            }
+        )
     try:
         picked, why = explain_pick(manifest)
     except A.ArtifactError as e:  # none runs here: info still lists what was built
         picked, why = None, [str(e)]
-    return {"artifacts": str(root), "model": manifest["model"], "toolchain": manifest["toolchain"],
-            "targets": {t: manifest["targets"].get(t, {}) for t in sorted(libs)},
-            "picked_target": picked, "pick_reasons": why, "unvalidated": manifest.get("unvalidated", {}),
-            "buckets": manifest["buckets"],
-            "weights": {c: w["bytes"] for c, w in manifest["weights"].items()},
-            "libraries": libs}
+    return {
+        "artifacts": str(root),
+        "model": manifest["model"],
+        "toolchain": manifest["toolchain"],
+        "targets": {t: manifest["targets"].get(t, {}) for t in sorted(libs)},
+        "picked_target": picked,
+        "pick_reasons": why,
+        "unvalidated": manifest.get("unvalidated", {}),
+        "buckets": manifest["buckets"],
+        "weights": {c: w["bytes"] for c, w in manifest["weights"].items()},
+        "libraries": libs,
+    }

@@ -33,8 +33,13 @@ class Timestamp:
     chunk: int  # index of the utterance it belongs to
 
     def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "phonemes": self.phonemes, "start": self.start, "end": self.end,
-                "chunk": self.chunk}
+        return {
+            "text": self.text,
+            "phonemes": self.phonemes,
+            "start": self.start,
+            "end": self.end,
+            "chunk": self.chunk,
+        }
 
 
 def symbol_durations(phonemes: str, durations: np.ndarray, vocab: dict[str, int]) -> np.ndarray:
@@ -42,23 +47,36 @@ def symbol_durations(phonemes: str, durations: np.ndarray, vocab: dict[str, int]
     for each symbol outside the vocabulary (the model never saw it)."""
     known = np.array([c in vocab for c in phonemes], bool)
     if int(known.sum()) + 2 != len(durations):
-        raise ValueError(f"{len(durations)} durations for {int(known.sum())} known symbols + 2 boundary tokens")
+        raise ValueError(
+            f"{len(durations)} durations for {int(known.sum())} known symbols + 2 boundary tokens"
+        )
     out = np.zeros(len(phonemes) + 2, np.int64)
     out[0], out[-1] = durations[0], durations[-1]
     out[1:-1][known] = durations[1:-1]
     return out
 
 
-def token_times(phonemes: str, durations: np.ndarray, vocab: dict[str, int], offset: int,
-                samples_per_frame: int, sample_rate: int, chunk: int) -> list[Timestamp]:
+def token_times(
+    phonemes: str,
+    durations: np.ndarray,
+    vocab: dict[str, int],
+    offset: int,
+    samples_per_frame: int,
+    sample_rate: int,
+    chunk: int,
+) -> list[Timestamp]:
     """Each model token's span (boundary tokens as ``""``); ``offset``: samples before the utterance."""
     symbols = ["", *(c for c in phonemes if c in vocab), ""]
     edges = offset + np.concatenate([[0], np.cumsum(durations)]) * samples_per_frame
-    return [Timestamp(s, s, int(edges[k]) / sample_rate, int(edges[k + 1]) / sample_rate, chunk)
-            for k, s in enumerate(symbols)]
+    return [
+        Timestamp(s, s, int(edges[k]) / sample_rate, int(edges[k + 1]) / sample_rate, chunk)
+        for k, s in enumerate(symbols)
+    ]
 
 
-def kokoro_word_times(tokens: Sequence[Any], durations: Sequence[int]) -> list[tuple[int, int] | None]:
+def kokoro_word_times(
+    tokens: Sequence[Any], durations: Sequence[int]
+) -> list[tuple[int, int] | None]:
     """kokoro's ``join_timestamps`` in half-frames from the utterance start, one entry per token.
 
     ``durations``: frames per position of ``[boundary, *ps, boundary]`` where ``ps`` is the
@@ -93,13 +111,22 @@ def kokoro_word_times(tokens: Sequence[Any], durations: Sequence[int]) -> list[t
     return out
 
 
-def word_times(tokens: Sequence[Any], durations: Sequence[int], offset: int, samples_per_frame: int,
-               sample_rate: int, chunk: int) -> list[Timestamp]:
+def word_times(
+    tokens: Sequence[Any],
+    durations: Sequence[int],
+    offset: int,
+    samples_per_frame: int,
+    sample_rate: int,
+    chunk: int,
+) -> list[Timestamp]:
     """``kokoro_word_times`` in seconds from the start of the whole audio, one per token."""
     out = []
     for t, span in zip(tokens, kokoro_word_times(tokens, durations)):
-        times = (None, None) if span is None else tuple(
-            (2 * offset + h * samples_per_frame) / (2 * sample_rate) for h in span)
+        times = (
+            (None, None)
+            if span is None
+            else tuple((2 * offset + h * samples_per_frame) / (2 * sample_rate) for h in span)
+        )
         out.append(Timestamp(t.text, t.phonemes or "", *times, chunk))
     return out
 
@@ -112,9 +139,18 @@ def merge_pieces(words: list[Timestamp], tokens: list[Any]) -> list[Timestamp]:
         owner = getattr(t, "part_of", None)
         if owner is not None and owners and owners[-1] is owner:
             prev = out[-1]
-            out[-1] = Timestamp(prev.text, owner.phonemes or "", prev.start if prev.start is not None else w.start,
-                                w.end if w.end is not None else prev.end, prev.chunk)
+            out[-1] = Timestamp(
+                prev.text,
+                owner.phonemes or "",
+                prev.start if prev.start is not None else w.start,
+                w.end if w.end is not None else prev.end,
+                prev.chunk,
+            )
         else:
-            out.append(w if owner is None else Timestamp(owner.text, owner.phonemes or "", w.start, w.end, w.chunk))
+            out.append(
+                w
+                if owner is None
+                else Timestamp(owner.text, owner.phonemes or "", w.start, w.end, w.chunk)
+            )
         owners.append(owner)
     return out

@@ -16,21 +16,33 @@ from typing import Any
 
 import numpy as np
 
-_STORAGES = {"FloatStorage": "<f4", "DoubleStorage": "<f8", "HalfStorage": "<f2", "BFloat16Storage": None,
-             "LongStorage": "<i8", "IntStorage": "<i4", "ShortStorage": "<i2", "CharStorage": "i1",
-             "ByteStorage": "u1", "BoolStorage": "?"}
+_STORAGES = {
+    "FloatStorage": "<f4",
+    "DoubleStorage": "<f8",
+    "HalfStorage": "<f2",
+    "BFloat16Storage": None,
+    "LongStorage": "<i8",
+    "IntStorage": "<i4",
+    "ShortStorage": "<i2",
+    "CharStorage": "i1",
+    "ByteStorage": "u1",
+    "BoolStorage": "?",
+}
 
 
 class TorchFileError(ValueError):
     pass
 
 
-def _rebuild_tensor(storage: np.ndarray, offset: int, size: tuple, stride: tuple, *_: Any) -> np.ndarray:
+def _rebuild_tensor(
+    storage: np.ndarray, offset: int, size: tuple, stride: tuple, *_: Any
+) -> np.ndarray:
     if not size:
         return storage[offset].copy()
     itemsize = storage.itemsize
-    view = np.lib.stride_tricks.as_strided(storage[offset:], shape=size,
-                                           strides=[s * itemsize for s in stride], writeable=False)
+    view = np.lib.stride_tricks.as_strided(
+        storage[offset:], shape=size, strides=[s * itemsize for s in stride], writeable=False
+    )
     return np.array(view)
 
 
@@ -66,7 +78,9 @@ def load_tensor(path: str | Path) -> Any:
             with archive.open(pkl) as f:
                 return _Unpickler(f, archive, pkl.rsplit("/", 1)[0]).load()
     except (zipfile.BadZipFile, StopIteration) as e:
-        raise TorchFileError(f"{path} is not a torch.save archive (legacy or corrupted file)") from e
+        raise TorchFileError(
+            f"{path} is not a torch.save archive (legacy or corrupted file)"
+        ) from e
     except (pickle.UnpicklingError, KeyError, ValueError, EOFError) as e:
         if isinstance(e, TorchFileError):
             raise

@@ -22,7 +22,11 @@ VARIABLE = "TVM_USE_RUNTIME_LIB"
 
 def runtime_only_wanted() -> bool:
     """No ``tvm`` imported yet, no choice made in the environment, and no build side installed."""
-    return "tvm" not in sys.modules and VARIABLE not in os.environ and importlib.util.find_spec("torch") is None
+    return (
+        "tvm" not in sys.modules
+        and VARIABLE not in os.environ
+        and importlib.util.find_spec("torch") is None
+    )
 
 
 def import_tvm() -> ModuleType:

@@ -31,8 +31,10 @@ def check_pack(pack: np.ndarray, style_width: int, where: str = "style") -> np.n
     if arr.ndim in (1, 2) and arr.shape[-1] == style_width and arr.size == style_width:
         arr = arr.reshape(1, 1, style_width)
     if arr.ndim != 3 or arr.shape[1] != 1 or arr.shape[2] != style_width or arr.shape[0] < 1:
-        raise VoiceError(f"{where} has shape {list(np.shape(pack))}; expected a Kokoro voice pack "
-                         f"[510, 1, {style_width}] or one style [1, {style_width}]")
+        raise VoiceError(
+            f"{where} has shape {list(np.shape(pack))}; expected a Kokoro voice pack "
+            f"[510, 1, {style_width}] or one style [1, {style_width}]"
+        )
     if not np.isfinite(arr).all():
         raise VoiceError(f"{where} contains NaN or inf values")
     return arr
@@ -57,8 +59,10 @@ def _read_named(path: Path, name: str | None) -> np.ndarray:
             names = sorted(z.files)
             if name is None:
                 if len(names) != 1:
-                    raise VoiceError(f"voice file {path} holds {len(names)} voices {names[:8]}; pick one with "
-                                     f"'{path}:NAME'")
+                    raise VoiceError(
+                        f"voice file {path} holds {len(names)} voices {names[:8]}; pick one with "
+                        f"'{path}:NAME'"
+                    )
                 name = names[0]
             if name not in z.files:
                 raise VoiceError(f"voice file {path} has no voice {name!r}; it has {names}")
@@ -66,7 +70,9 @@ def _read_named(path: Path, name: str | None) -> np.ndarray:
     except (OSError, ValueError) as e:
         if isinstance(e, VoiceError):
             raise
-        raise VoiceError(f"voice file {path} is not a kokoro-onnx voices file (.npz/.bin): {e}") from e
+        raise VoiceError(
+            f"voice file {path} is not a kokoro-onnx voices file (.npz/.bin): {e}"
+        ) from e
 
 
 def load_voice(spec: str | Path, style_width: int) -> np.ndarray:
@@ -78,8 +84,10 @@ def load_voice(spec: str | Path, style_width: int) -> np.ndarray:
         text, name = text.rsplit(":", 1)
     path = Path(text)
     if not path.is_file():
-        raise VoiceError(f"voice file {path} does not exist; pass a Kokoro voice pack (voices/af_heart.pt), "
-                         "a kokoro-onnx voices file as FILE:NAME, or a registry voice name (kokoro-tvm voices)")
+        raise VoiceError(
+            f"voice file {path} does not exist; pass a Kokoro voice pack (voices/af_heart.pt), "
+            "a kokoro-onnx voices file as FILE:NAME, or a registry voice name (kokoro-tvm voices)"
+        )
     if path.suffix == ".npy":
         data = np.load(path, allow_pickle=False)
     elif path.suffix in (".npz", ".bin"):
@@ -104,8 +112,10 @@ def parse_blend(spec: str) -> list[tuple[str, float]] | None:
         except ValueError:
             voice, w = part, 1.0
         if not voice or not np.isfinite(w) or w <= 0:
-            raise VoiceError(f"voice blend {spec!r}: part {part!r} must be VOICE or VOICE:WEIGHT with a "
-                             "positive weight (e.g. 'jf_alpha:0.6,jm_kumo:0.4')")
+            raise VoiceError(
+                f"voice blend {spec!r}: part {part!r} must be VOICE or VOICE:WEIGHT with a "
+                "positive weight (e.g. 'jf_alpha:0.6,jm_kumo:0.4')"
+            )
         parts.append((voice, w))
     return parts
 
@@ -133,8 +143,13 @@ def resolve(spec: str | Path, style_width: int) -> np.ndarray:
 def registry_voices_file(name: str | None = None) -> Path:
     """The installed registry voices file (``.npz`` of named packs); ``name`` only words the error."""
     what = f"voice {name!r} is not a file, and" if name else "the registry voices"
-    return distribution_file(REGISTRY_DISTRIBUTION, REGISTRY_VOICES_FILE, VoiceError,
-                             f"{REGISTRY_INSTALL_HINT}, or pass a voice file", what=what)
+    return distribution_file(
+        REGISTRY_DISTRIBUTION,
+        REGISTRY_VOICES_FILE,
+        VoiceError,
+        f"{REGISTRY_INSTALL_HINT}, or pass a voice file",
+        what=what,
+    )
 
 
 def registry_voice_names() -> list[str]:

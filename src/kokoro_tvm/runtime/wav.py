@@ -40,10 +40,14 @@ class AudioWriter:
     def _header(self, samples: int) -> bytes:
         data = _UNKNOWN if samples == _UNKNOWN else samples * self.width
         if self.fmt == "pcm16":
-            fmt_chunk = struct.pack("<HHIIHH", _PCM, 1, self.sample_rate, self.sample_rate * 2, 2, 16)
+            fmt_chunk = struct.pack(
+                "<HHIIHH", _PCM, 1, self.sample_rate, self.sample_rate * 2, 2, 16
+            )
             extra = b""
         else:
-            fmt_chunk = struct.pack("<HHIIHH", _FLOAT, 1, self.sample_rate, self.sample_rate * 4, 4, 32)
+            fmt_chunk = struct.pack(
+                "<HHIIHH", _FLOAT, 1, self.sample_rate, self.sample_rate * 4, 4, 32
+            )
             extra = b"fact" + struct.pack("<II", 4, samples)
         head = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt_chunk)) + fmt_chunk + extra
         riff = _UNKNOWN if samples == _UNKNOWN else len(head) + 8 + data
@@ -97,8 +101,8 @@ def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
         raise ValueError(f"{path} is not a WAV file")
     pos, fmt, rate, channels, bits, data = 12, None, 0, 0, 0, None
     while pos + 8 <= len(raw):
-        cid, size = raw[pos:pos + 4], struct.unpack("<I", raw[pos + 4:pos + 8])[0]
-        body = raw[pos + 8:pos + 8 + size]
+        cid, size = raw[pos : pos + 4], struct.unpack("<I", raw[pos + 4 : pos + 8])[0]
+        body = raw[pos + 8 : pos + 8 + size]
         if cid == b"fmt ":
             fmt, channels, rate, _, _, bits = struct.unpack("<HHIIHH", body[:16])
         elif cid == b"data":

@@ -11,5 +11,11 @@ from __future__ import annotations
 from .. import vector_math
 from . import conv1d, conv1d_transpose, instance_norm, power, sin
 
-LEGALIZE_MAP = {**conv1d_transpose.LEGALIZATIONS, **sin.LEGALIZATIONS, **conv1d.LEGALIZATIONS,
-                **power.LEGALIZATIONS, **instance_norm.LEGALIZATIONS, **vector_math.LEGALIZATIONS}
+LEGALIZE_MAP = {
+    **conv1d_transpose.LEGALIZATIONS,
+    **sin.LEGALIZATIONS,
+    **conv1d.LEGALIZATIONS,
+    **power.LEGALIZATIONS,
+    **instance_norm.LEGALIZATIONS,
+    **vector_math.LEGALIZATIONS,
+}

@@ -28,9 +28,13 @@ def conv1d_strided_space_to_depth(bb, call):
     if s == 1:
         fewer_products = winograd.conv1d(bb, call)
         return _conv1d_lane_padded(bb, call) if fewer_products is None else fewer_products
-    if ([int(d) for d in attrs.dilation] != [1] or int(attrs.groups) != 1
-            or attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW"
-            or (attrs.out_layout and attrs.out_layout != "NCW")):
+    if (
+        [int(d) for d in attrs.dilation] != [1]
+        or int(attrs.groups) != 1
+        or attrs.data_layout != "NCW"
+        or attrs.kernel_layout != "OIW"
+        or (attrs.out_layout and attrs.out_layout != "NCW")
+    ):
         return default(bb, call)
     try:
         n, c = int(x.ty.shape[0]), int(x.ty.shape[1])
@@ -50,7 +54,9 @@ def conv1d_strided_space_to_depth(bb, call):
         return default(bb, call)
     xp = bb.emit(relax.op.nn.pad(x, [0, 0, 0, 0, pad_l, max(0, right)]))
     if right < 0:
-        xp = bb.emit(relax.op.strided_slice(xp, axes=[2], begin=[0], end=[q * s], assume_inbound=True))
+        xp = bb.emit(
+            relax.op.strided_slice(xp, axes=[2], begin=[0], end=[q * s], assume_inbound=True)
+        )
     xp = bb.emit(relax.op.reshape(xp, [n, c, q, s]))
     xp = bb.emit(relax.op.permute_dims(xp, [0, 1, 3, 2]))
     xp = bb.emit(relax.op.reshape(xp, [n, c * s, q]))
@@ -71,8 +77,11 @@ def _conv1d_lane_padded(bb, call):
     attrs = call.attrs
     default = ir.Op.get("relax.nn.conv1d").get_attr("FLegalize")
     x, w = call.args
-    if (attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW"
-            or (attrs.out_layout and attrs.out_layout != "NCW")):
+    if (
+        attrs.data_layout != "NCW"
+        or attrs.kernel_layout != "OIW"
+        or (attrs.out_layout and attrs.out_layout != "NCW")
+    ):
         return default(bb, call)
     if not is_int(call.ty.shape[2]):
         return _conv1d_symbolic_width(bb, call)
@@ -87,8 +96,18 @@ def _conv1d_lane_padded(bb, call):
     if extra == 0 or o % 16 == 0:
         return default(bb, call)
     pad_l, pad_r = int(attrs.padding[0]), int(attrs.padding[-1])
-    y = bb.emit(relax.op.nn.conv1d(x, w, strides=1, padding=(pad_l, pad_r + extra), groups=int(attrs.groups),
-                                   data_layout="NCW", kernel_layout="OIW", out_dtype=str(call.ty.dtype)))
+    y = bb.emit(
+        relax.op.nn.conv1d(
+            x,
+            w,
+            strides=1,
+            padding=(pad_l, pad_r + extra),
+            groups=int(attrs.groups),
+            data_layout="NCW",
+            kernel_layout="OIW",
+            out_dtype=str(call.ty.dtype),
+        )
+    )
     return relax.op.strided_slice(y, axes=[2], begin=[0], end=[t_out])
 
 
@@ -99,7 +118,8 @@ def _conv1d_symbolic_width(bb, call):
 
     The schedule's register tile splits the width; with a tail the split needs a predicate, and
     TVM 0.27's ``CompactBufferAllocation`` then cannot shrink the ``local`` accumulators to the
-    tile: they become a variable-size stack array of a whole row and leave the registers. Over ``a n + b'`` every tile is
+    tile: they become a variable-size stack array of a whole row and leave the registers. Over ``a n
+    + b'`` every tile is
     whole. Widths with no such span (frame-rate convs, ``n`` or ``2 n``) keep the tail.
 
     Output channels that are not whole channel tiles (``conv_post``: 22) are padded with zero
@@ -115,25 +135,51 @@ def _conv1d_symbolic_width(bb, call):
     padded = _tile_padded_width(t_out)
     channels, c_in, taps = (int(v) for v in w.ty.shape)
     tiled = _tile_padded_channels(channels) if int(attrs.groups) == 1 else channels
-    if tiled != channels and winograd.tile_outputs(taps, c_in, tiled, int(attrs.groups)) is not None:
+    if (
+        tiled != channels
+        and winograd.tile_outputs(taps, c_in, tiled, int(attrs.groups)) is not None
+    ):
         # Winograd's kernel reads any width and pads it itself: only the filters need whole tiles
         w = bb.emit(relax.op.nn.pad(w, [0, tiled - channels, 0, 0, 0, 0]))
-        y = bb.emit(relax.op.nn.conv1d(x, w, strides=1, padding=[int(v) for v in attrs.padding],
-                                       dilation=[int(d) for d in attrs.dilation], data_layout="NCW",
-                                       kernel_layout="OIW", out_dtype=str(call.ty.dtype)))
+        y = bb.emit(
+            relax.op.nn.conv1d(
+                x,
+                w,
+                strides=1,
+                padding=[int(v) for v in attrs.padding],
+                dilation=[int(d) for d in attrs.dilation],
+                data_layout="NCW",
+                kernel_layout="OIW",
+                out_dtype=str(call.ty.dtype),
+            )
+        )
         return relax.op.strided_slice(y, axes=[1], begin=[0], end=[channels], assume_inbound=True)
     if padded is None and tiled == channels:
         # already whole tiles (the conv emitted below, legalized in turn): TOPI's conv
         return ir.Op.get("relax.nn.conv1d").get_attr("FLegalize")(bb, call)
     extra = 0 if padded is None else padded - t_out
     pad_l, pad_r = int(attrs.padding[0]), int(attrs.padding[-1])
-    xp = bb.emit_te(topi.nn.pad, x, [0, 0, pad_l], [0, 0, pad_r + extra], primfunc_name_hint="pad_to_tile")
+    xp = bb.emit_te(
+        topi.nn.pad, x, [0, 0, pad_l], [0, 0, pad_r + extra], primfunc_name_hint="pad_to_tile"
+    )
     if tiled != channels:  # a parameter-only pad: the load-time weight transform does it once
         w = bb.emit(relax.op.nn.pad(w, [0, tiled - channels, 0, 0, 0, 0]))
-    y = bb.emit(relax.op.nn.conv1d(xp, w, strides=1, padding=0, dilation=[int(d) for d in attrs.dilation],
-                                   groups=int(attrs.groups), data_layout="NCW", kernel_layout="OIW",
-                                   out_dtype=str(call.ty.dtype)))
-    return relax.op.strided_slice(y, axes=[1, 2], begin=[0, 0], end=[channels, t_out], assume_inbound=True)
+    y = bb.emit(
+        relax.op.nn.conv1d(
+            xp,
+            w,
+            strides=1,
+            padding=0,
+            dilation=[int(d) for d in attrs.dilation],
+            groups=int(attrs.groups),
+            data_layout="NCW",
+            kernel_layout="OIW",
+            out_dtype=str(call.ty.dtype),
+        )
+    )
+    return relax.op.strided_slice(
+        y, axes=[1, 2], begin=[0, 0], end=[channels, t_out], assume_inbound=True
+    )
 
 
 #: Output channels a bounded conv's channel tiles span on every target: AVX-512's 2 x 16 lanes

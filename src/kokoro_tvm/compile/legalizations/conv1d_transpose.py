@@ -31,8 +31,12 @@ def conv1d_transpose_polyphase(bb, call):
     attrs = call.attrs
     x, w = call.args
     dilation = [int(d) for d in attrs.dilation]
-    if (dilation != [1] or attrs.data_layout != "NCW" or attrs.kernel_layout != "IOW"
-            or (attrs.out_layout and attrs.out_layout != "NCW")):
+    if (
+        dilation != [1]
+        or attrs.data_layout != "NCW"
+        or attrs.kernel_layout != "IOW"
+        or (attrs.out_layout and attrs.out_layout != "NCW")
+    ):
         return _nn_conv1d_transpose(bb, call)
     xs, ws, ys = x.ty.shape, w.ty.shape, call.ty.shape
     try:
@@ -70,8 +74,17 @@ def conv1d_transpose_polyphase(bb, call):
     if taps > 1:
         wk = bb.emit(relax.op.flip(wk, axis=4))
     wk = bb.emit(relax.op.reshape(wk, [g * s * o_g, c_g, taps]))
-    z = bb.emit(relax.op.nn.conv1d(x, wk, strides=1, padding=(taps - 1, right), groups=g,
-                                   data_layout="NCW", kernel_layout="OIW"))
+    z = bb.emit(
+        relax.op.nn.conv1d(
+            x,
+            wk,
+            strides=1,
+            padding=(taps - 1, right),
+            groups=g,
+            data_layout="NCW",
+            kernel_layout="OIW",
+        )
+    )
     # [N, G*s*O_g, M] -> [N, G, O_g, M, s] -> [N, O, M*s] -> crop
     z = bb.emit(relax.op.reshape(z, [n, g, s, o_g, m]))
     z = bb.emit(relax.op.permute_dims(z, [0, 1, 3, 4, 2]))
@@ -80,7 +93,9 @@ def conv1d_transpose_polyphase(bb, call):
         return z
     # in bounds by construction (m*s >= pad_l + l_out); without the flag a symbolic end infers
     # a clipped min(...) extent
-    return relax.op.strided_slice(z, axes=[2], begin=[pad_l], end=[pad_l + l_out], assume_inbound=True)
+    return relax.op.strided_slice(
+        z, axes=[2], begin=[pad_l], end=[pad_l + l_out], assume_inbound=True
+    )
 
 
 LEGALIZATIONS = {"relax.nn.conv1d_transpose": conv1d_transpose_polyphase}

@@ -47,8 +47,13 @@ def _over_last_axis(x, axes: list[int]) -> bool:
     from tvm import tirx
 
     ndim = len(x.ty.shape)
-    return bool(axes) and axes[-1] == ndim - 1 and all(
-        isinstance(x.ty.shape[a], tirx.IntImm) and int(x.ty.shape[a]) == 1 for a in axes[:-1])
+    return (
+        bool(axes)
+        and axes[-1] == ndim - 1
+        and all(
+            isinstance(x.ty.shape[a], tirx.IntImm) and int(x.ty.shape[a]) == 1 for a in axes[:-1]
+        )
+    )
 
 
 def centred_var(x, mean):

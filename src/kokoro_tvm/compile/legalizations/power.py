@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 def power_by_multiplies(bb, call):
     """``x ** n`` for a constant small integer ``n`` as ``n - 1`` multiplies. TOPI calls libm
     ``powf`` once per lane, and ALBERT's tanh GELU (``x + 0.044715 * x**3``, 12 times per call)

@@ -11,8 +11,13 @@ _ROUND_MAGIC_BITS = 0x4B400000  # float32 1.5 * 2^23: t = y + 1.5*2^23 rounds y 
 # sin(r) ~ r + r^3 * P(r^2) on |r| <= 1.77: odd, degree 11, float32 coefficients fitted for
 # absolute error (Lawson-weighted least squares on Chebyshev nodes, each coefficient rounded to
 # float32 before the later ones are refitted). Max |poly - sin| = 4.7e-10 in exact arithmetic.
-_SIN_COEFS = (-0.1666666716337204, 0.008333343081176281, -0.0001984172995435074,
-              2.7549358492251486e-06, -2.409929322766402e-08)  # r^3, r^5, r^7, r^9, r^11
+_SIN_COEFS = (
+    -0.1666666716337204,
+    0.008333343081176281,
+    -0.0001984172995435074,
+    2.7549358492251486e-06,
+    -2.409929322766402e-08,
+)  # r^3, r^5, r^7, r^9, r^11
 
 
 def sin_poly(x):
@@ -73,8 +78,8 @@ def sin_poly(x):
     if str(x.dtype) != "float32":
         raise TypeError(f"sin_poly: float32 only, got {x.dtype}")
 
-    f32 = lambda c: tirx.const(c, "float32")  # noqa: E731
-    u32 = lambda c: tirx.const(c, "uint32")  # noqa: E731
+    f32 = lambda c: tirx.const(c, "float32")
+    u32 = lambda c: tirx.const(c, "uint32")
 
     def f(*idx):
         v = x(*idx)

@@ -30,19 +30,19 @@ to ``generic`` (or stayed unscheduled), so slow paths are visible in build info.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
 from collections.abc import Collection
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import tvm
 from tvm import s_tir, tirx
 
-from . import conv, generic, injective, matmul, reduction
 from .. import passes
 from ..symbolic import upper_bounds
+from . import conv, generic, injective, matmul, reduction
 from .analysis import CPU, assume_bounds, is_scheduled
 
-__all__ = ["ScheduleReport", "apply", "RULES"]
+__all__ = ["RULES", "ScheduleReport", "apply"]
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +72,9 @@ class ScheduleReport:
         return {**asdict(self), "counts": counts}
 
 
-def apply(mod: tvm.IRModule, target: tvm.target.Target | dict,
-          tuned: Collection[str] = ()) -> tuple[tvm.IRModule, ScheduleReport]:
+def apply(
+    mod: tvm.IRModule, target: tvm.target.Target | dict, tuned: Collection[str] = ()
+) -> tuple[tvm.IRModule, ScheduleReport]:
     """Schedule every PrimFunc of ``mod`` for ``target``; Relax functions are kept as they are,
     and so are the PrimFuncs named in ``tuned`` (a MetaSchedule record already scheduled them)."""
     if isinstance(target, dict):
@@ -101,8 +102,9 @@ def apply(mod: tvm.IRModule, target: tvm.target.Target | dict,
     return out, report
 
 
-def _schedule_func(func: tirx.PrimFunc, cpu: CPU, name: str,
-                   report: ScheduleReport) -> tuple[tirx.PrimFunc | None, str]:
+def _schedule_func(
+    func: tirx.PrimFunc, cpu: CPU, name: str, report: ScheduleReport
+) -> tuple[tirx.PrimFunc | None, str]:
     if is_scheduled(func):
         return None, "prescheduled"
     rules = dict(RULES, **{FALLBACK: generic.schedule})
@@ -111,9 +113,11 @@ def _schedule_func(func: tirx.PrimFunc, cpu: CPU, name: str,
         try:
             if fn(sch, cpu):
                 return sch.mod["main"], rule
-        except Exception as err:  # noqa: BLE001  (TVM raises several error types)
+        except Exception as err:
             # A rule that matched but could not finish; the next rule gets a fresh schedule.
-            report.errors[name] = f"{rule}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+            report.errors[name] = (
+                f"{rule}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+            )
             log.debug("rule %s failed on %s: %s", rule, name, err)
     return None, "none"
 

@@ -22,10 +22,10 @@ class CPU:
     registers: int  # architectural vector registers (the register tile must fit)
 
     @staticmethod
-    def of(target: tvm.target.Target) -> "CPU":
+    def of(target: tvm.target.Target) -> CPU:
         # ``llvm_get_vector_width`` answers 512 for every x86 CPU in TVM 0.27; features do not lie.
         with target:
-            has = lambda feature: bool(codegen.target_has_features(feature, target))  # noqa: E731
+            has = lambda feature: bool(codegen.target_has_features(feature, target))
             if has("avx512f"):
                 return CPU(lanes=16, registers=32)
             if has("avx"):
@@ -128,7 +128,9 @@ def split_with_tail(sch: s_tir.Schedule, loop, factors: list[int]):
         span *= f
     import tvm.sym
 
-    symbolic = _int(extent) is None and not tvm.sym.Analyzer().can_prove(tirx.floormod(extent, span) == 0)
+    symbolic = _int(extent) is None and not tvm.sym.Analyzer().can_prove(
+        tirx.floormod(extent, span) == 0
+    )
     loops = sch.split(loop, [None, *factors])
     if symbolic:  # static tails keep their previous schedule (padded libraries unchanged)
         sch.annotate(loops[0], "pragma_loop_partition_hint", 1)
@@ -151,7 +153,7 @@ def _walk(stmt, visit) -> None:
         child = getattr(stmt, attr, None)
         if child is None:
             continue
-        for c in (child if attr == "seq" else [child]):
+        for c in child if attr == "seq" else [child]:
             if isinstance(c, (tirx.Stmt, s_tir.SBlock)):
                 _walk(c, visit)
 

@@ -42,7 +42,7 @@ def _is_conditional(blk: Block) -> bool:
 
 def split_around(blocks: list[Block], anchor: Block) -> tuple[list[Block], list[Block]]:
     i = next(k for k, b in enumerate(blocks) if b.stmt.same_as(anchor.stmt))
-    return blocks[:i], blocks[i + 1:]
+    return blocks[:i], blocks[i + 1 :]
 
 
 def prepare(sch: s_tir.Schedule, anchor_name: str) -> tuple[Block, list[Block], list[Block]] | None:
@@ -52,6 +52,7 @@ def prepare(sch: s_tir.Schedule, anchor_name: str) -> tuple[Block, list[Block], 
     a condition (plain copies, reshapes) into the anchor; consumers are inlined down the chain so
     that one epilogue block remains.
     """
+
     def current():
         blocks = root_blocks(sch)
         anchor = next(b for b in blocks if b.stmt.name_hint == anchor_name)
@@ -80,24 +81,42 @@ def prepare(sch: s_tir.Schedule, anchor_name: str) -> tuple[Block, list[Block], 
     return current()
 
 
-def schedule_anchor(sch: s_tir.Schedule, cpu: CPU, op: OuterProduct, producers: list[Block],
-                    consumers: list[Block], is_conv: bool = False) -> None:
+def schedule_anchor(
+    sch: s_tir.Schedule,
+    cpu: CPU,
+    op: OuterProduct,
+    producers: list[Block],
+    consumers: list[Block],
+    is_conv: bool = False,
+) -> None:
     # symbolic extents (bounded-length exports) are sized at their upper bound: the tile a padded
     # library of the bucket gets; the rule splits symbolic axes with partitioned tails
     extents = op.block.assumed_extents
     symbolic_rows = op.row is not None and op.block.extents[op.row] is None
     can_pack_rows = op.row is not None and not symbolic_rows and _plain_row_index(op)
-    tile = (conv_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col], can_pack_rows)
-            if is_conv else None)
+    tile = (
+        conv_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col], can_pack_rows)
+        if is_conv
+        else None
+    )
     long_tile = LONG_TILE_AVX512 if cpu.lanes == 16 else LONG_TILE
-    if (is_conv and tile is None and op.block.extents[op.col] is None and can_pack_rows
-            and extents[op.row] % (long_tile.vectors * cpu.lanes) == 0):
+    if (
+        is_conv
+        and tile is None
+        and op.block.extents[op.col] is None
+        and can_pack_rows
+        and extents[op.row] % (long_tile.vectors * cpu.lanes) == 0
+    ):
         # a symbolic width left unpadded (frame-rate convs): keep the vector lanes on the static
         # channels, so the width's tail only predicates unrolled columns (with the lanes along a
         # tailed width, a short n runs the whole conv in the scalar tail)
         tile = long_tile
-    tile = tile or pick_tile(cpu, extents[op.row] if op.row is not None else 1, extents[op.col],
-                             can_pack_rows=can_pack_rows)
+    tile = tile or pick_tile(
+        cpu,
+        extents[op.row] if op.row is not None else 1,
+        extents[op.col],
+        can_pack_rows=can_pack_rows,
+    )
     if tile is None:
         raise ValueError(f"no register tile divides the extents {extents}")
     padded = op.row is not None and symbolic_rows and op.block.extents[op.col] is None
@@ -114,8 +133,9 @@ def schedule_anchor(sch: s_tir.Schedule, cpu: CPU, op: OuterProduct, producers: 
             parallel_vectorize(sch, blk.rv, cpu)
 
 
-def pad_to_tiles(sch: s_tir.Schedule, op: OuterProduct, tile: Tile,
-                 cpu: CPU) -> tuple[OuterProduct, list[Block], list[Block]]:
+def pad_to_tiles(
+    sch: s_tir.Schedule, op: OuterProduct, tile: Tile, cpu: CPU
+) -> tuple[OuterProduct, list[Block], list[Block]]:
     """Attention's ``n x n`` scores (both tiled axes symbolic): compute whole register tiles over
     inputs padded with zeros, and crop in the epilogue.
 
@@ -145,11 +165,21 @@ def pack_streamed_panels(sch: s_tir.Schedule, op: OuterProduct, tile: Tile, cpu:
     512 tokens, the same at 200; the whole library (``benchmarks/library_ab.py``): 0.99x the time
     at 510 tokens (AMD EPYC Zen 3, x86_64_v3, 2 threads)."""
     source = op.block.stmt.reads[op.streamed].source
-    (copy,) = [b for b in root_blocks(sch) or [] if b.stmt.writes and b.stmt.writes[0].source.same_as(source)]
+    (copy,) = [
+        b
+        for b in root_blocks(sch) or []
+        if b.stmt.writes and b.stmt.writes[0].source.same_as(source)
+    ]
     span = tile.vectors * cpu.lanes
     # [.., k, n] -> [.., n / span, k, span]: a head's panels follow each other, as its tiles do
-    sch.transform_layout(copy.rv, ("write", 0), tvm.tirx.IndexMap.from_func(
-        lambda *idx: (*idx[:-2], idx[-1] // span, idx[-2], idx[-1] % span), ndim=len(source.shape)))
+    sch.transform_layout(
+        copy.rv,
+        ("write", 0),
+        tvm.tirx.IndexMap.from_func(
+            lambda *idx: (*idx[:-2], idx[-1] // span, idx[-2], idx[-1] % span),
+            ndim=len(source.shape),
+        ),
+    )
 
 
 def conv_tile(cpu: CPU, channels: int, width: int, can_pack_rows: bool) -> Tile | None:
@@ -187,9 +217,15 @@ def length_block(cpu: CPU, op: OuterProduct, tile: Tile) -> int:
     (12.6 MB) 0.96-1.17x at 1280 frames but 0.51x at 192, and its 512-channel ones at twice the
     frame rate (3.1 MB, input 2x the weights at the bound) 0.99-1.70x at 2560 but 0.66x at 384
     (``benchmarks/kernels.py --blocks``, four runs, AMD EPYC Zen 3)."""
-    if ((cpu.registers == 16 or cpu.lanes == 16) and tile.along_rows and op.row is not None
-            and op.block.extents[op.col] is None and op.block.extents[op.row] is not None
-            and _elements(op, op.streamed) >= LENGTH_BLOCK_INPUT_OVER_WEIGHTS * _elements(op, op.broadcast)):
+    if (
+        (cpu.registers == 16 or cpu.lanes == 16)
+        and tile.along_rows
+        and op.row is not None
+        and op.block.extents[op.col] is None
+        and op.block.extents[op.row] is not None
+        and _elements(op, op.streamed)
+        >= LENGTH_BLOCK_INPUT_OVER_WEIGHTS * _elements(op, op.broadcast)
+    ):
         return LENGTH_BLOCK
     return 1
 
@@ -206,7 +242,8 @@ def _plain_row_index(op: OuterProduct) -> bool:
     var = op.block.stmt.iter_vars[op.row].var
     region = op.block.stmt.reads[op.broadcast].region
     return sum(1 for r in region if r.min.same_as(var)) == 1 and all(
-        r.min.same_as(var) or var not in vars_in(r.min) for r in region)
+        r.min.same_as(var) or var not in vars_in(r.min) for r in region
+    )
 
 
 def _anchor(blocks: list[Block]) -> Block | None:
@@ -219,7 +256,12 @@ def _anchor(blocks: list[Block]) -> Block | None:
 def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
     blocks = root_blocks(sch)
     anchor = _anchor(blocks or [])
-    if anchor is None or anchor.kinds[:3] != "SSS" or len(anchor.kinds) < 4 or "S" in anchor.kinds[3:]:
+    if (
+        anchor is None
+        or anchor.kinds[:3] != "SSS"
+        or len(anchor.kinds) < 4
+        or "S" in anchor.kinds[3:]
+    ):
         return False
     op = match(anchor)
     if op is None or op.row != 1 or op.col != 2:  # NCW: rows = output channels, cols = width
@@ -227,7 +269,9 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
     return schedule_matched(sch, cpu, anchor.stmt.name_hint, is_conv=True)
 
 
-def schedule_matched(sch: s_tir.Schedule, cpu: CPU, anchor_name: str, is_conv: bool = False) -> bool:
+def schedule_matched(
+    sch: s_tir.Schedule, cpu: CPU, anchor_name: str, is_conv: bool = False
+) -> bool:
     """Prepare the anchor's producers/consumers, re-match it, and tile it (shared with matmul)."""
     anchor, producers, consumers = prepare(sch, anchor_name)
     op = match(anchor)

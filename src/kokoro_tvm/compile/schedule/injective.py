@@ -68,13 +68,17 @@ def parallel_vectorize(sch: s_tir.Schedule, block, cpu: CPU, loops: list | None 
         lanes = 2 * cpu.lanes
         extents[-1] = SYMBOLIC_EXTENT
     else:
-        lanes = largest_divisor(extents[-1], [cpu.lanes * 4, cpu.lanes * 2, cpu.lanes, cpu.lanes // 2])
+        lanes = largest_divisor(
+            extents[-1], [cpu.lanes * 4, cpu.lanes * 2, cpu.lanes, cpu.lanes // 2]
+        )
         if lanes > 1 and lanes >= cpu.lanes // 2:
             last, vec = sch.split(last, [None, lanes])
             sch.vectorize(vec)
     if total < PARALLEL_MIN:
         return
-    outer = loops[:-1] + ([last] if len(loops) == 1 or extents[-1] // max(lanes, 1) > 1 and len(loops) == 1 else [])
+    outer = loops[:-1] + (
+        [last] if len(loops) == 1 or (extents[-1] // max(lanes, 1) > 1 and len(loops) == 1) else []
+    )
     if not outer:
         outer = [last]
     fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]

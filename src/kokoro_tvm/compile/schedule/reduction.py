@@ -11,7 +11,8 @@ a spatial axis of a per-row ``local`` accumulator (``F / lanes`` vector register
 chains, vectorized over the whole row), summed across lanes at the end. An extent that does not
 divide (the generator's 120m+1 samples) splits by 4 vectors with a predicated last group, and its
 partial sums keep their own loop nest (see ``_vectorize_rf_tail``); other reductions keep a
-scalar loop (unrolled when short). The summation order changes (lanes-way partial sums), which is within float32 rounding.
+scalar loop (unrolled when short). The summation order changes (lanes-way partial sums), which is
+within float32 rounding.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from .injective import PARALLEL_MIN, inline_all, parallel_vectorize
 
 def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
     blocks = root_blocks(sch)
-    if not blocks or not any(b.is_reduction for b in blocks) or not all(b.is_spatial or b.is_reduction for b in blocks):
+    if (
+        not blocks
+        or not any(b.is_reduction for b in blocks)
+        or not all(b.is_spatial or b.is_reduction for b in blocks)
+    ):
         return False
     reductions = {b.stmt.name_hint for b in blocks if b.is_reduction}
     for blk in inline_all(sch, keep=reductions):
@@ -83,10 +88,18 @@ def _rfactor(sch: s_tir.Schedule, blk, inner, cpu: CPU):
     kinds = blk.kinds
     extent = blk.extents[-1]
     # up to 4 vectors of partial sums: independent add chains hide the FP add latency
-    factor = next((f * cpu.lanes for f in (4, 2, 1) if extent and extent % (f * cpu.lanes) == 0
-                   and extent >= 2 * f * cpu.lanes), None)
+    factor = next(
+        (
+            f * cpu.lanes
+            for f in (4, 2, 1)
+            if extent and extent % (f * cpu.lanes) == 0 and extent >= 2 * f * cpu.lanes
+        ),
+        None,
+    )
     if factor is None and (extent is None or extent >= 16 * cpu.lanes):
-        factor = 4 * cpu.lanes  # tail: the split's predicate (symbolic: partitioned off, see split_with_tail)
+        factor = (
+            4 * cpu.lanes
+        )  # tail: the split's predicate (symbolic: partitioned off, see split_with_tail)
     if kinds[-1] != "R" or factor is None:
         return None
     if len(blk.stmt.writes) != 1 or not _reads_contiguous_along(blk, blk.stmt.iter_vars[-1].var):
@@ -102,7 +115,7 @@ def _vectorize_rf(sch: s_tir.Schedule, rf, outer) -> None:
     rf_loops = list(sch.get_loops(rf))
     pos = next(i for i, lp in enumerate(rf_loops) if sch.get(lp).same_as(sch.get(outer)))
     # compute_at lays the loops out in block-iter order: the factor (lanes) iter comes first
-    lanes, *reduce = rf_loops[pos + 1:]
+    lanes, *reduce = rf_loops[pos + 1 :]
     if not reduce or int(sch.get(lanes).extent) != lanes_of(sch, rf):
         raise ValueError("unexpected rfactor loop nest")
     sch.reorder(*reduce, lanes)  # lanes innermost

@@ -18,7 +18,15 @@ import tvm.sym
 from tvm import s_tir, tirx
 
 from ..prepack import PREPROC
-from .analysis import CPU, SYMBOLIC_EXTENT, Block, assumed_extent, extent_of, split_with_tail, vars_in
+from .analysis import (
+    CPU,
+    SYMBOLIC_EXTENT,
+    Block,
+    assumed_extent,
+    extent_of,
+    split_with_tail,
+    vars_in,
+)
 
 #: Fewest static tiles a bounded kernel with one symbolic axis runs in parallel: with fewer (a
 #: 128-channel conv is 4 tiles of 32 channels on AVX-512) the tiles of its symbolic length are the
@@ -57,9 +65,13 @@ def match(blk: Block) -> OuterProduct | None:
     col_var = ivars[n_sp - 1]
     regions = [[r.min for r in rd.region] for rd in stmt.reads]
     uses = [set().union(*(vars_in(e) for e in reg)) for reg in regions]
-    streamed = [i for i, reg in enumerate(regions)
-                if col_var in vars_in(reg[-1]) and all(col_var not in vars_in(e) for e in reg[:-1])
-                and _linear_unit(reg[-1], col_var)]
+    streamed = [
+        i
+        for i, reg in enumerate(regions)
+        if col_var in vars_in(reg[-1])
+        and all(col_var not in vars_in(e) for e in reg[:-1])
+        and _linear_unit(reg[-1], col_var)
+    ]
     if len(streamed) != 1 or col_var in uses[1 - streamed[0]]:
         return None
     s, b = streamed[0], 1 - streamed[0]
@@ -68,7 +80,11 @@ def match(blk: Block) -> OuterProduct | None:
         candidates = [i for i in range(n_sp - 1) if ivars[i] in uses[b]]
     extents = blk.extents
     # a symbolic axis (a bounded length) is a long row axis, not a short one (an extent-1 batch)
-    row = max(candidates, key=lambda i: float("inf") if extents[i] is None else extents[i]) if candidates else None
+    row = (
+        max(candidates, key=lambda i: float("inf") if extents[i] is None else extents[i])
+        if candidates
+        else None
+    )
     batch = [i for i in range(n_sp - 1) if i != row]
     return OuterProduct(blk, n_sp - 1, row, batch, list(range(n_sp, len(kinds))), s, b)
 
@@ -112,10 +128,12 @@ def pick_tile(cpu: CPU, rows_extent: int, cols_extent: int, can_pack_rows: bool)
     a tail.
     """
 
-    def best(vec_extent: int, unrolled_extent: int, along_rows: bool, tail: bool = False) -> Tile | None:
+    def best(
+        vec_extent: int, unrolled_extent: int, along_rows: bool, tail: bool = False
+    ) -> Tile | None:
         found = None
         for vectors in (4, 3, 2, 1):
-            if (vec_extent % (vectors * cpu.lanes) if not tail else vec_extent < vectors * cpu.lanes):
+            if vec_extent % (vectors * cpu.lanes) if not tail else vec_extent < vectors * cpu.lanes:
                 continue
             fits = (cpu.registers - registers_needed(Tile(0, vectors))) // vectors
             for rows in range(max(1, min(fits, unrolled_extent)), 0, -1):
@@ -137,7 +155,9 @@ def pick_tile(cpu: CPU, rows_extent: int, cols_extent: int, can_pack_rows: bool)
     return tile
 
 
-def _pick_symbolic(best, rows_extent: int | None, cols_extent: int | None, can_pack_rows: bool) -> Tile | None:
+def _pick_symbolic(
+    best, rows_extent: int | None, cols_extent: int | None, can_pack_rows: bool
+) -> Tile | None:
     """A symbolic extent (bounded-length export) is scored as ``SYMBOLIC_EXTENT`` long and may only
     be the unrolled axis or a tailed vector axis: the vector axis is a static one that divides
     when there is one (columns, else rows when the weights can be packed), else the symbolic
@@ -156,11 +176,18 @@ def _score(tile: Tile, unrolled_extent: int) -> float:
     # FMAs per load (rows*vectors FMAs need `vectors` loads + `rows` broadcasts), times the share
     # of the unrolled axis that is real work rather than a predicated-off tail
     tiles = -(-unrolled_extent // tile.rows)
-    return tile.rows * tile.vectors / (tile.rows + tile.vectors) * unrolled_extent / (tiles * tile.rows)
+    return (
+        tile.rows
+        * tile.vectors
+        / (tile.rows + tile.vectors)
+        * unrolled_extent
+        / (tiles * tile.rows)
+    )
 
 
-def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, tile: Tile,
-                   length_block: int = 1) -> None:
+def tile_reduction(
+    sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, tile: Tile, length_block: int = 1
+) -> None:
     """Register-tile ``op.block``; ``epilogue`` (a block or None) is computed per tile from the
     accumulators, which live in ``local`` scope.
 
@@ -183,9 +210,14 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
     elif is_weight_panel(sch, op, span):
         # a linear's weight [k, n] -> [n // span, k, span]: one contiguous panel per column tile
         packed = sch.cache_read(blk, op.streamed, "global")
-        sch.transform_layout(packed, ("write", 0), tvm.tirx.IndexMap.from_func(
-            lambda k, n: (n // span, k, n % span),
-            index_dtype=str(op.block.stmt.reads[op.streamed].source.shape[0].ty)))
+        sch.transform_layout(
+            packed,
+            ("write", 0),
+            tvm.tirx.IndexMap.from_func(
+                lambda k, n: (n // span, k, n % span),
+                index_dtype=str(op.block.stmt.reads[op.streamed].source.shape[0].ty),
+            ),
+        )
         sch.annotate(packed, PREPROC, True)
     else:
         packed = None
@@ -195,8 +227,9 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
     symbolic = [extent_of(sch, lp) is None for lp in loops]
     v_o, v_i, v_l = split_with_tail(sch, loops[vec_axis], [tile.vectors, cpu.lanes])
     blocked = length_block > 1
-    if blocked and not (tile.along_rows and unr_axis is not None and symbolic[unr_axis]
-                        and not symbolic[vec_axis]):
+    if blocked and not (
+        tile.along_rows and unr_axis is not None and symbolic[unr_axis] and not symbolic[vec_axis]
+    ):
         raise ValueError("length blocks need a packed-rows tile over a symbolic length")
     if blocked:
         u_b, u_o, u_i = split_with_tail(sch, loops[unr_axis], [length_block, tile.rows])
@@ -207,11 +240,19 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
     batch = [loops[i] for i in op.batch]
     red = [loops[i] for i in op.reduce]
     outer = batch + ([u_o] if u_o is not None else []) + [v_o]
-    if any(symbolic[i] for i in op.batch):  # (a symbolic reduction runs whole: no tail, no predicate)
+    if any(
+        symbolic[i] for i in op.batch
+    ):  # (a symbolic reduction runs whole: no tail, no predicate)
         raise ValueError("symbolic batch extent")
     # the tile loops over symbolic axes (both, for attention's n x n): kept out of the parallel fuse
-    tails = [lp for lp, sym in ((u_o, unr_axis is not None and symbolic[unr_axis]), (v_o, symbolic[vec_axis]))
-             if sym]
+    tails = [
+        lp
+        for lp, sym in (
+            (u_o, unr_axis is not None and symbolic[unr_axis]),
+            (v_o, symbolic[vec_axis]),
+        )
+        if sym
+    ]
     if blocked:
         outer = [*batch, u_b, v_o, u_o]
     elif tails:
@@ -220,7 +261,9 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
         outer = batch + [v_o] + ([u_o] if u_o is not None else [])
     inner = ([u_i] if u_i is not None else []) + [v_i, v_l]
     sch.reorder(*outer, *red, *inner)
-    if blocked:  # the length's blocks in parallel (many, for any core count); the tail block cut off
+    if (
+        blocked
+    ):  # the length's blocks in parallel (many, for any core count); the tail block cut off
         sch.parallel(u_b)
         fused = u_o
     elif not tails:
@@ -231,7 +274,7 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
         # the last, partial, tile off only while its index is not fused with another loop, and a
         # loop carrying the partition hint cannot be fused); with too few static tiles for a
         # many-core CPU (MIN_PARALLEL_TILES), the outer symbolic loop itself runs in parallel
-        static = outer[:-len(tails)]
+        static = outer[: -len(tails)]
         par = (sch.fuse(*static) if len(static) > 1 else static[0]) if static else None
         tiles = (extent_of(sch, par) or 0) if par is not None else 0
         if tiles >= MIN_PARALLEL_TILES or (len(tails) > 1 and tiles > 1):
@@ -251,19 +294,22 @@ def tile_reduction(sch: s_tir.Schedule, op: OuterProduct, cpu: CPU, epilogue, ti
         nd = len(op.block.stmt.writes[0].region)
         perm = list(range(nd))
         perm[op.row], perm[op.col] = op.col, op.row
-        sch.transform_layout(blk, ("write", 0), tvm.tirx.IndexMap.from_func(
-            lambda *idx: tuple(idx[p] for p in perm), ndim=nd))
+        sch.transform_layout(
+            blk,
+            ("write", 0),
+            tvm.tirx.IndexMap.from_func(lambda *idx: tuple(idx[p] for p in perm), ndim=nd),
+        )
     for lp in inner[:-1]:
         sch.unroll(lp)
     sch.vectorize(v_l)
     init = sch.decompose_reduction(blk, red[0])
-    init_loops = sch.get_loops(init)[-len(inner):]
+    init_loops = sch.get_loops(init)[-len(inner) :]
     for lp in init_loops[:-1]:
         sch.unroll(lp)
     sch.vectorize(init_loops[-1])
     ep_all = list(sch.get_loops(epilogue))
     at = next(i for i, lp in enumerate(ep_all) if sch.get(lp).same_as(sch.get(fused)))
-    ep_loops = ep_all[at + 1:]
+    ep_loops = ep_all[at + 1 :]
     if ep_loops and not tile.along_rows and (extent_of(sch, ep_loops[-1]) or 1) % cpu.lanes == 0:
         _, ev = sch.split(ep_loops[-1], [None, cpu.lanes])
         sch.vectorize(ev)
@@ -281,7 +327,11 @@ def is_weight_panel(sch: s_tir.Schedule, op: OuterProduct, span: int) -> bool:
     or more, or symbolic: a copy of those would run on every call."""
     read = op.block.stmt.reads[op.streamed]
     shape = read.source.shape
-    if len(shape) != 2 or not all(isinstance(d, tirx.IntImm) for d in shape) or int(shape[1]) % span:
+    if (
+        len(shape) != 2
+        or not all(isinstance(d, tirx.IntImm) for d in shape)
+        or int(shape[1]) % span
+    ):
         return False
     ivars = [iv.var for iv in op.block.stmt.iter_vars]
     k_index, n_index = (r.min for r in read.region)
@@ -293,7 +343,9 @@ def is_weight_panel(sch: s_tir.Schedule, op: OuterProduct, span: int) -> bool:
 def _is_argument(sch: s_tir.Schedule, buffer) -> bool:
     """``buffer`` is one the kernel is given (a weight it can be handed packed), not one it computes."""
     func = sch.mod["main"]
-    return any(getattr(p.ty, "shape", None) is not None and p.name == buffer.name for p in func.params)
+    return any(
+        getattr(p.ty, "shape", None) is not None and p.name == buffer.name for p in func.params
+    )
 
 
 def _row_position(op: OuterProduct) -> int:
@@ -328,6 +380,7 @@ def _cols_outer(op: OuterProduct, tile: Tile, cpu: CPU) -> bool:
     2.4 MB of weights per row tile one way, 200 KB of activations per column tile the other;
     a decoder conv is the opposite (its input is long, its weights per output channel small).
     """
+
     def nbytes(i: int) -> int:
         n = 4
         for d in op.block.stmt.reads[i].source.shape:

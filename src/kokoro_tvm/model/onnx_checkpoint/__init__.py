@@ -42,12 +42,29 @@ PyPI copy).
 from __future__ import annotations
 
 from .convert import ConversionReport, state_dict_from_onnx
-from .quantization import dequantize
 from .graph import OnnxCheckpointError, OnnxSource
-from .registry import (REGISTRY_INSTALL_HINT, REGISTRY_MODEL_SHA256, REGISTRY_MODEL_SIZE, REGISTRY_PART_DISTS,
-                       registry_onnx_bytes, registry_part_paths)
+from .quantization import dequantize
+from .registry import (
+    REGISTRY_INSTALL_HINT,
+    REGISTRY_MODEL_SHA256,
+    REGISTRY_MODEL_SIZE,
+    REGISTRY_PART_DISTS,
+    registry_onnx_bytes,
+    registry_part_paths,
+)
 from .target import SUBMODULES
 
-__all__ = ["REGISTRY_INSTALL_HINT", "REGISTRY_MODEL_SHA256", "REGISTRY_MODEL_SIZE", "REGISTRY_PART_DISTS", "SUBMODULES",
-           "ConversionReport", "OnnxCheckpointError", "OnnxSource", "dequantize", "registry_onnx_bytes",
-           "registry_part_paths", "state_dict_from_onnx"]
+__all__ = [
+    "REGISTRY_INSTALL_HINT",
+    "REGISTRY_MODEL_SHA256",
+    "REGISTRY_MODEL_SIZE",
+    "REGISTRY_PART_DISTS",
+    "SUBMODULES",
+    "ConversionReport",
+    "OnnxCheckpointError",
+    "OnnxSource",
+    "dequantize",
+    "registry_onnx_bytes",
+    "registry_part_paths",
+    "state_dict_from_onnx",
+]

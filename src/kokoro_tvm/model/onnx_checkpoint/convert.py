@@ -14,6 +14,7 @@ from .names import looks_like_kokoro_param, param_key, resolve, scope
 from .nodes import Finding, accepts, fits, leaf_names, read_node
 from .target import SUBMODULES, Target
 
+
 @dataclass
 class ConversionReport:
     """What the conversion found; kept for logs and tests."""
@@ -25,7 +26,9 @@ class ConversionReport:
     unresolved_nodes: list[str] = field(default_factory=list)
 
 
-def collect(g: Graph, target: Target, report: ConversionReport) -> dict[str, tuple[np.ndarray, str]]:
+def collect(
+    g: Graph, target: Target, report: ConversionReport
+) -> dict[str, tuple[np.ndarray, str]]:
     """Parameter -> (value, source) from the node pass and the name pass, cross-checked."""
     found: dict[str, tuple[np.ndarray, str]] = {}
     was_quantized: set[str] = set()
@@ -62,7 +65,9 @@ def collect(g: Graph, target: Target, report: ConversionReport) -> dict[str, tup
         if read is None:
             continue
         kind, tensors, quantized = read
-        cands = [m for m in resolve(scope(n.name), target.modules) if accepts(target.modules[m], kind)]
+        cands = [
+            m for m in resolve(scope(n.name), target.modules) if accepts(target.modules[m], kind)
+        ]
         findings.append(Finding(n.name, kind, tensors, cands, quantized))
     claimed: set[str] = set()
     for f in sorted(findings, key=lambda f: len(f.candidates) != 1):
@@ -73,7 +78,8 @@ def collect(g: Graph, target: Target, report: ConversionReport) -> dict[str, tup
             if f.candidates:  # a kokoro module was meant but shapes or uniqueness fail
                 report.unresolved_nodes.append(
                     f"{f.node} -> {f.candidates[:3]}{'...' if len(f.candidates) > 3 else ''}"
-                    f" {({k: v.shape for k, v in f.tensors.items()})}")
+                    f" { ({k: v.shape for k, v in f.tensors.items()}) }"
+                )
             continue
         m = cands[0]
         claimed.add(m)
@@ -96,7 +102,9 @@ def collect(g: Graph, target: Target, report: ConversionReport) -> dict[str, tup
             continue
         mod_name, _, leaf = key.rpartition(".")
         mod = target.modules.get(mod_name)
-        if leaf == "weight" and isinstance(mod, (nn.Linear, nn.Conv1d, nn.ConvTranspose1d, nn.Embedding)):
+        if leaf == "weight" and isinstance(
+            mod, (nn.Linear, nn.Conv1d, nn.ConvTranspose1d, nn.Embedding)
+        ):
             continue
         if isinstance(mod, nn.LSTM) and leaf.startswith("weight_"):
             continue
@@ -108,16 +116,22 @@ def collect(g: Graph, target: Target, report: ConversionReport) -> dict[str, tup
         report.from_names += 1
 
     if conflicts:
-        raise OnnxCheckpointError(f"ONNX graph gives different values for {len(conflicts)} parameters: "
-                                  f"{conflicts[:3]}; is it a Kokoro export?")
+        raise OnnxCheckpointError(
+            f"ONNX graph gives different values for {len(conflicts)} parameters: "
+            f"{conflicts[:3]}; is it a Kokoro export?"
+        )
     if unexpected:
-        raise OnnxCheckpointError(f"ONNX graph has {len(unexpected)} Kokoro-named tensors the config does not "
-                                  f"have: {unexpected[:4]}{'...' if len(unexpected) > 4 else ''}; "
-                                  "was it exported with a different config?")
+        raise OnnxCheckpointError(
+            f"ONNX graph has {len(unexpected)} Kokoro-named tensors the config does not "
+            f"have: {unexpected[:4]}{'...' if len(unexpected) > 4 else ''}; "
+            "was it exported with a different config?"
+        )
     return found
 
 
-def fill_absent(target: Target, found: dict[str, tuple[np.ndarray, str]], report: ConversionReport) -> None:
+def fill_absent(
+    target: Target, found: dict[str, tuple[np.ndarray, str]], report: ConversionReport
+) -> None:
     """Parameters the graph cannot hold, with the values that make kokoro compute the same thing."""
     from kokoro.istftnet import AdaIN1d
 
@@ -126,12 +140,17 @@ def fill_absent(target: Target, found: dict[str, tuple[np.ndarray, str]], report
             continue
         mod_name, _, leaf = key.rpartition(".")
         parent = target.modules.get(mod_name.rpartition(".")[0])
-        if isinstance(target.modules.get(mod_name), nn.InstanceNorm1d) and isinstance(parent, AdaIN1d):
+        if isinstance(target.modules.get(mod_name), nn.InstanceNorm1d) and isinstance(
+            parent, AdaIN1d
+        ):
             # kokoro sets affine=True only for the old exporter; trained values are 1 and 0.
             found[key] = (np.full(shape, 1.0 if leaf == "weight" else 0.0, np.float32), "filled")
             report.filled.append(key)
         elif key.startswith("bert.pooler."):
-            found[key] = (np.zeros(shape, np.float32), "filled")  # unused by kokoro, absent from exports
+            found[key] = (
+                np.zeros(shape, np.float32),
+                "filled",
+            )  # unused by kokoro, absent from exports
             report.filled.append(key)
 
 
@@ -158,8 +177,9 @@ def split_weight_norm(W: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Te
     return g.contiguous(), v.contiguous()
 
 
-def state_dict_from_onnx(src: OnnxSource, cfg: dict[str, Any],
-                         report: ConversionReport | None = None) -> dict[str, dict[str, torch.Tensor]]:
+def state_dict_from_onnx(
+    src: OnnxSource, cfg: dict[str, Any], report: ConversionReport | None = None
+) -> dict[str, dict[str, torch.Tensor]]:
     """kokoro's checkpoint dict recovered from a Kokoro ONNX export.
 
     Exact (bit for bit in the effective weights) for an fp32 export of ``KModelForONNX``;
@@ -178,19 +198,30 @@ def state_dict_from_onnx(src: OnnxSource, cfg: dict[str, Any],
     fill_absent(target, found, report)
 
     missing = [k for k in target.shapes if k not in found]
-    bad_shape = [f"{k} {tuple(found[k][0].shape)} != {target.shapes[k]}" for k in target.shapes
-                 if k in found and tuple(found[k][0].shape) != target.shapes[k]]
+    bad_shape = [
+        f"{k} {tuple(found[k][0].shape)} != {target.shapes[k]}"
+        for k in target.shapes
+        if k in found and tuple(found[k][0].shape) != target.shapes[k]
+    ]
     if missing or bad_shape:
         parts = []
         if missing:
-            parts.append(f"{len(missing)} of {len(target.shapes)} parameters missing "
-                         f"({missing[:4]}{'...' if len(missing) > 4 else ''})")
+            parts.append(
+                f"{len(missing)} of {len(target.shapes)} parameters missing "
+                f"({missing[:4]}{'...' if len(missing) > 4 else ''})"
+            )
         if bad_shape:
-            parts.append(f"{len(bad_shape)} with other shapes ({bad_shape[:3]}{'...' if len(bad_shape) > 3 else ''})")
+            parts.append(
+                f"{len(bad_shape)} with other shapes ({bad_shape[:3]}{'...' if len(bad_shape) > 3 else ''})"
+            )
         if report.unresolved_nodes:
-            parts.append(f"{len(report.unresolved_nodes)} weight nodes matched no module "
-                         f"({report.unresolved_nodes[:2]})")
-        raise OnnxCheckpointError("ONNX graph does not match the Kokoro config: " + "; ".join(parts))
+            parts.append(
+                f"{len(report.unresolved_nodes)} weight nodes matched no module "
+                f"({report.unresolved_nodes[:2]})"
+            )
+        raise OnnxCheckpointError(
+            "ONNX graph does not match the Kokoro config: " + "; ".join(parts)
+        )
 
     out: dict[str, dict[str, torch.Tensor]] = {s: {} for s in SUBMODULES}
     flat: dict[str, torch.Tensor] = {}

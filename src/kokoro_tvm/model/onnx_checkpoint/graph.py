@@ -19,12 +19,13 @@ class OnnxCheckpointError(KokoroTVMError, RuntimeError):
     """The ONNX graph is not a Kokoro export matching the config, or the registry copy is bad."""
 
 
-
 class Graph:
     def __init__(self, model: onnx.ModelProto):
         g = model.graph
         self.nodes = list(g.node)
-        self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        self.consts: dict[str, np.ndarray] = {
+            t.name: numpy_helper.to_array(t) for t in g.initializer
+        }
         self.producer: dict[str, onnx.NodeProto] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         for n in self.nodes:
@@ -63,4 +64,6 @@ def load_model(src: OnnxSource) -> onnx.ModelProto:
         return onnx.load(str(src))
     except Exception as e:  # protobuf DecodeError, missing file, bad external data
         what = "bytes" if isinstance(src, (bytes, bytearray, memoryview)) else str(src)
-        raise OnnxCheckpointError(f"{what} is not a readable ONNX model ({type(e).__name__}: {e})") from e
+        raise OnnxCheckpointError(
+            f"{what} is not a readable ONNX model ({type(e).__name__}: {e})"
+        ) from e

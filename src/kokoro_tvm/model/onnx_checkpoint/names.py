@@ -47,9 +47,9 @@ def resolve(segs: list[str], modules: dict[str, nn.Module]) -> list[str]:
     return []
 
 
-
 PARAM_LIKE = re.compile(
-    r"(^|\.)(weight|bias|gamma|beta|alpha\d+\.\d+|(weight|bias)_(ih|hh)_l\d+(_reverse)?)$")
+    r"(^|\.)(weight|bias|gamma|beta|alpha\d+\.\d+|(weight|bias)_(ih|hh)_l\d+(_reverse)?)$"
+)
 
 
 def param_key(name: str, shapes: dict[str, tuple[int, ...]]) -> str | None:

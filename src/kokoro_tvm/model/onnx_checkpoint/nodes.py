@@ -8,8 +8,14 @@ import numpy as np
 import onnx
 from torch import nn
 
-from .quantization import bias_after, dequantize, dequantize_after, integer_op_scale, trace_const_back
 from .graph import Graph, OnnxCheckpointError, attrs
+from .quantization import (
+    bias_after,
+    dequantize,
+    dequantize_after,
+    integer_op_scale,
+    trace_const_back,
+)
 from .target import Target
 
 LSTM_GATES = (0, 2, 3, 1)  # ONNX blocks i,o,f,c -> torch i,f,g(c),o
@@ -24,7 +30,9 @@ class Finding:
     quantized: bool = False
 
 
-def lstm_tensors(W: np.ndarray, R: np.ndarray, B: np.ndarray | None, hidden: int) -> dict[str, np.ndarray]:
+def lstm_tensors(
+    W: np.ndarray, R: np.ndarray, B: np.ndarray | None, hidden: int
+) -> dict[str, np.ndarray]:
     """ONNX LSTM W [D,4H,in], R [D,4H,H], B [D,8H] -> torch weight_ih_l0[_reverse] etc."""
 
     def reorder(m: np.ndarray) -> np.ndarray:
@@ -38,7 +46,7 @@ def lstm_tensors(W: np.ndarray, R: np.ndarray, B: np.ndarray | None, hidden: int
         out[f"weight_hh_l0{sfx}"] = reorder(R[d])
         b = np.zeros(8 * hidden, np.float32) if B is None else B[d]
         out[f"bias_ih_l0{sfx}"] = reorder(b[: 4 * hidden])
-        out[f"bias_hh_l0{sfx}"] = reorder(b[4 * hidden:])
+        out[f"bias_hh_l0{sfx}"] = reorder(b[4 * hidden :])
     return out
 
 
@@ -115,8 +123,16 @@ def read_node(g: Graph, n: onnx.NodeProto) -> tuple[type, dict[str, np.ndarray],
 
             inp = list(n.input) + [""] * 12
             W, R = deq(W, inp[8], inp[9]), deq(R, inp[10], inp[11])
-        return nn.LSTM, lstm_tensors(W.astype(np.float32), R.astype(np.float32),
-                                      None if B is None else B.astype(np.float32), hidden), op != "LSTM"
+        return (
+            nn.LSTM,
+            lstm_tensors(
+                W.astype(np.float32),
+                R.astype(np.float32),
+                None if B is None else B.astype(np.float32),
+                hidden,
+            ),
+            op != "LSTM",
+        )
     if op == "Gather":
         W = c(n.input[0])
         if W is None or W.ndim != 2 or c(n.input[1]) is not None:
@@ -129,8 +145,10 @@ def read_node(g: Graph, n: onnx.NodeProto) -> tuple[type, dict[str, np.ndarray],
         axis = int(attrs(dq).get("axis", 1))
         scale, zp = c(dq.input[1]), c(dq.input[2]) if len(dq.input) > 2 else None
         if scale is None or np.asarray(scale).size != 1:
-            raise OnnxCheckpointError(f"embedding {n.name!r}: only per-tensor quantization is supported "
-                                      f"(scale shape {None if scale is None else np.shape(scale)}, axis {axis})")
+            raise OnnxCheckpointError(
+                f"embedding {n.name!r}: only per-tensor quantization is supported "
+                f"(scale shape {None if scale is None else np.shape(scale)}, axis {axis})"
+            )
         return nn.Embedding, {"weight": dequantize(W, scale, zp, axis=0)}, True
     if op in ("LayerNormalization", "InstanceNormalization"):
         w, b = c(n.input[1]), (c(n.input[2]) if len(n.input) > 2 else None)

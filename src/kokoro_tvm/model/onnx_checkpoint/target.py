@@ -25,7 +25,9 @@ def skeleton(cfg: dict[str, Any]) -> nn.Module:
         with torch.device("meta"):
             root = construct(cfg, seed=0)
     except (KeyError, TypeError) as e:
-        raise OnnxCheckpointError(f"config is not a Kokoro KModel config ({type(e).__name__}: {e})") from e
+        raise OnnxCheckpointError(
+            f"config is not a Kokoro KModel config ({type(e).__name__}: {e})"
+        ) from e
     return root
 
 

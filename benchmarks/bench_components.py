@@ -20,7 +20,7 @@ from kokoro_tvm.eval import bench
 from kokoro_tvm.eval.onnx_export import OnnxExportError
 from kokoro_tvm.model.checkpoint import CheckpointError, load
 from kokoro_tvm.pipeline.common import setup
-from kokoro_tvm.runtime.library import read_manifest
+from kokoro_tvm.runtime.manifest import read_manifest
 from kokoro_tvm.toolchain import ToolchainError
 
 HEADER = (

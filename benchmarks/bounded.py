@@ -52,7 +52,7 @@ def main() -> None:
     from kokoro_tvm.eval.timing import time_interleaved
     from kokoro_tvm.model.inputs import bounded_example_inputs, example_inputs
     from kokoro_tvm.model.kmodel import random_kmodel
-    from kokoro_tvm.runtime.library import bind_params
+    from kokoro_tvm.runtime.vm import bind_params
 
     torch.set_num_threads(a.threads)
     if a.config == "kokoro-82m" and A.kokoro_checkpoint_file().exists():

@@ -56,7 +56,7 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
     from kokoro_tvm.devices import isa
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.model.components import BoundedDecoder, component_weights
-    from kokoro_tvm.runtime.library import bind_params
+    from kokoro_tvm.runtime.vm import bind_params
     from kokoro_tvm.spec import unpadded
 
     _without_g2p()

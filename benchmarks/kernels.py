@@ -108,7 +108,7 @@ def main() -> None:
     from kokoro_tvm.model import components
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.model.inputs import example_inputs
-    from kokoro_tvm.runtime.library import bind_params
+    from kokoro_tvm.runtime.vm import bind_params
 
     torch.set_num_threads(args.threads)
     target_spec = {"kind": "llvm", "mcpu": args.mcpu}
@@ -207,7 +207,7 @@ def ops_table(args) -> None:
     from kokoro_tvm.compile.schedule import reduction, tile
     from kokoro_tvm.eval.timing import SETTLE_S, time_interleaved
     from kokoro_tvm.model.lengths import Span
-    from kokoro_tvm.runtime.library import bind_params
+    from kokoro_tvm.runtime.vm import bind_params
 
     torch.set_num_threads(args.threads)
     m = args.frames
@@ -378,7 +378,7 @@ def tiles_table(args) -> None:
     from kokoro_tvm.compile.legalize import legalize
     from kokoro_tvm.compile.schedule import conv as conv_rule
     from kokoro_tvm.compile.schedule.analysis import CPU
-    from kokoro_tvm.runtime.library import bind_params
+    from kokoro_tvm.runtime.vm import bind_params
 
     target = {"kind": "llvm", "mcpu": args.mcpu}
     cpu = CPU.of(tvm.target.Target(target))
@@ -638,7 +638,7 @@ def _hot_run(legal, target: dict, x, params, patched):
     from tvm import relax
 
     from kokoro_tvm.compile.build import build
-    from kokoro_tvm.runtime.library import bind_params
+    from kokoro_tvm.runtime.vm import bind_params
 
     with patched:
         ex, _, _ = build(legal, target)

@@ -77,7 +77,7 @@ def main() -> None:
     from kokoro_tvm.eval import samples
     from kokoro_tvm.eval.timing import time_interleaved
     from kokoro_tvm.runtime import planner
-    from kokoro_tvm.runtime.library import load_built
+    from kokoro_tvm.runtime.built import load_built
 
     tts = KokoroTVM.from_manifest(ROOT / "artifacts", num_threads=a.threads)
     pack = tts.voice_pack("jf_alpha")

@@ -45,7 +45,7 @@ def main() -> None:
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.eval.timing import apply_threads, cpu_name, time_interleaved
     from kokoro_tvm.model.inputs import example_inputs
-    from kokoro_tvm.runtime.library import load_built
+    from kokoro_tvm.runtime.built import load_built
     from kokoro_tvm.spec import MIN_LENGTH  # what the runtime accepts (the export allows shorter)
 
     apply_threads(a.threads)

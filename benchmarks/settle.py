@@ -44,7 +44,7 @@ def main() -> None:
     from kokoro_tvm.eval.timing import time_interleaved, timed_call
     from kokoro_tvm.model.checkpoint import load as load_model
     from kokoro_tvm.model.inputs import example_inputs
-    from kokoro_tvm.runtime.library import load_built
+    from kokoro_tvm.runtime.built import load_built
 
     torch.set_num_threads(a.threads)
     prm = P.load(a.params)

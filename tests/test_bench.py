@@ -240,7 +240,7 @@ def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(
     """The verdict is validation's: the tiny library passes; the same library 1 % off misses
     it and the bench refuses its timing (negative control), while ONNX Runtime 1 % off is a
     peer: timed, its failed verdict recorded and printed."""
-    from kokoro_tvm.runtime.library import CompiledComponent
+    from kokoro_tvm.runtime.component import CompiledComponent
 
     component, bucket, target = LIB
     case = bench.full_bucket_case(component, bucket, tiny[0], project / "artifacts")
@@ -323,7 +323,7 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
     import shutil
 
     from kokoro_tvm.devices.isa import requirements
-    from kokoro_tvm.runtime.library import load_built
+    from kokoro_tvm.runtime.built import load_built
 
     art = project / "artifacts"
     component, bucket, target = LIB

@@ -26,8 +26,8 @@ from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.model.inputs import example_inputs
 from kokoro_tvm.model.kmodel import random_kmodel
 from kokoro_tvm.runtime import alignment, chunking
-from kokoro_tvm.runtime.library import bind_params
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
+from kokoro_tvm.runtime.vm import bind_params
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 BUCKET = 16
@@ -341,7 +341,7 @@ def test_the_runtime_passes_bounded_libraries_valid_length_inputs(bounded_projec
     """No bucket-sized host buffer for a bounded library (issue 27, lean host path): every input
     along a length axis reaches the library at the valid length; a bucket-sized call gives the
     same outputs, and a length-axis extent that is neither is refused."""
-    from kokoro_tvm.runtime.library import CompiledComponent
+    from kokoro_tvm.runtime.component import CompiledComponent
 
     tts = KokoroTVM.from_manifest(bounded_project)
     seen = []

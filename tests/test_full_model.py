@@ -11,7 +11,7 @@ from kokoro_tvm.eval.metrics import log_mel_snr, rel_err
 from kokoro_tvm.eval.reference import reference
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.model.inputs import example_inputs
-from kokoro_tvm.runtime.library import bind_params
+from kokoro_tvm.runtime.vm import bind_params
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import Project
 
 from kokoro_tvm.eval import validate as V
-from kokoro_tvm.runtime.library import load_component
+from kokoro_tvm.runtime.built import load_component
 
 pytestmark = (
     pytest.mark.pipeline

@@ -180,7 +180,7 @@ def test_kernel_profile_counts_a_prepacked_conv():
 
     from kokoro_tvm.compile.build import build
     from kokoro_tvm.compile.legalize import legalize
-    from kokoro_tvm.runtime.library import bind_params
+    from kokoro_tvm.runtime.vm import bind_params
 
     channels, k, length = 32, 5, 90
     conv = torch.nn.Conv1d(channels, channels, k, padding=2).eval()

@@ -181,7 +181,7 @@ def test_tampered_library_is_refused(artifacts, tmp_path):
 
 def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch):
     import kokoro_tvm.runtime.libraries as R
-    from kokoro_tvm.runtime.library import ComponentWeights
+    from kokoro_tvm.runtime.component import ComponentWeights
 
     loads = []
 

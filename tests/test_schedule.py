@@ -14,7 +14,7 @@ from host import runs_here
 from kokoro_tvm.compile import schedule
 from kokoro_tvm.compile.build import build
 from kokoro_tvm.compile.legalize import legalize
-from kokoro_tvm.runtime.library import bind_params
+from kokoro_tvm.runtime.vm import bind_params
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 GENERIC = {"kind": "llvm"}
@@ -430,7 +430,7 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     from kokoro_tvm.eval.reference import reference
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.model.inputs import example_inputs
-    from kokoro_tvm.runtime.library import CompiledComponent, ComponentWeights
+    from kokoro_tvm.runtime.component import CompiledComponent, ComponentWeights
 
     cfg = load_model_config("tiny")
     km = build_kmodel(cfg, "random", seed=0)

@@ -137,7 +137,7 @@ def cpu(monkeypatch, tmp_path):
 
 
 def test_runtime_picks_the_richest_target_the_cpu_runs(cpu):
-    from kokoro_tvm.runtime.library import explain_pick
+    from kokoro_tvm.runtime.manifest import explain_pick
 
     m = _manifest(("x86_64_v3", V3), ("x86_64_v4", V4), ("aarch64", ARM))
     cpu(AVX512)
@@ -214,7 +214,7 @@ def test_aarch64_libraries_are_validated_under_qemu(arm_artifacts):
     validated against float64 kokoro through an RPC server under qemu-user (the validation
     metrics say which device ran it), listed in the manifest and refused by this x86 runtime."""
     from kokoro_tvm.eval.validate import lengths_for
-    from kokoro_tvm.runtime.library import explain_pick
+    from kokoro_tvm.runtime.manifest import explain_pick
 
     m = json.loads((arm_artifacts / "manifest.json").read_text())
     assert {l["target"] for l in m["libraries"]} == {"aarch64"} and m["target_needs"]["aarch64"][
@@ -246,7 +246,7 @@ def test_emulated_validation_can_fail(arm_artifacts):
 
     from kokoro_tvm.devices.session import open_session
     from kokoro_tvm.eval import validate as V
-    from kokoro_tvm.runtime.library import load_built
+    from kokoro_tvm.runtime.built import load_built
 
     cfg = json.loads((arm_artifacts / "weights/config.json").read_text())
     with np.load(arm_artifacts / "reference/text_encoder-6.npz") as z:

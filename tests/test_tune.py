@@ -15,7 +15,7 @@ from kokoro_tvm.compile import measure, tune
 from kokoro_tvm.compile.build import build
 from kokoro_tvm.compile.legalize import legalize
 from kokoro_tvm.devices.tracker import local_servers, local_tracker
-from kokoro_tvm.runtime.library import bind_params
+from kokoro_tvm.runtime.vm import bind_params
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 

@@ -9,7 +9,7 @@ import torch
 import tvm
 
 from kokoro_tvm.compile import winograd
-from kokoro_tvm.runtime.library import bind_params
+from kokoro_tvm.runtime.vm import bind_params
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 

@@ -192,7 +192,7 @@ def with_flat_transform_params(mod):
     Works around TVM 0.27's RPC, which passes no ``ffi.Array`` argument ("Cannot pass argument
     0, type ffi.Array"), while ``LiftTransformParams`` makes the weight transform take one tuple:
     a library on an RPC device (a board, qemu) binds its weights through this entry instead
-    (``runtime.library.bind_params``). No-op for a module without the transform.
+    (``runtime.vm.bind_params``). No-op for a module without the transform.
     """
     from tvm import relax
 

@@ -10,7 +10,7 @@ from .legalizations import LEGALIZE_MAP
 #: polyphase conv1d_transpose, ...) over TVM's. ``LiftTransformParams`` then moves everything that
 #: depends on parameters only (``nn.Linear`` weight transposes, LSTM ``b_ih + b_hh``,
 #: conv_transpose kernel rearrangement, the LSTM's ``w_hh`` packing) out of ``main`` into
-#: ``main_transform_params``, which a loader runs once (``runtime.library.bind_params``): ``main``
+#: ``main_transform_params``, which a loader runs once (``runtime.vm.bind_params``): ``main``
 #: then takes the *transformed* parameters. ``EliminateCommonSubexpr`` runs before it so that a
 #: weight used in several places (ALBERT shares one layer's weights across its 12 repeats) is
 #: transformed once: without it each use was lifted on its own, and the duration library held

@@ -9,7 +9,7 @@ a 4.4 ms 1024-channel conv at 96 frames (README, "Measurements behind the code")
 The rule marks that stage as MetaSchedule marks its own layout rewrites (``PREPROC``). TVM's
 ``SplitLayoutRewritePreproc`` moves each marked stage into a kernel of its own, called on the
 weight before the conv, and ``LiftTransformParams`` moves those calls, parameter-only, into the
-weight transform that the runtime runs once per library load (``runtime.library.bind_params``).
+weight transform that the runtime runs once per library load (``runtime.vm.bind_params``).
 The legalize phase lifted its own parameter work already, so the transform becomes the two in a
 row: legalize's, then the packing.
 """

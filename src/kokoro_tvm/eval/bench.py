@@ -124,7 +124,7 @@ def measure(
     """
     import torch
 
-    from ..runtime.library import load_built
+    from ..runtime.built import load_built
     from .reference import load_kokoro
 
     check_component(component)
@@ -224,7 +224,7 @@ def measure_on_board(
     length, timed there (``time_evaluator``: no transfer over the connection). kokoro and ONNX
     Runtime do not run on the board, so there is no ratio; ``benchmarks`` on the board give them."""
     from ..devices.session import open_session
-    from ..runtime.library import load_built
+    from ..runtime.built import load_built
     from .reference import as_float64, load_kokoro
     from .validate import inputs_for
 

@@ -21,7 +21,7 @@ from ..eval import e2e, kokoro_onnx_package, onnx_kmodel
 from ..eval.reference import as_float64, load_kokoro
 from ..eval.timing import apply_threads, cpu_name
 from ..params import Params
-from ..runtime.library import explain_pick, read_manifest
+from ..runtime.manifest import explain_pick, read_manifest
 from ..runtime.synthesizer import KokoroTVM
 
 

@@ -17,7 +17,7 @@ from ..devices.resolve import NONE
 from ..devices.session import open_session
 from ..eval import validate as V
 from ..params import Params
-from ..runtime.library import load_built
+from ..runtime.built import load_built
 
 
 def run(prm: Params, component: str, bucket: int, target: str) -> None:

@@ -12,14 +12,14 @@ one ``error:`` line with the fix and exit with status 1; bugs keep their traceba
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
+
+from .outputs import OutputError
 
 DEFAULT_ARTIFACTS = os.environ.get("KOKORO_TVM_ARTIFACTS", "artifacts")
 
@@ -54,130 +54,60 @@ def _source(args: argparse.Namespace):
     return utts
 
 
-@dataclass
-class _Written:
-    """What a synth run wrote, for the summary line and ``--timestamps``."""
+def _check_args(args: argparse.Namespace) -> None:
+    """Everything ``synth`` can check before loading anything, so that a typo costs nothing."""
+    from . import planner, threads
+    from .outputs import check_output
 
-    chunks: list
-    samples: int
-    sample_rate: int
-    clipped: int
-    tokens: list
-    words: list
-    seconds: float
-    first_audio: float | None = None
-
-
-def _write_streamed(args: argparse.Namespace, tts, source, unknown: str) -> _Written:
-    """Each chunk to the output as soon as it is decoded: a WAV file (header patched at the end)
-    or raw samples on stdout."""
-    from .stream import all_word_times
-    from .wav import AudioWriter
-
-    to_stdout = args.output == "-"
-    _say(
-        args,
-        f"target {tts.target}; token buckets {tts.libraries.token_buckets}, frame buckets "
-        f"{tts.libraries.frame_buckets}; "
-        "streaming",
-    )
-    t0 = time.perf_counter()
-    writer, parts = None, []
-    with contextlib.ExitStack() as stack:  # on any exit: patch the header, then close the file
-        for part in tts.stream(
-            source, args.voice, args.speed, args.seed, unknown, args.first_clause
-        ):
-            if writer is None:  # open the output only once there is audio for it
-                out = (
-                    sys.stdout.buffer if to_stdout else stack.enter_context(open(args.output, "wb"))
-                )
-                writer = AudioWriter(out, part.sample_rate, args.format, raw=to_stdout)
-                stack.callback(writer.close)
-            writer.write(part.audio)
-            parts.append(part)
-            _say(
-                args,
-                _chunk_line(part.chunk, f"{part.index + 1}") + f", out at {part.latency:.2f} s",
-            )
-    chunks = [p.chunk for p in parts]
-    return _Written(
-        chunks,
-        writer.samples,
-        parts[0].sample_rate,
-        writer.clipped,
-        [t for p in parts for t in p.tokens],
-        all_word_times(tts.libraries, chunks),
-        time.perf_counter() - t0,
-        parts[0].latency,
-    )
-
-
-def _write_whole(args: argparse.Namespace, tts, source, unknown: str) -> _Written:
-    from .wav import write_wav
-
-    t0 = time.perf_counter()
-    chunks = tts.plan(source, args.voice, args.speed, args.seed, unknown, args.first_clause)
-    _say(
-        args,
-        f"target {tts.target}; token buckets {tts.libraries.token_buckets}, frame buckets "
-        f"{tts.libraries.frame_buckets}; "
-        f"{len(chunks)} chunk(s), {sum(c.n_frames for c in chunks)} frames",
-    )
-    progress = (
-        None
-        if args.quiet
-        else (lambda done, total, c: _say(args, _chunk_line(c, f"{done}/{total}")))
-    )
-    res = tts.render(chunks, args.seed, progress=progress, started=t0)
-    clipped = write_wav(args.output, res.audio, res.sample_rate, args.format)
-    return _Written(
-        chunks, res.audio.size, res.sample_rate, clipped, res.tokens, res.words, res.seconds
-    )
-
-
-def _timestamps_doc(w: _Written) -> dict:
-    rate = w.sample_rate
-    return {
-        "sample_rate": rate,
-        "samples": w.samples,
-        "audio_seconds": w.samples / rate,
-        "chunks": [
-            {
-                "index": i,
-                "start": c.offset / rate,
-                "end": (c.offset + c.audio.size) / rate,
-                "phonemes": c.phonemes,
-                "text": c.text,
-            }
-            for i, c in enumerate(w.chunks)
-        ],
-        "tokens": [t.as_dict() for t in w.tokens],
-        "words": [x.as_dict() for x in w.words],
-    }
+    check_output(args.output, "-o/--output")
+    if args.timestamps is not None:
+        check_output(args.timestamps, "--timestamps", allow_stdout=False)
+        if args.output != "-" and Path(args.timestamps).resolve() == Path(args.output).resolve():
+            raise OutputError("--timestamps and -o name the same file; give them two paths")
+    planner.check_speed(args.speed)
+    planner.check_seed(args.seed)
+    threads.check_count(args.threads, "--threads")
 
 
 def synth(args: argparse.Namespace) -> None:
+    from .outputs import write_speech
     from .synthesizer import KokoroTVM
 
-    source = _source(args)
+    _check_args(args)
     tts = KokoroTVM.from_manifest(args.artifacts, target=args.target, num_threads=args.threads)
     if tts.manifest["model"]["checkpoint"] == "random":
         print(
-            "warning: these libraries were built from random weights (params.yaml model.checkpoint: random): "
-            "the audio will not be speech; build with trained weights (the default, kokoro-onnx-int8)",
+            "warning: these libraries were built from random weights (params.yaml "
+            "model.checkpoint: random): the audio will not be speech; build with trained weights "
+            "(the default, kokoro-onnx-int8)",
             file=sys.stderr,
         )
+    pack = tts.voice_pack(args.voice, args.seed)  # a bad voice fails before the G2P runs
+    source = _source(args)
     unknown = "error" if args.strict else "warn"
     to_stdout = args.output == "-"
-    w = (_write_streamed if args.stream or to_stdout else _write_whole)(args, tts, source, unknown)
-    if args.timestamps:
-        Path(args.timestamps).write_text(
-            json.dumps(_timestamps_doc(w), ensure_ascii=False, indent=1), encoding="utf-8"
-        )
+    _say(
+        args,
+        f"target {tts.target}; token buckets {tts.libraries.token_buckets}, frame buckets "
+        f"{tts.libraries.frame_buckets}",
+    )
+    t0 = time.perf_counter()
+    parts = tts.stream(source, pack, args.speed, args.seed, unknown, args.first_clause)
+    w = write_speech(
+        parts,
+        tts.libraries,
+        args.output,
+        args.format,
+        args.timestamps,
+        on_chunk=lambda p: _say(
+            args, _chunk_line(p.chunk, f"{p.index + 1}") + f", out at {p.latency:.2f} s"
+        ),
+    )
+    seconds = time.perf_counter() - t0
     if w.clipped:
         print(
-            f"warning: {w.clipped} samples exceeded [-1, 1] and were clipped (use --format float32 to keep "
-            "them)",
+            f"warning: {w.clipped} samples exceeded [-1, 1] and were clipped (use --format "
+            "float32 to keep them)",
             file=sys.stderr,
         )
     where = (
@@ -186,10 +116,10 @@ def synth(args: argparse.Namespace) -> None:
         else args.output
     )
     audio_s = w.samples / w.sample_rate
-    first = "" if w.first_audio is None else f", first audio after {w.first_audio:.2f} s"
     print(
-        f"wrote {where}: {audio_s:.2f} s of audio at {w.sample_rate} Hz ({args.format}), {len(w.chunks)} chunk(s), "
-        f"{w.seconds:.1f} s compute, RTF {w.seconds / max(audio_s, 1e-9):.2f}{first}",
+        f"wrote {where}: {audio_s:.2f} s of audio at {w.sample_rate} Hz ({args.format}), "
+        f"{w.chunks} chunk(s), {seconds:.1f} s compute, RTF {seconds / max(audio_s, 1e-9):.2f}, "
+        f"first audio after {w.first_audio:.2f} s",
         file=sys.stderr if to_stdout else sys.stdout,
     )
 
@@ -212,7 +142,7 @@ def _validation(v: dict) -> str:
 
 
 def info(args: argparse.Namespace) -> None:
-    from .library import read_manifest
+    from .manifest import read_manifest
     from .synthesizer import describe
 
     root = Path(args.artifacts)
@@ -257,7 +187,10 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--speed", type=float, default=1.0, help="speaking rate (default 1.0)")
     s.add_argument(
-        "--seed", type=int, default=0, help="seeds the decoder noise (and the random style)"
+        "--seed",
+        type=int,
+        default=0,
+        help="seeds the decoder noise (and the random style); a whole number >= 0",
     )
     s.add_argument(
         "-o",
@@ -270,7 +203,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--stream",
         action="store_true",
-        help="write each chunk as soon as it is decoded (WAV header first, sizes patched at the end)",
+        help="kept for scripts: every output is written chunk by chunk as it is decoded (to "
+        "stdout as it comes; a file appears whole once the last chunk is in)",
     )
     s.add_argument(
         "--first-clause",
@@ -281,7 +215,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--timestamps",
         metavar="JSON",
-        help="write per-token and per-word start/end times (seconds) to this JSON file",
+        help="write per-token and per-word start/end times (seconds) to this JSON file, once the "
+        "audio is complete (they are kept in memory until then: a few hundred bytes per word)",
     )
     s.add_argument(
         "--strict",
@@ -301,7 +236,12 @@ def parser() -> argparse.ArgumentParser:
             help="artifact directory with manifest.json (default: $KOKORO_TVM_ARTIFACTS or ./artifacts)",
         )
     s.add_argument("--target", help="built target to run (default: the best one this CPU supports)")
-    s.add_argument("--threads", type=int, help="TVM threads (default: all cores)")
+    s.add_argument(
+        "--threads",
+        type=int,
+        help="TVM threads (default 0: every core this process may use, by its CPU affinity "
+        "and cgroup quota)",
+    )
     sub.choices["info"].add_argument("--json", action="store_true", help="machine-readable output")
     return ap
 

@@ -1,8 +1,12 @@
 """The built libraries of one target, as the runtime uses them: buckets per length axis, and each
-library verified and loaded on first use (weights once per component)."""
+library verified and loaded on first use (weights once per component).
+
+Shared by threads: the first use of a library loads it under one lock, so two threads asking
+for the same bucket at once load it once; later uses read the loaded table without locking."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +14,8 @@ from .. import artifacts as A
 from ..config import load_model_config
 from ..errors import KokoroTVMError
 from ..spec import samples_per_frame
-from .library import CompiledComponent, ComponentWeights, find_entry
+from .component import CompiledComponent, ComponentWeights
+from .manifest import find_entry
 
 COMPONENTS = ("duration", "text_encoder", "decoder")
 
@@ -41,18 +46,27 @@ class Libraries:
         self.frame_buckets = buckets["decoder"]
         self._weights: dict[str, ComponentWeights] = {}
         self._libs: dict[tuple[str, int], CompiledComponent] = {}
+        self._load_lock = threading.Lock()
 
     def get(self, component: str, bucket: int) -> CompiledComponent:
-        """The VM for one bucket, created on first use."""
+        """The library of one bucket, loaded on first use."""
         key = (component, bucket)
-        if key not in self._libs:
-            entry = find_entry(self.manifest, component, bucket, self.target)
-            if component not in self._weights:
-                self._weights[component] = ComponentWeights(
-                    self.root, self.manifest["weights"][component]
-                )
-            self._libs[key] = CompiledComponent(self.root, entry, self._weights[component])
-        return self._libs[key]
+        lib = self._libs.get(key)
+        if lib is not None:
+            return lib
+        with self._load_lock:
+            if key not in self._libs:
+                entry = find_entry(self.manifest, component, bucket, self.target)
+                if component not in self._weights:
+                    self._weights[component] = ComponentWeights(
+                        self.root, self.manifest["weights"][component]
+                    )
+                self._libs[key] = CompiledComponent(self.root, entry, self._weights[component])
+            return self._libs[key]
+
+    def loaded(self) -> list[CompiledComponent]:
+        """The libraries loaded so far."""
+        return list(self._libs.values())
 
     def bucket(self, axis: str, n: int) -> int:
         """The smallest built bucket of ``axis`` (``tokens`` or ``frames``) that holds ``n``."""

@@ -22,8 +22,8 @@ import numpy as np
 
 from . import alignment, chunking, voices
 from .chunking import Utterance
+from .component import CompiledComponent
 from .libraries import BucketError, Libraries
-from .library import CompiledComponent
 
 Source = str | Sequence[Utterance]  # phonemes, or utterances (``g2p.text_utterances`` for text)
 
@@ -52,6 +52,7 @@ class Chunk:
     )  # the utterance's tokens (misaki MToken / Token)
     text: str = ""  # the utterance's text (graphemes), or its phonemes for phoneme input
     offset: int = 0  # samples of audio before this chunk in the joined output
+    samples: int = 0  # samples of this chunk's audio, once decoded
 
     @property
     def n_tokens(self) -> int:
@@ -65,8 +66,27 @@ class Chunk:
 
 
 def check_speed(speed: float) -> None:
-    if not (isinstance(speed, (int, float)) and np.isfinite(speed) and speed > 0):
+    if isinstance(speed, bool) or not (
+        isinstance(speed, (int, float)) and np.isfinite(speed) and speed > 0
+    ):
         raise chunking.InputError(f"speed must be a positive number, got {speed!r}")
+
+
+def check_seed(seed: int) -> None:
+    """numpy's generators take any non-negative whole number; anything else is the caller's."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise chunking.InputError(
+            f"seed must be a whole number >= 0 (it seeds the decoder's noise), got {seed!r}"
+        )
+
+
+#: what ``unknown`` may say about symbols outside the vocabulary
+UNKNOWN = ("warn", "error")
+
+
+def check_unknown(unknown: str) -> None:
+    if unknown not in UNKNOWN:
+        raise chunking.InputError(f"unknown must be one of {UNKNOWN}, got {unknown!r}")
 
 
 def utterances(

@@ -86,14 +86,22 @@ def stream(
     speed: float,
     seed: int,
     started: float,
+    keep_draws: bool = False,
 ) -> Iterator[ChunkAudio]:
-    """Plan and decode ``pending`` one chunk at a time (``started``: the call's perf_counter)."""
+    """Plan and decode ``pending`` one chunk at a time (``started``: the call's perf_counter).
+
+    Nothing of a yielded chunk stays here, and without ``keep_draws`` the chunk drops the
+    decoder's draws (its noise is the size of its audio times the harmonics), so a stream's
+    memory does not grow with its length."""
     for i, chunk in _decoded(libs, chunks(libs, pending, pack, speed), seed):
         last = not pending  # planning consumed the last utterance
+        audio = seams.segment(chunk.audio, i == 0, last)
+        if not keep_draws:  # the faded copy is what plays; the rest only replays in kokoro
+            chunk.audio = chunk.noise = chunk.rand_ini = chunk.d = None
         yield ChunkAudio(
             i,
             chunk,
-            seams.segment(chunk.audio, i == 0, last),
+            audio,
             last,
             time.perf_counter() - started,
             token_times(libs, chunk, i),
@@ -135,7 +143,8 @@ def _decoded(libs: Libraries, planned: Iterable[Chunk], seed: int) -> Iterator[t
     offset = 0
     for i, chunk in enumerate(planned):
         decode(libs, chunk, rng)
-        chunk.offset, offset = offset, offset + chunk.audio.size
+        chunk.samples = chunk.audio.size
+        chunk.offset, offset = offset, offset + chunk.samples
         yield i, chunk
 
 
@@ -155,18 +164,18 @@ def token_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:
 def word_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:
     """Each word's span as kokoro's ``join_timestamps`` gives it, in the joined audio (a word
     cut across two chunks, only ever by a bucket overflow, shows in both)."""
-    return timestamps.merge_pieces(_piece_times(libs, chunk, index), chunk.words)
+    return timestamps.merge_pieces(piece_times(libs, chunk, index), chunk.words)
 
 
 def all_word_times(libs: Libraries, planned: list[Chunk]) -> list[Timestamp]:
     """Word spans over all chunks, pieces of a word cut between chunks merged."""
     return timestamps.merge_pieces(
-        [w for i, c in enumerate(planned) for w in _piece_times(libs, c, i)],
+        [w for i, c in enumerate(planned) for w in piece_times(libs, c, i)],
         [t for c in planned for t in c.words],
     )
 
 
-def _piece_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:
+def piece_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:
     per_symbol = timestamps.symbol_durations(chunk.phonemes, chunk.durations, libs.vocab)
     return timestamps.word_times(
         chunk.words, per_symbol, chunk.offset, libs.samples_per_frame, SAMPLE_RATE, index

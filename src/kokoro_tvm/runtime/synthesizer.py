@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from .. import artifacts as A
-from . import planner, stream, voices
+from . import planner, stream, threads, voices
 from .chunking import InputError, Utterance
 from .libraries import BucketError, Libraries
-from .library import check_toolchain, explain_pick, pick_target, read_manifest
+from .manifest import check_toolchain, explain_pick, pick_target, read_manifest
 from .planner import BucketSplitWarning, Chunk, Source
 from .stream import ChunkAudio, Progress, Synthesis
 
@@ -67,10 +67,10 @@ class KokoroTVM:
         root = path.parent if path.name == "manifest.json" else path
         manifest = read_manifest(root)
         check_toolchain(manifest)
-        if num_threads:
-            os.environ["TVM_NUM_THREADS"] = str(num_threads)
-        else:  # TVM alone would use half the cores
-            os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
+        if threads.check_count(num_threads) is not None:
+            threads.configure_process(num_threads)
+        else:  # TVM alone would use half the machine's cores, whatever this process may use
+            os.environ.setdefault(threads.NUM_VARIABLE, str(threads.available_cores()))
         return cls(Libraries(root, manifest, pick_target(manifest, target)))
 
     @property
@@ -198,6 +198,7 @@ class KokoroTVM:
         seed: int = 0,
         unknown: str = "warn",
         first_clause: bool = False,
+        keep_draws: bool = False,
     ) -> Iterator[ChunkAudio]:
         """Yield each chunk's audio and timestamps as soon as it is decoded.
 
@@ -205,10 +206,14 @@ class KokoroTVM:
         ``first_clause``: cut the first chunk at the first clause mark (``,;:.!?—…``) within
         ``chunking.FIRST_CLAUSE_LIMIT`` phonemes, for earlier first audio (not kokoro's chunking).
         Draws are seeded by ``seed`` in chunk order, so the audio equals ``synthesize``'s.
+        A stream holds one chunk at a time: each yielded chunk keeps its audio and timestamps,
+        not the decoder's draws (``keep_draws`` keeps them, to replay a chunk in eager kokoro).
+        Any number of threads may run streams of one ``KokoroTVM`` at once; one stream is
+        advanced by one thread at a time.
         """
         t0 = time.perf_counter()
         pending, pack = self._prepare(phonemes, voice, speed, seed, unknown, first_clause)
-        return stream.stream(self.libraries, pending, pack, speed, seed, t0)
+        return stream.stream(self.libraries, pending, pack, speed, seed, t0, keep_draws)
 
     def _prepare(
         self,
@@ -222,6 +227,8 @@ class KokoroTVM:
         """Checked input: the utterances still to plan and the voice pack (bad input raises here,
         before any library runs)."""
         planner.check_speed(speed)
+        planner.check_seed(seed)
+        planner.check_unknown(unknown)
         pack = self.voice_pack(voice, seed)
         return planner.utterances(self.libraries, phonemes, unknown, first_clause), pack
 
@@ -239,7 +246,7 @@ class KokoroTVM:
         timestamps; ``seed`` seeds the decoder's random draws (and a ``"random"`` voice)."""
         t0 = time.perf_counter()
         parts = []
-        for part in self.stream(phonemes, voice, speed, seed, unknown, first_clause):
+        for part in self.stream(phonemes, voice, speed, seed, unknown, first_clause, True):
             parts.append(part)
             if progress is not None:
                 progress(part.index + 1, part.index + 1 + (0 if part.last else 1), part.chunk)

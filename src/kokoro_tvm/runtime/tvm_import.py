@@ -3,7 +3,7 @@
 ``import tvm`` loads the compiler library too (``libtvm_compiler.so``, 260 MB with LLVM): its
 static initializers alone cost ~110 MB of resident memory and ~0.8 s per process start, and the
 runtime needs none of it (the VM, module loading and tensors live in ``libtvm_runtime.so``;
-``runtime.library`` already keeps to them). apache-tvm loads the runtime alone when
+``runtime.component`` already keeps to them). apache-tvm loads the runtime alone when
 ``TVM_USE_RUNTIME_LIB=1`` is set at import. A runtime install has no torch (the build side needs
 it), so there the runtime imports TVM that way, first, without leaving the variable set for other
 processes. ``TVM_USE_RUNTIME_LIB=0`` (or importing ``tvm`` before ``kokoro_tvm.runtime``) keeps

@@ -13,9 +13,15 @@ from typing import BinaryIO
 
 import numpy as np
 
+from ..errors import KokoroTVMError
+
 FORMATS = ("pcm16", "float32")
 _PCM, _FLOAT = 1, 3
 _UNKNOWN = 0xFFFFFFFF  # size of a streamed WAV before it is patched (or forever, on a pipe)
+
+
+class AudioError(KokoroTVMError, ValueError):
+    """Audio that cannot be written as asked (a format this writer lacks, samples not finite)."""
 
 
 class AudioWriter:
@@ -27,7 +33,7 @@ class AudioWriter:
 
     def __init__(self, out: BinaryIO, sample_rate: int, fmt: str = "pcm16", raw: bool = False):
         if fmt not in FORMATS:
-            raise ValueError(f"unknown WAV format {fmt!r}; choose one of {list(FORMATS)}")
+            raise AudioError(f"unknown WAV format {fmt!r}; choose one of {list(FORMATS)}")
         self.out, self.sample_rate, self.fmt, self.raw = out, sample_rate, fmt, raw
         self.samples = self.clipped = 0
         if not raw:
@@ -56,7 +62,10 @@ class AudioWriter:
     def write(self, audio: np.ndarray) -> None:
         x = np.asarray(audio, np.float32).reshape(-1)
         if not np.isfinite(x).all():
-            raise ValueError("audio contains NaN or inf; refusing to write it")
+            raise AudioError(
+                "the synthesized audio contains NaN or inf, so it was not written: the libraries "
+                "or weights are broken; check them with `kokoro-tvm info` and rebuild (`dvc repro`)"
+            )
         if self.fmt == "pcm16":
             self.clipped += int(np.count_nonzero(np.abs(x) > 1.0))
             data = np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
@@ -86,7 +95,10 @@ def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int, fmt: str = 
     """Write mono audio; returns how many samples were clipped to [-1, 1] (PCM only)."""
     x = np.asarray(audio, np.float32).reshape(-1)
     if not np.isfinite(x).all():
-        raise ValueError("audio contains NaN or inf; refusing to write it")
+        raise AudioError(
+            "the synthesized audio contains NaN or inf, so it was not written: the libraries "
+            "or weights are broken; check them with `kokoro-tvm info` and rebuild (`dvc repro`)"
+        )
     with open(path, "wb") as f:
         w = AudioWriter(f, sample_rate, fmt)
         w.write(x)

@@ -1,0 +1,73 @@
+"""Libraries loaded straight from the pipeline's outputs, for the stages (validate, bench) that
+run before the manifest exists, and from a manifest entry, for tests and benchmarks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import artifacts as A
+from ..devices import isa
+from ..manifest_entry import library_entry
+from .component import CompiledComponent, ComponentWeights
+from .manifest import check_toolchain, find_entry
+
+
+def load_component(
+    root: Path,
+    manifest: dict[str, Any],
+    component: str,
+    bucket: int,
+    target: str,
+    weights: ComponentWeights | None = None,
+) -> CompiledComponent:
+    """Verify and load one library; pass ``weights`` to share a component's weights across buckets."""
+    check_toolchain(manifest)
+    entry = find_entry(manifest, component, bucket, target)
+    return CompiledComponent(root, entry, weights or manifest["weights"][component])
+
+
+def load_built(
+    root: Path, component: str, bucket: int, target: str, validated: bool = False, session=None
+) -> CompiledComponent:
+    """One library straight from its build outputs, for the stages that run before the manifest.
+
+    ``validate`` and ``bench`` read the build outputs, not the manifest: the manifest lists only
+    validated libraries, and depending on it would rerun every one of those stages whenever a
+    bucket is added. The library must be the bytes its build recorded (build info ``sha256``);
+    with ``validated``, also the bytes its validation ran, with the same weights. ``session``:
+    the device to run it on (``devices.session``; default this CPU).
+    """
+    lib = A.library_file(component, bucket, target, root)
+    if not lib.exists():
+        raise A.ArtifactError(f"{lib} is missing; run `dvc repro`")
+    weights = A.weights_file(component, root)
+    if not weights.exists():
+        raise A.ArtifactError(f"{weights} is missing; run `dvc repro`")
+    info = A.read_json(A.build_info_file(component, bucket, target, root), "build info")
+    lacks = isa.missing(info["needs"]) if session is None else []
+    if lacks:
+        raise A.ArtifactError(
+            f"target {target!r} needs CPU features this machine lacks ({', '.join(lacks)}), so its libraries "
+            "cannot run here; run them on a device that has them (params.yaml 'devices')"
+        )
+    sig = info["signature"]
+    entry = library_entry(
+        component,
+        bucket,
+        target,
+        lib.relative_to(root).as_posix(),
+        info["sha256"],
+        sig,
+        sha256_source=f"{A.build_info_file(component, bucket, target, root)}",
+    )
+    if validated:
+        entry["validation"] = A.read_json(
+            A.validation_file(component, bucket, target, root), "validation"
+        )
+    return CompiledComponent(
+        root,
+        entry,
+        {"path": weights.relative_to(root).as_posix(), "sha256": A.sha256(weights)},
+        session,
+    )

@@ -1,0 +1,197 @@
+"""The artifact directory's index, ``manifest.json``, as the runtime reads it: checked for the
+format and keys this runtime knows, the toolchain it was built with, and the target to run.
+
+Nothing here loads native code: a manifest from another runtime version, or one edited by hand,
+is refused with the fix before any library is opened.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import artifacts as A
+from ..devices import isa
+from ..toolchain import ToolchainError, runtime_versions
+
+#: manifest formats this runtime reads (``pipeline/manifest.py`` writes the newest)
+FORMATS = (3,)
+#: what every manifest of those formats holds, and what each key is for (named in errors)
+REQUIRED = {
+    "format": "the manifest format",
+    "model": "the model config and checkpoint",
+    "toolchain": "the versions the libraries were built with",
+    "buckets": "the built buckets",
+    "targets": "the built targets",
+    "weights": "the weights files",
+    "libraries": "the validated libraries",
+}
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    """``root/manifest.json`` (``root`` is the artifacts directory), checked against the format
+    and keys this runtime reads, with a fix in every error."""
+    root = Path(root)
+    if not root.is_dir():
+        raise A.ArtifactError(
+            f"artifact directory {root} does not exist; run `dvc repro` (or `dvc pull`) "
+            "in the pipeline checkout, or pass the directory that holds manifest.json"
+        )
+    path = A.manifest_file(root)
+    manifest = A.read_json(path, "library index")
+    check_manifest(manifest, path)
+    return manifest
+
+
+def check_manifest(manifest: Any, path: Path | str = "manifest.json") -> None:
+    """Refuse a manifest this runtime cannot read, naming the first thing wrong in it.
+
+    Every field the runtime later reads is checked here, so a hand-edited or foreign manifest
+    fails at once with one message, not deep inside a load with a ``KeyError``."""
+    rebuild = "rebuild the artifacts with `dvc repro` (or `dvc pull` the ones built for this code)"
+    if not isinstance(manifest, dict):
+        raise A.ArtifactError(f"{path} is not a kokoro-tvm manifest (not a JSON object); {rebuild}")
+    missing = [f"'{k}' ({why})" for k, why in REQUIRED.items() if k not in manifest]
+    if missing:
+        raise A.ArtifactError(f"{path} lacks {', '.join(missing)}; {rebuild}")
+    if manifest["format"] not in FORMATS:
+        raise A.ArtifactError(
+            f"{path} has format {manifest['format']!r}, and this runtime reads format "
+            f"{' or '.join(map(str, FORMATS))}; install the kokoro-tvm-pipeline version that "
+            f"built it, or {rebuild}"
+        )
+    _expect(manifest, "model", dict, path)
+    _expect(manifest["model"], "config", str, path, "model.")
+    _expect(manifest, "toolchain", dict, path)
+    _expect(manifest, "targets", dict, path)
+    _expect(manifest, "buckets", dict, path)
+    _expect(manifest, "weights", dict, path)
+    _expect(manifest, "libraries", list, path)
+    for name, info in manifest["weights"].items():
+        _expect(manifest["weights"], name, dict, path, "weights.")
+        _expect(info, "path", str, path, f"weights.{name}.")
+        _expect(info, "sha256", str, path, f"weights.{name}.")
+    for i, entry in enumerate(manifest["libraries"]):
+        where = f"libraries[{i}]."
+        if not isinstance(entry, dict):
+            raise A.ArtifactError(f"{path}: {where[:-1]} is not an object; {rebuild}")
+        for key, kind in LIBRARY_FIELDS.items():
+            _expect(entry, key, kind, path, where)
+        if entry["component"] not in manifest["weights"]:
+            raise A.ArtifactError(
+                f"{path}: {where}component {entry['component']!r} has no weights entry; {rebuild}"
+            )
+
+
+#: a library entry's fields and their JSON types (``manifest_entry.library_entry`` writes them)
+LIBRARY_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "component": str,
+    "bucket": int,
+    "target": str,
+    "path": str,
+    "sha256": str,
+    "inputs": list,
+    "outputs": list,
+    "params": list,
+}
+
+
+def _expect(
+    doc: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path | str, where: str = ""
+) -> None:
+    value = doc.get(key)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        what = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise A.ArtifactError(
+            f"{path}: '{where}{key}' should be a {what}, found {type(value).__name__} "
+            f"{str(value)[:40]!r}; rebuild the artifacts with `dvc repro`"
+        )
+
+
+def check_toolchain(manifest: dict[str, Any], found: dict[str, Any] | None = None) -> None:
+    """Refuse libraries built by another TVM runtime than the installed one, before loading any.
+
+    Only what loading needs is compared (``toolchain.runtime_versions``): torch, kokoro and
+    transformers shape the *build* (DVC reruns stages when they change), not the loading."""
+    built = manifest.get("toolchain", {})
+    found = runtime_versions() if found is None else found
+    for key, have in found.items():
+        if have is None:  # not knowable here (``toolchain.llvm_major``)
+            continue
+        want = str(built.get(key, "unknown"))
+        if want != str(have):
+            raise ToolchainError(
+                f"the libraries were built with {key} {want} but {have} is installed; "
+                f"install {key}=={want} (pip install kokoro-tvm-pipeline) or rebuild them "
+                "with `dvc repro`"
+            )
+
+
+def target_needs(manifest: dict[str, Any], target: str) -> dict[str, Any]:
+    """What the libraries of ``target`` need of a CPU (``isa.requirements``, recorded at build)."""
+    needs = manifest.get("target_needs", {}).get(target)
+    if needs is None:
+        raise A.ArtifactError(
+            f"the manifest records no CPU needs for target {target!r} (built before they were "
+            "recorded); rebuild with `dvc repro`"
+        )
+    return needs
+
+
+def pick_target(manifest: dict[str, Any], target: str | None = None) -> str:
+    """The requested target if it was built and runs on this CPU; else the richest one that does."""
+    return explain_pick(manifest, target)[0]
+
+
+def explain_pick(manifest: dict[str, Any], target: str | None = None) -> tuple[str, list[str]]:
+    """``pick_target``'s answer and why: one line per validated target (runs here or lacks what).
+
+    Only targets the manifest lists are candidates, and it lists only validated ones. A target
+    whose ISA this CPU lacks is refused here, with the missing extensions named, instead of
+    running into SIGILL inside a kernel."""
+    built = sorted({e["target"] for e in manifest["libraries"]})
+    lacks = {t: isa.missing(target_needs(manifest, t)) for t in built}
+    why = [
+        f"{t}: "
+        + (
+            f"runs here ({len(target_needs(manifest, t)['isa'])} ISA extensions)"
+            if not lacks[t]
+            else f"not on this CPU (lacks {', '.join(lacks[t])})"
+        )
+        for t in built
+    ]
+    if target is not None:
+        if target not in built:
+            raise A.ArtifactError(
+                f"target {target!r} was not built and validated (validated targets: {built}); "
+                "add it to params.yaml 'targets' and run `dvc repro` on a machine that can "
+                "validate it (params.yaml 'devices')"
+            )
+        if lacks[target]:
+            raise A.ArtifactError(
+                f"target {target!r} needs CPU features this machine lacks "
+                f"({', '.join(lacks[target])}); pick one that runs here: "
+                f"{[t for t in built if not lacks[t]]}"
+            )
+        return target, why + [f"picked {target}: asked for"]
+    usable = [t for t in built if not lacks[t]]
+    if not usable:
+        raise A.ArtifactError(
+            f"none of the validated targets {built} runs on this CPU ({'; '.join(why)}); add a "
+            "target this machine runs to params.yaml 'targets' and run `dvc repro`"
+        )
+    best = max(usable, key=lambda t: (len(target_needs(manifest, t)["isa"]), t))
+    return best, why + [f"picked {best}: the richest ISA this CPU runs"]
+
+
+def find_entry(
+    manifest: dict[str, Any], component: str, bucket: int, target: str
+) -> dict[str, Any]:
+    for entry in manifest["libraries"]:
+        if (entry["component"], entry["bucket"], entry["target"]) == (component, bucket, target):
+            return entry
+    built = sorted({e["target"] for e in manifest["libraries"]})
+    raise A.ArtifactError(
+        f"no library for {component} bucket {bucket} target {target!r} "
+        f"(built targets: {built}); add it to params.yaml and run `dvc repro`"
+    )

@@ -10,7 +10,7 @@ usage: python benchmarks/aarch64_synth.py [--artifacts artifacts] [--lengths 30 
    on English phonemes with the validation voice, float32 WAV out, timestamps out.
 3. On this host: the x86 runtime plans the same input (same chunks, durations and seeded draws),
    kokoro replays those chunks in float64 and float32, and the aarch64 audio is held to the
-   validation criterion (``eval.validate.audio_verdict``), beside the x86 runtime's own audio.
+   validation criterion (``eval.verdicts.audio_verdict``), beside the x86 runtime's own audio.
    The aarch64 durations must equal the x86 ones (read from its timestamps).
 Emulated, so no time is reported. Exits 1 when a length misses the criterion.
 """
@@ -108,7 +108,7 @@ def main() -> int:
     from kokoro_tvm.devices import qemu
     from kokoro_tvm.eval.e2e import eager_chunk, sample_phonemes
     from kokoro_tvm.eval.reference import as_float64, load_kokoro
-    from kokoro_tvm.eval.validate import audio_verdict
+    from kokoro_tvm.eval.verdicts import audio_verdict
     from kokoro_tvm.runtime.chunking import join
     from kokoro_tvm.runtime.synthesizer import KokoroTVM
 

@@ -3,9 +3,9 @@
     python benchmarks/bounded.py text_encoder|duration|decoder 64 [--config kokoro-82m] [--out bounded.json]
 
 Builds the padded library (``flow.compile_component``: masked graph, runs the whole bucket) and
-the bounded one (``flow.compile_component(..., shapes="bounded")``: kokoro's graph at the input's length) from the same
-weights (``artifacts/weights`` when built, else random), checks each at every n against kokoro
-itself (``eval.reference``: max relative error per output; the decoder, whose harmonic source
+the bounded one (``flow.compile_component(..., shapes=Shapes.BOUNDED)``: kokoro's graph at the
+input's length) from the same weights (``artifacts/weights`` when built, else random), checks
+each at every n against kokoro itself (``eval.reference``: max relative error per output; the decoder, whose harmonic source
 runs in float64, against float64 kokoro by log-mel SNR), then times both interleaved
 (``timing.time_interleaved``) at n = B, B/2, B/4 and the smallest length; ``--top N`` adds
 each library's N slowest kernels at n = B with their schedule rule (``kernels.py``'s VM
@@ -44,7 +44,6 @@ def main() -> None:
     import tvm
 
     from kokoro_tvm import artifacts as A
-    from kokoro_tvm.compile.export import MIN_LENGTH
     from kokoro_tvm.compile.flow import compile_component
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.eval.metrics import log_mel_snr
@@ -53,6 +52,7 @@ def main() -> None:
     from kokoro_tvm.model.inputs import bounded_example_inputs, example_inputs
     from kokoro_tvm.model.kmodel import random_kmodel
     from kokoro_tvm.runtime.vm import bind_params
+    from kokoro_tvm.spec import Shapes, lookup
 
     torch.set_num_threads(a.threads)
     if a.config == "kokoro-82m" and A.kokoro_checkpoint_file().exists():
@@ -65,7 +65,7 @@ def main() -> None:
     comp, B = a.component, a.bucket
     libs = {
         "padded": compile_component(comp, B, km, cfg, target),
-        "bounded": compile_component(comp, B, km, cfg, target, shapes="bounded"),
+        "bounded": compile_component(comp, B, km, cfg, target, shapes=Shapes.BOUNDED),
     }
     vms = {k: c.vm() for k, c in libs.items()}
     params = {k: bind_params(vms[k], libs[k].weights) for k in libs}
@@ -91,7 +91,7 @@ def main() -> None:
     km64 = as_float64(km) if comp == "decoder" else None
     metric = "log-mel SNR vs float64" if comp == "decoder" else "rel err"
     rows = {}
-    lengths = sorted({B, B // 2, B // 4, MIN_LENGTH[comp]}, reverse=True)
+    lengths = sorted({B, B // 2, B // 4, lookup(comp).min_export_length}, reverse=True)
     for n in lengths:
         inputs = example_inputs(comp, B, cfg, length=n)
         ref = [r.numpy() for r in reference(comp, km64 or km, inputs, n, cfg)]

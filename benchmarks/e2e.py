@@ -10,7 +10,7 @@ through kokoro's eager model in float32 and float64 on the same weights (the pip
 tokens, frames, chunks, log-mel SNR against float64 kokoro of the runtime and of float32 kokoro,
 whether the durations are equal, whether the utterances are the ones kokoro's KPipeline makes of the input, and
 the real-time factor (compute s / audio s) of both.
-Exits 1 when a row misses the float64 criterion of validation (``eval.validate``).
+Exits 1 when a row misses the float64 criterion of validation (``eval.verdicts``).
 """
 
 from __future__ import annotations

@@ -206,7 +206,7 @@ def ops_table(args) -> None:
     from kokoro_tvm.compile.build import build
     from kokoro_tvm.compile.schedule import reduction, tile
     from kokoro_tvm.eval.timing import SETTLE_S, time_interleaved
-    from kokoro_tvm.model.lengths import Span
+    from kokoro_tvm.model.lengths import Padded
     from kokoro_tvm.runtime.vm import bind_params
 
     torch.set_num_threads(args.threads)
@@ -227,7 +227,7 @@ def ops_table(args) -> None:
             self.norm = torch.nn.InstanceNorm1d(c, affine=True)
 
         def forward(self, x, length):
-            return Span.of(length, x.shape[-1]).instance_norm(self.norm, x)
+            return Padded.of(length, x.shape[-1]).instance_norm(self.norm, x)
 
     class Snake(torch.nn.Module):
         def __init__(self, c):

@@ -46,7 +46,7 @@ def main() -> None:
     from kokoro_tvm.eval.timing import apply_threads, cpu_name, time_interleaved
     from kokoro_tvm.model.inputs import example_inputs
     from kokoro_tvm.runtime.built import load_built
-    from kokoro_tvm.spec import MIN_LENGTH  # what the runtime accepts (the export allows shorter)
+    from kokoro_tvm.spec import lookup
 
     apply_threads(a.threads)
     cfg = load_model_config("kokoro-82m")
@@ -71,7 +71,9 @@ def main() -> None:
             }
             if (libs["padded"].bounded, libs["bounded"].bounded) != (False, True):
                 raise SystemExit(f"{comp}-{B}: --padded/--bounded libraries have the other shapes")
-            for i, n in enumerate(sorted({B, B // 2, B // 4, MIN_LENGTH[comp]}, reverse=True)):
+            for i, n in enumerate(
+                sorted({B, B // 2, B // 4, lookup(comp).min_length}, reverse=True)
+            ):
                 x = [t.numpy() for t in example_inputs(comp, B, cfg, length=n)]
                 xl = [t.numpy() for t in example_inputs(comp, top, cfg, length=n)]
                 runners = {k: (lambda c=c: c(*x)) for k, c in libs.items()}

@@ -66,15 +66,14 @@ def project(tmp_path_factory, tiny) -> Path:
 
     A.save_array(A.voice_file(art), random_style(0, 256))
     # the reference stage's output: bench judges every runner against float64 kokoro on it
-    from kokoro_tvm.eval import validate as V
+    from kokoro_tvm.eval.case_files import cases_to_arrays
+    from kokoro_tvm.eval.cases import reference_cases
     from kokoro_tvm.eval.reference import as_float64
 
-    cases = V.reference_cases(
+    cases = reference_cases(
         component, bucket, km, as_float64(km), cfg, A.load_array(A.voice_file(art)), [bucket]
     )
-    A.save_weights(
-        A.reference_file(component, bucket, art), V.cases_to_arrays(component, cases, cfg)
-    )
+    A.save_weights(A.reference_file(component, bucket, art), cases_to_arrays(component, cases, cfg))
     # as if validated: bench runs only libraries whose validation ran these very bytes
     A.write_json(
         A.validation_file(component, bucket, target, art),
@@ -123,7 +122,7 @@ def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
     session = onnx_export.ort_session(
         onnx_export.export_onnx(component, bucket, km, cfg, dynamo=dynamo), 1
     )
-    got = session.run(None, onnx_export.ort_feeds(session, component, bucket, cfg, inputs))
+    got = session.run(None, onnx_export.ort_feeds(session, component, inputs))
     assert len(got) == len(ref)
     if component == "decoder":
         # The float32 harmonic source makes any float32 decoder differ from another by ~35 dB on
@@ -134,7 +133,7 @@ def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
         # float32's chaos: a wrong STFT inverse (amplitude x0.75: 10 dB) or a frame's shift
         # (7 dB) does not.
         from kokoro_tvm.eval.reference import as_float64, reference
-        from kokoro_tvm.eval.validate import audio_verdict
+        from kokoro_tvm.eval.verdicts import audio_verdict
 
         r32, r64 = (
             reference(component, m, inputs, bucket, cfg)[0].numpy() for m in (km, as_float64(km))

@@ -1,7 +1,7 @@
 """Bounded-length libraries (issue 17) on the tiny config: one library per component and bucket
 runs every length up to the bucket, computing only that length, and equals kokoro at it.
 
-Each component exported with ``shapes="bounded"`` (``compile.export``). Each build takes seconds; the pipeline test
+Each component exported with ``Shapes.BOUNDED`` (``compile.export``). Each build takes seconds; the pipeline test
 builds one tiny project (~2 min) with ``shapes.tokens: bounded`` through the stage bodies.
 """
 
@@ -28,6 +28,7 @@ from kokoro_tvm.model.kmodel import random_kmodel
 from kokoro_tvm.runtime import alignment, chunking
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 from kokoro_tvm.runtime.vm import bind_params
+from kokoro_tvm.spec import Shapes
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 BUCKET = 16
@@ -48,7 +49,7 @@ def _run(vm, params, component: str, inputs, n: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("component", ["text_encoder", "duration"])
 def test_one_library_equals_kokoro_at_every_length(tiny, component):
     cfg, km = tiny
-    lib = compile_component(component, BUCKET, km, cfg, V3, shapes="bounded")
+    lib = compile_component(component, BUCKET, km, cfg, V3, shapes=Shapes.BOUNDED)
     assert not lib.report.fallbacks  # every kernel got a rule, symbolic extents and all
     main = lib.legalized["main"]
     assert list(dict(main.attrs["tir_var_upper_bound"]).values()) == [
@@ -68,7 +69,7 @@ def test_a_length_past_the_bound_is_refused_not_computed(tiny):
     """Memory is planned for the bound: TVM's VM refuses a longer input at allocation (the
     runtime checks lengths first, with an error that names the bucket: see the pipeline test)."""
     cfg, km = tiny
-    lib = compile_component("text_encoder", BUCKET, km, cfg, V3, shapes="bounded")
+    lib = compile_component("text_encoder", BUCKET, km, cfg, V3, shapes=Shapes.BOUNDED)
     vm = lib.vm()
     params = bind_params(vm, lib.weights)
     with pytest.raises(Exception, match="storage allocation failure"):

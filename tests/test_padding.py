@@ -14,13 +14,14 @@ import pytest
 import torch
 
 from kokoro_tvm.config import load_model_config
-from kokoro_tvm.eval import validate as V
+from kokoro_tvm.eval import verdicts
+from kokoro_tvm.eval.cases import inputs_for
 from kokoro_tvm.eval.metrics import log_mel_snr
 from kokoro_tvm.eval.reference import as_float64, reference
 from kokoro_tvm.model import components
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.model.inputs import example_inputs
-from kokoro_tvm.model.lengths import Span
+from kokoro_tvm.model.lengths import Padded
 from kokoro_tvm.runtime.voices import random_style
 
 
@@ -59,7 +60,7 @@ def _eager(component, km):
 )
 def test_padded_equals_unpadded(tiny, km64, component, bucket, lengths):
     cfg, km = tiny
-    rows = V.check(_eager(component, km), component, bucket, km, km64, cfg, PACK, lengths)
+    rows = verdicts.check(_eager(component, km), component, bucket, km, km64, cfg, PACK, lengths)
     assert all(r["ok"] for r in rows.values()), rows
     if component == "decoder":  # the harmonic source is on: F0 above SineGen's 10 Hz threshold
         assert min(r["voiced_fraction"] for r in rows.values()) > 0.5, rows
@@ -73,9 +74,9 @@ def test_same_input_in_two_buckets_gives_the_same_audio(tiny, km64, length):
     wrapper = _eager("decoder", km)
     audio = []
     for bucket in (12, 24):
-        inputs = V.inputs_for("decoder", bucket, length, cfg, PACK, km64)
+        inputs = inputs_for("decoder", bucket, length, cfg, PACK, km64)
         audio.append(wrapper(*[x.numpy() for x in inputs])[0].reshape(-1)[: length * 600])
-    inputs = V.inputs_for("decoder", 12, length, cfg, PACK, km64)
+    inputs = inputs_for("decoder", 12, length, cfg, PACK, km64)
     r64, r32 = (reference("decoder", m, inputs, length, cfg)[0].numpy() for m in (km64, km))
     budget = log_mel_snr(r64.reshape(-1), r32.reshape(-1))
     assert log_mel_snr(audio[0], audio[1]) >= min(budget, 60.0)
@@ -94,7 +95,7 @@ def test_customstft_inverse_fails_validation(tiny, km64, monkeypatch):
         "inverse",
         lambda self, mag, phase, frames: custom.double().inverse(mag, phase),
     )
-    rows = V.check(_eager("decoder", km), "decoder", 12, km, km64, cfg, PACK, [12])
+    rows = verdicts.check(_eager("decoder", km), "decoder", 12, km, km64, cfg, PACK, [12])
     assert not rows[12]["ok"], rows
 
 
@@ -113,7 +114,7 @@ def test_unmasked_instance_norm_fails_the_check(tiny):
     x = torch.randn(1, 8, 20)
     x[..., 11:] = 0
     ref = norm(x[..., :11])
-    span = Span.of(torch.tensor([11]), 20)
+    span = Padded.of(torch.tensor([11]), 20)
     assert torch.allclose(span.instance_norm(norm, x)[..., :11], ref, atol=1e-5)
     assert not torch.allclose(norm(x)[..., :11], ref, atol=1e-2)
 
@@ -122,7 +123,7 @@ def test_kokoro_decoder_on_padded_frames_misses_the_threshold(tiny, km64):
     """The same criterion that passes our wrapper rejects kokoro's decoder run on padded frames."""
     cfg, km = tiny
     bucket, length = 20, 11
-    inputs = V.inputs_for("decoder", bucket, length, cfg, PACK, km64)
+    inputs = inputs_for("decoder", bucket, length, cfg, PACK, km64)
     r64, r32 = (reference("decoder", m, inputs, length, cfg)[0].numpy() for m in (km64, km))
     padded = reference("decoder", km, inputs, bucket, cfg)[0].numpy()  # kokoro over all frames
-    assert not V.compare_decoder(r64, r32, padded, np.zeros(1))["ok"]
+    assert not verdicts.compare_audio(r64, r32, padded, np.zeros(1))["ok"]

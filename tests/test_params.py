@@ -12,6 +12,7 @@ from conftest import REPO, TINY_PARAMS
 
 from kokoro_tvm import params as P
 from kokoro_tvm.atomic import atomic_path
+from kokoro_tvm.spec import Shapes
 from kokoro_tvm.toolchain import ToolchainError, check_installed, versions
 
 
@@ -121,7 +122,7 @@ def test_bounded_shapes_need_the_loop_lstm():
     ):
         P.parse(raw)
     raw["lstm"]["strategy"] = "loop"  # the same params with the loop LSTM pass
-    assert P.parse(raw).shapes("duration") == "bounded"
+    assert P.parse(raw).shapes("duration") is Shapes.BOUNDED
 
 
 @pytest.mark.parametrize(
@@ -167,10 +168,10 @@ def test_known_targets_pass():
 
 
 def test_unknown_component():
-    from kokoro_tvm.spec import UnknownComponent, check_component
+    from kokoro_tvm.spec import UnknownComponent, lookup
 
     with pytest.raises(UnknownComponent, match="unknown component 'vocoder'"):
-        check_component("vocoder")
+        lookup("vocoder")
 
 
 def test_malformed_yaml(tmp_path):

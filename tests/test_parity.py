@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from conftest import Project
 
-from kokoro_tvm.eval import validate as V
+from kokoro_tvm.eval import verdicts
+from kokoro_tvm.eval.cases import lengths_for
 from kokoro_tvm.runtime.built import load_component
 
 pytestmark = (
@@ -25,7 +26,7 @@ def test_validation_metrics_cover_every_library_at_padded_lengths(built_project:
     assert {(d["component"], d["bucket"], d["target"]) for d in docs} >= libs
     for d in docs:
         lengths = sorted(int(n) for n in d["lengths"])
-        assert lengths == V.lengths_for(d["component"], d["bucket"])
+        assert lengths == lengths_for(d["component"], d["bucket"])
         assert any(
             n
             not in (
@@ -36,7 +37,7 @@ def test_validation_metrics_cover_every_library_at_padded_lengths(built_project:
         ), "validation must include lengths that are not bucket sizes"
         assert d["ok"] and all(r["ok"] for r in d["lengths"].values()), d
     for lib in manifest["libraries"]:
-        assert lib["validation"]["lengths"] == V.lengths_for(lib["component"], lib["bucket"])
+        assert lib["validation"]["lengths"] == lengths_for(lib["component"], lib["bucket"])
 
 
 def test_validation_fails_a_library_that_reads_padding(built_project: Project):
@@ -54,11 +55,11 @@ def test_validation_fails_a_library_that_reads_padding(built_project: Project):
     def leaky(ids, lengths):  # as if the LSTM ran over the whole bucket
         return lib(ids, np.full_like(lengths, entry["bucket"]))
 
-    rows = V.check(leaky, "text_encoder", entry["bucket"], km, as_float64(km), cfg, pack)
-    doc = V.summary("text_encoder", entry["bucket"], entry["target"], rows)
+    rows = verdicts.check(leaky, "text_encoder", entry["bucket"], km, as_float64(km), cfg, pack)
+    doc = verdicts.summary("text_encoder", entry["bucket"], entry["target"], rows)
     assert rows[entry["bucket"]]["ok"] and not doc["ok"]
-    with pytest.raises(V.ValidationError, match="not kokoro's computation on padded input"):
-        V.raise_if_failed(doc)
+    with pytest.raises(verdicts.ValidationError, match="not kokoro's computation on padded input"):
+        verdicts.raise_if_failed(doc)
 
 
 def test_tampered_library_is_refused(built_project: Project):

@@ -252,7 +252,7 @@ def test_long_input_splits_to_fit_buckets_with_kokoro_durations(tts, km, speed):
 
 
 def _check(row) -> None:
-    """The float64 criterion (``eval.validate``): no further from float64 kokoro than float32 is."""
+    """The float64 criterion (``eval.verdicts``): no further from float64 kokoro than float32 is."""
     print({k: v for k, v in row.items() if k not in ("result", "reference")})
     assert row["finite"] and row["durations_equal"]
     assert row["ok"] and row["log_mel_snr_db"] >= row["min_snr_db"], row

@@ -394,7 +394,7 @@ def test_tiny_component_matches_eager(component, bucket, lstm):
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.eval.metrics import rel_err
     from kokoro_tvm.eval.reference import as_float64, reference
-    from kokoro_tvm.eval.validate import audio_verdict
+    from kokoro_tvm.eval.verdicts import audio_verdict
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.model.inputs import example_inputs
 
@@ -475,16 +475,16 @@ def test_library_binding_runs_transform_params_once(tmp_path):
 
 
 class MaskedNorm(torch.nn.Module):
-    """Length-masked instance norm (``lengths.Span.instance_norm``): the decoder's AdaIN statistics."""
+    """Length-masked instance norm (``lengths.Padded.instance_norm``): the decoder's AdaIN statistics."""
 
     def __init__(self, channels=16):
         super().__init__()
         self.norm = torch.nn.InstanceNorm1d(channels, affine=True)
 
     def forward(self, x, length):
-        from kokoro_tvm.model.lengths import Span
+        from kokoro_tvm.model.lengths import Padded
 
-        return Span.of(length, x.shape[-1]).instance_norm(self.norm, x)
+        return Padded.of(length, x.shape[-1]).instance_norm(self.norm, x)
 
 
 @pytest.mark.parametrize(
@@ -647,11 +647,14 @@ def test_every_shipped_target_gets_a_rule_for_every_kernel(component, bucket):
     from kokoro_tvm.compile.schedule.analysis import CPU
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.model.checkpoint import build_kmodel
+    from kokoro_tvm.spec import Shapes
 
     targets = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())["targets"]
     cfg = load_model_config("tiny")
     km = build_kmodel(cfg, "random", seed=0)
-    mod, _ = to_relax(export(component, bucket, km, cfg, "bounded"), component, bucket, cfg, "loop")
+    mod, _ = to_relax(
+        export(component, bucket, km, cfg, Shapes.BOUNDED), component, bucket, cfg, "loop"
+    )
     mod = symbolic.reshapes_as_views(legalize(mod))
     shapes = {}
     for name, spec in targets.items():

@@ -213,7 +213,7 @@ def test_aarch64_libraries_are_validated_under_qemu(arm_artifacts):
     """The pipeline's own stages on the tiny model: an aarch64 library cross-linked on this host,
     validated against float64 kokoro through an RPC server under qemu-user (the validation
     metrics say which device ran it), listed in the manifest and refused by this x86 runtime."""
-    from kokoro_tvm.eval.validate import lengths_for
+    from kokoro_tvm.eval.cases import lengths_for
     from kokoro_tvm.runtime.manifest import explain_pick
 
     m = json.loads((arm_artifacts / "manifest.json").read_text())
@@ -242,22 +242,21 @@ def test_emulated_validation_can_fail(arm_artifacts):
     """Negative control of the test above: the same aarch64 library on the same qemu device,
     held to a float64 reference 1 % off (float32 kokoro moved with it, so the bound stays
     float32's own distance), misses the criterion."""
-    import numpy as np
 
     from kokoro_tvm.devices.session import open_session
-    from kokoro_tvm.eval import validate as V
+    from kokoro_tvm.eval import verdicts
+    from kokoro_tvm.eval.case_files import load_cases
     from kokoro_tvm.runtime.built import load_built
 
     cfg = json.loads((arm_artifacts / "weights/config.json").read_text())
-    with np.load(arm_artifacts / "reference/text_encoder-6.npz") as z:
-        cases = V.cases_from_arrays("text_encoder", 6, dict(z), cfg)
+    cases = load_cases(arm_artifacts / "reference/text_encoder-6.npz", "text_encoder", 6, cfg)
     n = min(cases)
     good = cases[n]
     bad = good | {"r64": [r * 1.01 for r in good["r64"]], "r32": [r * 1.01 for r in good["r32"]]}
     record = json.loads((arm_artifacts / "devices/aarch64.json").read_text())
     with open_session(record) as session:
         lib = load_built(arm_artifacts, "text_encoder", 6, "aarch64", session=session)
-        rows = V.check_cases(lib, "text_encoder", {1: good, 2: bad})
+        rows = verdicts.check_cases(lib, "text_encoder", {1: good, 2: bad})
     assert rows[1]["ok"] and not rows[2]["ok"]
 
 

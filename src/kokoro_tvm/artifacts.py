@@ -96,7 +96,7 @@ def device_file(target: str, root: Path = ROOT) -> Path:
 
 def reference_file(component: str, bucket: int, root: Path = ROOT) -> Path:
     """Inputs of every validation length and kokoro's float64 and float32 outputs on them:
-    computed once, shared by every target's validation (``eval.validate.reference_cases``)."""
+    computed once, shared by every target's validation (``eval.cases.reference_cases``)."""
     return root / "reference" / f"{component}-{bucket}.npz"
 
 

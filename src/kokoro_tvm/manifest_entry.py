@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifacts import ArtifactError
+from .spec import Shapes
 
 
 def library_entry(
@@ -39,9 +40,9 @@ def bounded_fields(signature: dict[str, Any]) -> dict[str, Any]:
     """The fields that tell a bounded library's entry from a padded one's (none for padded, whose
     entries predate them)."""
     info = signature.get("info", {})
-    if info.get("shapes") != "bounded":
+    if info.get("shapes") != Shapes.BOUNDED.value:
         return {}
-    return {"shapes": "bounded", "length_axes": info["length_axes"]}
+    return {"shapes": Shapes.BOUNDED.value, "length_axes": info["length_axes"]}
 
 
 def check_validated(

@@ -22,9 +22,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import KokoroTVMError
-from .spec import COMPONENTS, LSTM_STRATEGIES, MAX_TOKENS, MODEL_CONFIGS, SHAPES, check_component
+from .spec import LSTM_STRATEGIES, MAX_TOKENS, MODEL_CONFIGS, Axis, Shapes, lookup
 
-TOOLCHAIN_KEYS = ("torch", "apache-tvm", "apache-tvm-ffi", "kokoro", "transformers", "llvm_major")
+#: ``shapes.<axis>``'s values, as params.yaml spells them
+SHAPES = tuple(s.value for s in Shapes)
 _TARGET_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
@@ -76,10 +77,10 @@ class LstmSection(_Section):
 
 
 class ShapesSection(_Section):
-    """Per bucket axis: ``padded`` or ``bounded`` libraries (``spec.SHAPES``)."""
+    """Per bucket axis: ``padded`` or ``bounded`` libraries (``spec.Shapes``)."""
 
-    tokens: Literal[SHAPES] = "padded"  # type: ignore[valid-type]
-    frames: Literal[SHAPES] = "padded"  # type: ignore[valid-type]
+    tokens: Literal[SHAPES] = Shapes.PADDED.value  # type: ignore[valid-type]
+    frames: Literal[SHAPES] = Shapes.PADDED.value  # type: ignore[valid-type]
 
 
 class TargetSpec(_Section):
@@ -158,6 +159,14 @@ class BenchSection(_Section):
         )
 
 
+class VoicesSection(_Section):
+    """Where stage ``voices`` gets the voices users pick by name: ``kokoro-js`` (npm, the 54
+    Kokoro-82M voices, checksum pinned), a kokoro-onnx voices file or a Kokoro-82M ``voices/``
+    folder, or ``none`` (pipeline/voices.py)."""
+
+    source: str = Field("kokoro-js", min_length=1)
+
+
 class ParamsFile(_Section):
     model: ModelSection
     buckets: BucketsSection
@@ -169,6 +178,7 @@ class ParamsFile(_Section):
     tune: TuneSection = TuneSection()
     runtime: RuntimeSection = RuntimeSection()
     bench: BenchSection = BenchSection()
+    voices: VoicesSection = VoicesSection()
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -198,7 +208,11 @@ class ParamsFile(_Section):
 
     @model_validator(mode="after")
     def _bounded_needs_loop(self) -> ParamsFile:
-        bounded = [axis for axis in ("tokens", "frames") if getattr(self.shapes, axis) == "bounded"]
+        bounded = [
+            axis
+            for axis in ("tokens", "frames")
+            if getattr(self.shapes, axis) == Shapes.BOUNDED.value
+        ]
         if bounded and self.lstm.strategy != "loop":
             raise ValueError(
                 f"'shapes.{bounded[0]}' is 'bounded' but 'lstm.strategy' is {self.lstm.strategy!r}: "
@@ -224,26 +238,27 @@ class Params:
     bench_repeats: int = 10
     bench_onnxruntime: bool = True
     tune_trials: int = 0
-    shapes_tokens: str = "padded"
-    shapes_frames: str = "padded"
+    shapes_tokens: Shapes = Shapes.PADDED
+    shapes_frames: Shapes = Shapes.PADDED
     devices: dict[str, Any] = field(default_factory=dict)
     bench_phonemes: tuple[int, ...] | None = None  # None: ``auto``
+    voices_source: str = "kokoro-js"
 
     def device(self, target: str) -> str | TrackerDevice:
         """``devices.<target>``: ``auto`` unless params say otherwise."""
         self.check_target(target)
         return self.devices.get(target, "auto")
 
-    def shapes(self, component: str) -> str:
-        """``padded`` or ``bounded``: how ``component``'s libraries are built (``shapes.<axis>``)."""
-        return getattr(self, f"shapes_{COMPONENTS[check_component(component)]}")
+    def shapes(self, component: str) -> Shapes:
+        """How ``component``'s libraries are built (``shapes.<axis>``)."""
+        return getattr(self, f"shapes_{lookup(component).axis.value}")
 
     def buckets(self, component: str) -> tuple[int, ...]:
-        return self.tokens if COMPONENTS[check_component(component)] == "tokens" else self.frames
+        return self.tokens if lookup(component).axis is Axis.TOKENS else self.frames
 
     def check_bucket(self, component: str, bucket: int) -> None:
         if bucket not in self.buckets(component):
-            axis = COMPONENTS[component]
+            axis = lookup(component).axis.value
             raise ParamsError(
                 f"bucket {bucket} is not in params.yaml 'buckets.{axis}' {list(self.buckets(component))}"
             )
@@ -391,10 +406,11 @@ def parse(raw: Any) -> Params:
         f.bench.repeats,
         f.bench.onnxruntime,
         f.tune.trials,
-        f.shapes.tokens,
-        f.shapes.frames,
+        Shapes(f.shapes.tokens),
+        Shapes(f.shapes.frames),
         dict(f.devices),
         None if f.bench.phonemes == "auto" else tuple(f.bench.phonemes),
+        f.voices.source,
     )
 
 

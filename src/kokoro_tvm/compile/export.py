@@ -1,8 +1,9 @@
 """``torch.export`` of one component at one bucket, without parameter values: the one export path.
 
-``shapes="padded"``: traced at the full bucket, the valid length a runtime input. ``"bounded"``:
-the length a ``torch.export.Dim`` in ``MIN_LENGTH..bucket``, so the library takes unpadded inputs
-of any length up to its bucket (TVM plans memory for that bound from ``tir_var_upper_bound``).
+``Shapes.PADDED``: traced at the full bucket, the valid length a runtime input. ``Shapes.BOUNDED``:
+the length a ``torch.export.Dim`` from the registry entry's ``min_export_length`` to the bucket,
+on each input's length axis (``Component.export_dims``), so the library takes unpadded inputs of
+any length up to its bucket (TVM plans memory for that bound from ``tir_var_upper_bound``).
 Both trace the same component code (``model.components``), over their length policy.
 """
 
@@ -15,32 +16,24 @@ import torch
 
 from ..model.components import build_component
 from ..model.inputs import bounded_example_inputs, example_inputs
-
-#: Shortest input a bounded library takes, per component (the ``Dim``'s min; the decoder's
-#: instance norms need 2 frames, and kokoro's shortest utterance has 3 tokens of >= 1 frame).
-MIN_LENGTH = {"text_encoder": 1, "duration": 1, "decoder": 3}
+from ..spec import Shapes, lookup
 
 
 def export(
-    component: str, bucket: int, km, cfg: dict[str, Any], shapes: str = "padded"
+    component: str, bucket: int, km, cfg: dict[str, Any], shapes: Shapes = Shapes.PADDED
 ) -> torch.export.ExportedProgram:
     """``component`` of ``km`` traced for a ``shapes`` library of ``bucket``."""
+    entry = lookup(component)
     module = build_component(component, km, shapes)
-    if shapes == "padded":
+    if shapes is Shapes.PADDED:
         args, dynamic = example_inputs(component, bucket, cfg), None
-    elif shapes == "bounded":
+    elif shapes is Shapes.BOUNDED:
         # the example is at neither bound (a bound as example specialises it)
-        args = bounded_example_inputs(
-            component, bucket, cfg, max(MIN_LENGTH[component] + 1, bucket // 2)
-        )
-        n = torch.export.Dim("n", min=MIN_LENGTH[component], max=bucket)
-        dynamic = {
-            "text_encoder": ({1: n},),
-            "duration": ({1: n}, None),
-            "decoder": ({2: n}, {2: n}, None, None, {1: n}),
-        }[component]
+        lo = entry.min_export_length
+        args = bounded_example_inputs(component, bucket, cfg, max(lo + 1, bucket // 2))
+        dynamic = entry.export_dims(torch.export.Dim("n", min=lo, max=bucket))
     else:
-        raise ValueError(f"unknown shapes {shapes!r}; choose padded or bounded")
+        raise TypeError(f"shapes must be a spec.Shapes, not {shapes!r}")
     with torch.no_grad():
         return torch.export.export(module, args, dynamic_shapes=dynamic, strict=False)
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..model.components import component_weights
+from ..spec import Shapes
 from .build import build
 from .export import export
 from .importer import Signature, to_relax
@@ -38,11 +39,11 @@ def compile_component(
     cfg: dict[str, Any],
     target: dict[str, Any],
     lstm_strategy: str = "loop",
-    shapes: str = "padded",
+    shapes: Shapes = Shapes.PADDED,
 ) -> Compiled:
     """export -> relax -> legalize -> build of one component at one bucket. A bounded library
-    (``shapes="bounded"``) takes the loop LSTM strategy, the only one with a symbolic length."""
-    if shapes == "bounded" and lstm_strategy != "loop":
+    (``Shapes.BOUNDED``) takes the loop LSTM strategy, the only one with a symbolic length."""
+    if shapes is Shapes.BOUNDED and lstm_strategy != "loop":
         raise ValueError(
             "a bounded library needs lstm_strategy 'loop' (unroll needs a static length)"
         )

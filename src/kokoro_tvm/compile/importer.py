@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..spec import input_specs, length_axes
+from ..spec import Shapes, lookup
 from .convert_map import convert_map
 
 
@@ -41,9 +41,9 @@ class Signature:
 def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy: str):
     """Import to Relax with parameters as inputs. Returns the IRModule and its ``Signature``.
 
-    The signature's inputs are the padded ones (``spec.input_specs``) either way: callers keep one
-    convention, and for a bounded export (a symbolic length, ``compile.export``) the runtime cuts
-    them to the valid length (``spec.length_axes``); its ``info`` then says ``shapes: bounded``
+    The signature's inputs are the padded ones (``Component.signature``) either way: callers keep
+    one convention, and for a bounded export (a symbolic length, ``compile.export``) the runtime
+    cuts them to the valid length (``Component.length_axes``); its ``info`` then says ``shapes: bounded``
     and its output shapes name the length (e.g. ``[1, 64, "n"]``).
     """
     import tvm
@@ -55,11 +55,12 @@ def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy
         {"shape": [_dim(d) for d in ty.shape], "dtype": str(ty.dtype)}
         for ty in _output_types(mod["main"])
     ]
-    inputs = [s.as_dict() for s in input_specs(component, bucket, cfg)]
+    entry = lookup(component)
+    inputs = [s.as_dict() for s in entry.signature(bucket, cfg)]
     info = {"lstm_strategy": lstm_strategy, "ir_lines": len(mod.script().splitlines())}
     if upper_bounds(mod):  # padded signatures stay as they were (their libraries are not rebuilt)
-        info["shapes"] = "bounded"
-        info["length_axes"] = {k: list(v) for k, v in length_axes(component, cfg).items()}
+        info["shapes"] = Shapes.BOUNDED.value
+        info["length_axes"] = {k: list(v) for k, v in entry.length_axes(cfg).items()}
     return tvm.ir.IRModule(mod.functions), Signature(
         component, bucket, inputs, params, outputs, info
     )

@@ -1,11 +1,11 @@
 """Latency of one compiled library against PyTorch eager and ONNX Runtime, in one process.
 
 The three runners get the same weights (the manifest's checkpoint), the same full-bucket inputs
-(``components.example_inputs``) and the same thread count (``runtime.num_threads``), and are
+and the same thread count (``runtime.num_threads``), and are
 timed in interleaved rounds whose order rotates, so load from other processes on a shared
 machine hits all three alike. The inputs are the reference stage's full-bucket case, and each
 runner's first outputs are judged against kokoro in float64 there, by validation's criterion
-(``eval.validate``): a speedup of a library that computes something else is worthless. Judging
+(``eval.verdicts``): a speedup of a library that computes something else is worthless. Judging
 against eager float32 instead (a 20 dB log-mel floor, before) refused correct libraries: float32
 kokoro is itself chaotic on voiced audio, and with random weights two correct float32 decoders
 agreed to 10-20 dB while both met the float64 criterion.
@@ -27,9 +27,9 @@ import numpy as np
 from .. import artifacts as A
 from ..errors import KokoroTVMError
 from ..params import Params
-from ..spec import check_component
+from ..spec import lookup
 from .timing import SETTLE_S, apply_threads, cpu_name, time_interleaved, timed_call
-from .validate import CRITERION
+from .verdicts import criterion, judge
 
 RUNNERS = ("eager", "ort", "tvm")
 #: Untimed calls of each runner before the timed rounds, counting the agreement check's call.
@@ -72,7 +72,7 @@ def ort_runner(
     from .onnx_export import export_onnx, ort_feeds, ort_session
 
     session = ort_session(export_onnx(component, bucket, km, cfg, dynamo=dynamo), threads)
-    feeds = ort_feeds(session, component, bucket, cfg, inputs)
+    feeds = ort_feeds(session, component, inputs)
     return lambda: session.run(None, feeds)
 
 
@@ -80,15 +80,10 @@ def full_bucket_case(
     component: str, bucket: int, cfg: dict[str, Any], root: Path = A.ROOT
 ) -> dict[str, Any]:
     """The reference stage's case at the full bucket: inputs, float64 and float32 kokoro outputs."""
-    from .validate import cases_from_arrays
+    from .case_files import load_cases
 
     path = A.reference_file(component, bucket, root)
-    if not path.exists():
-        raise A.ArtifactError(
-            f"{path} does not exist; run `dvc repro` (the reference stage writes it)"
-        )
-    with np.load(path) as z:
-        cases = cases_from_arrays(component, bucket, dict(z), cfg)
+    cases = load_cases(path, component, bucket, cfg)
     if bucket not in cases:
         raise A.ArtifactError(
             f"{path} has no full-bucket case (lengths {sorted(cases)}); rerun its reference stage"
@@ -97,17 +92,22 @@ def full_bucket_case(
 
 
 def verdict(component: str, case: dict[str, Any], got: list[np.ndarray]) -> dict[str, Any]:
-    """Validation's verdict on ``got`` against float64 kokoro (``eval.validate``), compact."""
-    from .validate import compare_decoder, compare_tokens
+    """Validation's verdict on ``got`` against float64 kokoro (``eval.verdicts``), compact."""
+    row = judge(component, case, [np.asarray(g) for g in got])
+    return {k: row[k] for k in VERDICT_KEYS if k in row}
 
-    got = [np.asarray(g) for g in got]
-    if component == "decoder":
-        row = compare_decoder(case["r64"][0], case["r32"][0], got[0], case["f0"][0])
-        keys = ("log_mel_snr_db", "min_snr_db", "mcd_db", "max_mcd_db", "ok")
-    else:
-        row = compare_tokens(component, case["r64"], case["r32"], got)
-        keys = ("rel_err", "max_rel_err", "durations_equal", "ok")
-    return {k: row[k] for k in keys if k in row}
+
+#: The keys of a verdict row the bench keeps, of either criterion.
+VERDICT_KEYS = (
+    "log_mel_snr_db",
+    "min_snr_db",
+    "mcd_db",
+    "max_mcd_db",
+    "rel_err",
+    "max_rel_err",
+    "durations_equal",
+    "ok",
+)
 
 
 def measure(
@@ -127,11 +127,9 @@ def measure(
     from ..runtime.built import load_built
     from .reference import load_kokoro
 
-    check_component(component)
+    lookup(component)  # an unknown name, and below a missing library, fail before the slow part
     threads = apply_threads(prm.num_threads)
-    lib = load_built(
-        root, component, bucket, target, validated=True
-    )  # before the slow part: fail fast
+    lib = load_built(root, component, bucket, target, validated=True)
     cfg, km = model or load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
     pack = A.load_array(A.voice_file(root))
     case = full_bucket_case(component, bucket, cfg, root)
@@ -175,7 +173,7 @@ def measure(
         "emulated": False,
         **{f"{name}_ms": v for name, v in ms.items()},
         **ratios,
-        "criterion": CRITERION[_kind(component)],
+        "criterion": criterion(component),
         **checks,
         **roof,
         "top_kernels": kernels,
@@ -225,18 +223,12 @@ def measure_on_board(
     Runtime do not run on the board, so there is no ratio; ``benchmarks`` on the board give them."""
     from ..devices.session import open_session
     from ..runtime.built import load_built
-    from .reference import as_float64, load_kokoro
-    from .validate import inputs_for
+    from .cases import inputs_for, inputs_model
+    from .reference import load_kokoro
 
     cfg, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
-    inputs = inputs_for(
-        component,
-        bucket,
-        bucket,
-        cfg,
-        A.load_array(A.voice_file(root)),
-        as_float64(km) if component == "decoder" else km,
-    )
+    pack = A.load_array(A.voice_file(root))
+    inputs = inputs_for(component, bucket, bucket, cfg, pack, inputs_model(component, km))
     with open_session(device) as session:
         lib = load_built(root, component, bucket, target, validated=True, session=session)
         lib.vm.set_input("main", *lib.device_args(*[x.numpy() for x in inputs]))  # RPC: no tuples
@@ -270,14 +262,10 @@ def quarter_scaling(
 ) -> dict[str, float]:
     """A bounded library at n = B/4 against itself at n = B, interleaved (issue 17 asks for
     <= 0.3): what it saves on inputs that do not fill their bucket, which a padded one cannot."""
-    from ..spec import MIN_LENGTH
-    from .reference import as_float64
-    from .validate import inputs_for
+    from .cases import inputs_for, inputs_model
 
-    n = max(MIN_LENGTH[component], bucket // 4)
-    quarter = inputs_for(
-        component, bucket, n, cfg, pack, as_float64(km) if component == "decoder" else km
-    )
+    n = max(lookup(component).min_length, bucket // 4)
+    quarter = inputs_for(component, bucket, n, cfg, pack, inputs_model(component, km))
     samples = time_interleaved({"full": full, "quarter": _tvm_runner(lib, quarter)}, repeats, 1)
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
     return {
@@ -321,14 +309,10 @@ def refuse_disagreement(component: str, checks: dict[str, dict[str, Any]]) -> No
     }
     if bad:
         raise DisagreementError(
-            f"{component}: {bad} misses the float64 criterion ({CRITERION[_kind(component)]}); "
+            f"{component}: {bad} misses the float64 criterion ({criterion(component)}); "
             "its timing would compare different computations, so it is not reported "
             "(run the validate stage, which holds the library to the same criterion)"
         )
-
-
-def _kind(component: str) -> str:
-    return "decoder" if component == "decoder" else "tokens"
 
 
 def roofline_file(component: str, bucket: int, target: str, root: Path = A.ROOT) -> Path:

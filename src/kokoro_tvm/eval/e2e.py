@@ -1,5 +1,5 @@
 """End-to-end parity: runtime audio vs kokoro's ``KModel.forward_with_tokens`` on the same chunks
-and draws, judged against kokoro in float64 as validation judges a library (``validate``).
+and draws, judged against kokoro in float64 as validation judges a library (``verdicts``).
 
 The reference replays each chunk the runtime planned (same token ids, voice-pack row, speed)
 through kokoro's own eager forward, in float32 and in float64, with the runtime's decoder draws
@@ -26,7 +26,7 @@ from ..runtime.planner import BucketSplitWarning, Chunk
 from ..runtime.synthesizer import KokoroTVM
 from ..spec import SAMPLE_RATE
 from .samples import phonemes as sample_phonemes
-from .validate import audio_verdict, durations_verdict
+from .verdicts import audio_verdict, durations_verdict
 
 
 class E2EError(KokoroTVMError, RuntimeError):

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from ..errors import KokoroTVMError
 from ..model import components, lengths
 from ..model.inputs import example_inputs
-from ..spec import input_specs
+from ..spec import lookup
 
 OPSET = 18  # the dynamo exporter's native opset; ORT 1.31 runs up to 23
 
@@ -75,10 +75,6 @@ def quiet_export(what: str) -> Iterator[None]:
         log.setLevel(level)
 
 
-def input_names(component: str, bucket: int, cfg: dict[str, Any]) -> list[str]:
-    return [s.name for s in input_specs(component, bucket, cfg)]
-
-
 def export_onnx(
     component: str,
     bucket: int,
@@ -99,7 +95,7 @@ def export_onnx(
     with plain_lstms():
         module = components.build_component(component, km)
     args = example_inputs(component, bucket, cfg)
-    names = input_names(component, bucket, cfg)
+    names = lookup(component).input_names
     with quiet_export(f"{component} bucket {bucket}"), plain_lstms():
         if dynamo:
             program = torch.onnx.export(
@@ -133,13 +129,13 @@ def ort_session(model: bytes | str, num_threads: int):
     return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
 
-def ort_feeds(session, component: str, bucket: int, cfg: dict[str, Any], inputs) -> dict[str, Any]:
+def ort_feeds(session, component: str, inputs) -> dict[str, Any]:
     """Name the inputs for ``session.run``; drops those the graph does not read.
 
     Only the LSTMs read the lengths; with plain LSTMs the exporter prunes ``frame_lengths``.
     """
     wanted = {i.name for i in session.get_inputs()}
-    named = dict(zip(input_names(component, bucket, cfg), inputs))
+    named = dict(zip(lookup(component).input_names, inputs))
     missing = wanted - set(named)
     if missing:
         raise OnnxExportError(

@@ -22,7 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..model.kmodel import quiet_upstream
-from ..spec import samples_per_frame
+from ..spec import DECODER, DURATION, TEXT_ENCODER, lookup, samples_per_frame
 
 #: kokoro's ``KModel`` checkpoints are keyed by these submodules
 SUBMODULES = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
@@ -128,24 +128,43 @@ def reference(
     dtype = _dtype(km)
     inputs = tuple(x.to(dtype) if x is not None and x.is_floating_point() else x for x in inputs)
     with default_dtype(dtype):
-        if component in ("duration", "text_encoder"):
-            ids = inputs[0][:, :length]
-            lengths = torch.tensor([length])
-            text_mask = torch.arange(length).unsqueeze(0) >= lengths.unsqueeze(1)
-            if component == "text_encoder":
-                return (km.text_encoder(ids, lengths, text_mask),)
-            style = inputs[2]
-            bert_dur = km.bert(ids, attention_mask=(~text_mask).int())
-            d_en = km.bert_encoder(bert_dur).transpose(-1, -2)
-            d = km.predictor.text_encoder(d_en, style, lengths, text_mask)
-            x, _ = km.predictor.lstm(d)
-            duration = torch.sigmoid(km.predictor.duration_proj(x)).sum(dim=-1)
-            return duration, d
-        en, asr, _, ref_s, rand_ini, noise = inputs
-        f0, n = km.predictor.F0Ntrain(en[..., :length], ref_s[:, 128:])
-        with InjectDraws(rand_ini, noise[:, : length * samples_per_frame(cfg)]):
-            audio = km.decoder(asr[..., :length], f0, n, ref_s[:, :128])
-        return (audio,)
+        return KOKORO_SLICES[lookup(component)](km, inputs, length, cfg)
+
+
+def _token_side(inputs, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The first ``length`` token ids, their length and kokoro's padding mask over them."""
+    ids = inputs[0][:, :length]
+    lengths = torch.tensor([length])
+    text_mask = torch.arange(length).unsqueeze(0) >= lengths.unsqueeze(1)
+    return ids, lengths, text_mask
+
+
+def _text_encoder(km, inputs, length: int, _cfg: dict[str, Any]) -> tuple[torch.Tensor, ...]:
+    ids, lengths, text_mask = _token_side(inputs, length)
+    return (km.text_encoder(ids, lengths, text_mask),)
+
+
+def _duration(km, inputs, length: int, _cfg: dict[str, Any]) -> tuple[torch.Tensor, ...]:
+    ids, lengths, text_mask = _token_side(inputs, length)
+    style = inputs[2]
+    bert_dur = km.bert(ids, attention_mask=(~text_mask).int())
+    d_en = km.bert_encoder(bert_dur).transpose(-1, -2)
+    d = km.predictor.text_encoder(d_en, style, lengths, text_mask)
+    x, _ = km.predictor.lstm(d)
+    duration = torch.sigmoid(km.predictor.duration_proj(x)).sum(dim=-1)
+    return duration, d
+
+
+def _decoder(km, inputs, length: int, cfg: dict[str, Any]) -> tuple[torch.Tensor, ...]:
+    en, asr, _, ref_s, rand_ini, noise = inputs
+    f0, n = km.predictor.F0Ntrain(en[..., :length], ref_s[:, 128:])
+    with InjectDraws(rand_ini, noise[:, : length * samples_per_frame(cfg)]):
+        audio = km.decoder(asr[..., :length], f0, n, ref_s[:, :128])
+    return (audio,)
+
+
+#: kokoro's own code for the slice each registry entry replaces, on its padded inputs.
+KOKORO_SLICES = {TEXT_ENCODER: _text_encoder, DURATION: _duration, DECODER: _decoder}
 
 
 @torch.no_grad()

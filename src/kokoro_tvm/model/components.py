@@ -1,8 +1,8 @@
 """The three compiled components, written once over kokoro's own submodules.
 
 Each component reads like kokoro's ``forward_with_tokens`` slice it replaces, computed over a
-length policy (``lengths``): ``Whole`` for a bounded library (kokoro's computation at the
-input's own length, a ``torch.export.Dim``), ``Span`` for a padded one (exact on the valid prefix
+length policy (``lengths``): ``Bounded`` for a bounded library (kokoro's computation at the
+input's own length, a ``torch.export.Dim``), ``Padded`` for a padded one (exact on the valid prefix
 of a bucket). The export wrappers differ only in their signature: a padded one takes the valid
 length as an input, a bounded one reads it from its inputs' shapes. Three changes from kokoro
 make them exportable (DESIGN.md §3):
@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..spec import check_component
-from .lengths import Lengths, Span, Whole
+from ..spec import DECODER, DURATION, TEXT_ENCODER, Component, Shapes, lookup
+from .lengths import Bounded, Lengths, Padded
 from .stft import RealSTFT
 
 
@@ -51,7 +51,7 @@ class DurationPredictor(nn.Module):
             delattr(self.predictor, name)
 
     def forward(self, input_ids, input_lengths, style):
-        return self.compute(input_ids, style, Span.of(input_lengths, input_ids.shape[1]))
+        return self.compute(input_ids, style, Padded.of(input_lengths, input_ids.shape[1]))
 
     def compute(self, input_ids, style, tokens: Lengths):
         bert_dur = self.bert(input_ids, attention_mask=tokens.attention_mask(input_ids))
@@ -71,7 +71,7 @@ class BoundedDurationPredictor(DurationPredictor):
     """``(input_ids, style)`` at the input's length."""
 
     def forward(self, input_ids, style):
-        return self.compute(input_ids, style, Whole())
+        return self.compute(input_ids, style, Bounded())
 
 
 def duration_encoder(enc, x, style, tokens: Lengths):
@@ -98,7 +98,7 @@ class TextEncoder(nn.Module):
         self.te = fold_weight_norm(copy.deepcopy(km.text_encoder))
 
     def forward(self, input_ids, input_lengths):
-        return self.compute(input_ids, Span.of(input_lengths, input_ids.shape[1]))
+        return self.compute(input_ids, Padded.of(input_lengths, input_ids.shape[1]))
 
     def compute(self, input_ids, tokens: Lengths):
         x = tokens.zero_pad(self.te.embedding(input_ids).transpose(1, 2))
@@ -111,7 +111,7 @@ class BoundedTextEncoder(TextEncoder):
     """``(input_ids)`` at the input's length."""
 
     def forward(self, input_ids):
-        return self.compute(input_ids, Whole())
+        return self.compute(input_ids, Bounded())
 
 
 # -- frame side ---------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ class Decoder(nn.Module):
         self.stft = RealSTFT.from_torch_stft(km.decoder.generator.stft).to(SOURCE_DTYPE)
 
     def forward(self, en, asr, frame_lengths, ref_s, rand_ini, noise):
-        return self.compute(en, asr, ref_s, rand_ini, noise, Span.of(frame_lengths, en.shape[-1]))
+        return self.compute(en, asr, ref_s, rand_ini, noise, Padded.of(frame_lengths, en.shape[-1]))
 
     def compute(self, en, asr, ref_s, rand_ini, noise, frames: Lengths):
         s_dec, s_pros = ref_s[:, :128], ref_s[:, 128:]
@@ -179,7 +179,7 @@ class BoundedDecoder(Decoder):
         noise = noise.reshape(
             noise.shape[0], -1, noise.shape[-1]
         )  # [B, n, 600, H] -> [B, 600 n, H]
-        return self.compute(en, asr, ref_s, rand_ini, noise, Whole())
+        return self.compute(en, asr, ref_s, rand_ini, noise, Bounded())
 
 
 def adain_resblk1d(block, x, s, span: Lengths):
@@ -219,7 +219,7 @@ def sine_source(
     Padding needs no special case: f0 is 0 there, so the phase increments are 0 and the
     cumulative phase holds its last valid value, which is exactly how kokoro's linear
     upsampling clamps at the end of the unpadded signal. ``resample``: the length policy's
-    linear resampling (``Span``'s is kokoro's ``F.interpolate``; ``Whole`` writes it out for a
+    linear resampling (``Padded``'s is kokoro's ``F.interpolate``; ``Bounded`` writes it out for a
     symbolic length).
     """
     gen = src.l_sin_gen
@@ -277,19 +277,19 @@ def generator(g, stft: RealSTFT, x, s, f0_curve, rand_ini, noise, span: Lengths)
     return span.istft(stft, spec.to(exact), phase.to(exact), f0.shape[1]).to(x.dtype)
 
 
-#: The export wrapper of each component, per library shape (``params.yaml`` ``shapes``).
-WRAPPERS: dict[str, dict[str, Callable[[Any], nn.Module]]] = {
-    "padded": {"duration": DurationPredictor, "text_encoder": TextEncoder, "decoder": Decoder},
-    "bounded": {
-        "duration": BoundedDurationPredictor,
-        "text_encoder": BoundedTextEncoder,
-        "decoder": BoundedDecoder,
+#: The export wrapper of each registry entry, per library shape (``params.yaml`` ``shapes``).
+WRAPPERS: dict[Shapes, dict[Component, Callable[[Any], nn.Module]]] = {
+    Shapes.PADDED: {DURATION: DurationPredictor, TEXT_ENCODER: TextEncoder, DECODER: Decoder},
+    Shapes.BOUNDED: {
+        DURATION: BoundedDurationPredictor,
+        TEXT_ENCODER: BoundedTextEncoder,
+        DECODER: BoundedDecoder,
     },
 }
 
 
-def build_component(component: str, km, shapes: str = "padded") -> nn.Module:
-    return WRAPPERS[shapes][check_component(component)](km).eval()
+def build_component(component: str, km, shapes: Shapes = Shapes.PADDED) -> nn.Module:
+    return WRAPPERS[shapes][lookup(component)](km).eval()
 
 
 def component_weights(component: str, km) -> dict[str, torch.Tensor]:

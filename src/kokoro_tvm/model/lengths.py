@@ -1,9 +1,9 @@
 """How a component sees a time axis: whole (bounded libraries) or a valid prefix of a padded bucket.
 
 The components (``components``) are written once, over one of these *length policies*, which
-supply everything that differs between the two library shapes:
+supply everything that differs between the two library shapes (``spec.Shapes``):
 
-``Whole`` (``shapes: bounded``, issue 17): the tensor is exactly the valid length ``n``, a
+``Bounded`` (``Shapes.BOUNDED``): the tensor is exactly the valid length ``n``, a
 symbolic ``torch.export.Dim`` up to the bucket. Nothing is masked and kokoro's own norms run.
 Resamplings are written out: with a symbolic length, ``F.interpolate``'s ``scale_factor`` form
 computes its output size in floats (``sym_float``, ``truediv``, ``trunc``), which TVM 0.27's
@@ -11,7 +11,7 @@ importer cannot express ("Unsupported function types"); nearest upsampling becom
 reshape, SineGen's linear resampling slices of a reshaped signal with constant weights (the
 positions ``align_corners=False`` samples). The STFT needs no frame masks.
 
-``Span`` (``shapes: padded``): only the first ``length`` of ``size`` positions are valid, and
+``Padded`` (``Shapes.PADDED``): only the first ``length`` of ``size`` positions are valid, and
 three things would leak padding into valid outputs:
 - instance-norm statistics taken over the whole time axis (a public port measured correlation
   0.77 with the reference at bucket 256 because of this);
@@ -36,13 +36,13 @@ from .lstm_op import lstm_with_lengths
 # -- the two policies ---------------------------------------------------------------------------
 
 
-class Whole:
+class Bounded:
     """Every position of the axis is valid: kokoro's own computation at the tensor's length."""
 
-    def scaled(self, factor: int, size: int, offset: int = 0) -> Whole:
+    def scaled(self, factor: int, size: int, offset: int = 0) -> Bounded:
         return self
 
-    def upsampled(self, factor: int) -> Whole:
+    def upsampled(self, factor: int) -> Bounded:
         return self
 
     def zero_pad(self, x: Tensor, channels_last: bool = False) -> Tensor:
@@ -77,23 +77,23 @@ class Whole:
 
 
 @dataclass(frozen=True)
-class Span:
+class Padded:
     """The valid prefix of a time axis: ``length`` ([B] int64) positions out of ``size``."""
 
     length: Tensor
     size: int
 
     @staticmethod
-    def of(length: Tensor, size: int) -> Span:
-        return Span(length.to(torch.int64), size)
+    def of(length: Tensor, size: int) -> Padded:
+        return Padded(length.to(torch.int64), size)
 
-    def scaled(self, factor: int, size: int, offset: int = 0) -> Span:
+    def scaled(self, factor: int, size: int, offset: int = 0) -> Padded:
         """The same content at another time resolution (an upsampling by ``factor``, then
         ``offset`` positions padded on the left)."""
-        return Span(self.length * factor + offset, size)
+        return Padded(self.length * factor + offset, size)
 
-    def upsampled(self, factor: int) -> Span:
-        return Span(self.length * factor, self.size * factor)
+    def upsampled(self, factor: int) -> Padded:
+        return Padded(self.length * factor, self.size * factor)
 
     @property
     def mask(self) -> Tensor:
@@ -157,7 +157,7 @@ class Span:
         return stft.inverse(magnitude, phase, self.length)
 
 
-Lengths = Whole | Span
+Lengths = Bounded | Padded
 
 
 def snake(x: Tensor, alpha: Tensor) -> Tensor:
@@ -165,7 +165,7 @@ def snake(x: Tensor, alpha: Tensor) -> Tensor:
     return x + (1 / alpha) * (torch.sin(alpha * x) ** 2)
 
 
-# -- resamplings written out (``Whole``) ------------------------------------------------------
+# -- resamplings written out (``Bounded``) ------------------------------------------------------
 
 
 def upsample_nearest(x: Tensor, factor: int) -> Tensor:

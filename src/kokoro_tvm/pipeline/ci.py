@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..commands import exit_status
 from ..errors import KokoroTVMError
-from ..spec import COMPONENTS
+from ..spec import COMPONENTS, Axis
 
 REMOTE = "ci"
 #: Stages a library's build or check runs in: ``gather`` must find every one of them built.
@@ -75,10 +75,10 @@ def shared(names: list[str], targets: list[str]) -> list[str]:
 
 def owned(names: list[str], target: str, axis: str) -> list[str]:
     """The per-library stages of ``target`` on the length axis ``axis`` (``tokens`` | ``frames``)."""
-    components = [c for c, a in COMPONENTS.items() if a == axis]
+    components = [name for name, c in COMPONENTS.items() if c.axis.value == axis]
     if not components:
         raise CIError(
-            f"unknown length axis {axis!r}; choose one of {sorted(set(COMPONENTS.values()))}"
+            f"unknown length axis {axis!r}; choose one of {sorted(a.value for a in Axis)}"
         )
     return [
         n
@@ -93,14 +93,22 @@ def owned(names: list[str], target: str, axis: str) -> list[str]:
 def matrix(targets: list[str]) -> dict:
     """GitHub Actions' ``strategy.matrix``: one job per target and axis (the decoder's stages,
     ``frames``, take most of the time, so they get a runner of their own)."""
-    return {"include": [{"target": t, "axis": a} for t in targets for a in ("tokens", "frames")]}
+    return {"include": [{"target": t, "axis": a.value} for t in targets for a in Axis]}
 
 
 def library_stages_ran(log: str) -> list[str]:
     """Per-library stages (``build_frames@…``; not gather's own ``bench_summary@…`` or
     ``bench_e2e``) that a ``dvc repro`` log shows running, i.e. not restored from the run-cache."""
-    kinds = {f"{k}_{axis}" for k in LIBRARY_KINDS for axis in set(COMPONENTS.values())}
+    kinds = {f"{k}_{axis.value}" for k in LIBRARY_KINDS for axis in Axis}
     return [s for s in _RAN.findall(log) if _item(s)[0] in kinds]
+
+
+#: Per-request bounds, so a remote that accepts a connection and then says nothing fails a
+#: ``dvc repro --pull`` within minutes (with DVC's retries) instead of never.
+REMOTE_TIMEOUTS = {
+    "s3": {"connect_timeout": "30", "read_timeout": "120"},
+    "ssh": {"timeout": "120"},
+}
 
 
 def configure_remote(env: dict[str, str] | None = None, root: Path = Path(".")) -> str:
@@ -118,6 +126,8 @@ def configure_remote(env: dict[str, str] | None = None, root: Path = Path(".")) 
     subprocess.run(
         [*dvc, "add", "--local", "--default", "--force", REMOTE, url], cwd=root, check=True
     )
+    for option, value in REMOTE_TIMEOUTS.get(url.split("://", 1)[0], {}).items():
+        subprocess.run([*dvc, "modify", "--local", REMOTE, option, value], cwd=root, check=True)
     endpoint = env.get("DVC_REMOTE_ENDPOINT_URL", "").strip()
     if endpoint:  # S3-compatible servers (MinIO, rclone, R2, ...): AWS itself needs none
         subprocess.run(

@@ -3,19 +3,19 @@ bucket against kokoro in float64 (and float32 kokoro's own distance to it) on th
 on the device that runs the target (``devices.resolve``): this CPU, a board through an RPC
 tracker, or qemu-user (at ``EMULATED_LENGTHS`` lengths). Writes the DVC metrics, bound to the
 bytes of the library and weights it ran (their sha256), or fails (writing nothing) when the
-library misses the criterion of ``eval.validate``. With no device, it records that the library
+library misses the criterion of ``eval.verdicts``. With no device, it records that the library
 was not validated, and the manifest leaves the target out."""
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from .. import artifacts as A
 from ..devices.resolve import NONE
 from ..devices.session import open_session
-from ..eval import validate as V
+from ..eval import verdicts
+from ..eval.case_files import load_cases
+from ..eval.cases import lengths_for
 from ..params import Params
 from ..runtime.built import load_built
 
@@ -40,13 +40,12 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
         )
         return
     cfg = json.loads(A.model_config_file().read_text(encoding="utf-8"))
-    with np.load(A.reference_file(component, bucket)) as z:
-        cases = V.cases_from_arrays(component, bucket, dict(z), cfg)
-    lengths = V.lengths_for(component, bucket, emulated=device["emulated"])
+    cases = load_cases(A.reference_file(component, bucket), component, bucket, cfg)
+    lengths = lengths_for(component, bucket, emulated=device["emulated"])
     with open_session(device) as session:
         lib = load_built(A.ROOT, component, bucket, target, session=session)
-        rows = V.check_cases(lib, component, {n: cases[n] for n in lengths})
-    doc = V.summary(component, bucket, target, rows)
+        rows = verdicts.check_cases(lib, component, {n: cases[n] for n in lengths})
+    doc = verdicts.summary(component, bucket, target, rows)
     doc |= {
         "validated": True,
         "device": device["device"],
@@ -54,5 +53,5 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
         "library_sha256": lib.entry["sha256"],
         "weights_sha256": lib.weights_sha256,
     }
-    V.raise_if_failed(doc)
+    verdicts.raise_if_failed(doc)
     A.write_json(out, doc)

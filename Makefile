@@ -2,10 +2,10 @@
 VENV ?= .venv
 PYTHON ?= python3.11
 PY := $(VENV)/bin/python
-EXTRAS := build,weights,text,serve,test,lint,bench,tune,cross,ci
+EXTRAS := build,weights,text,serve,test,lint,bench,tune,cross,ci,docs
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup repro test test-fast test-slow lint format lock
+.PHONY: setup repro test test-fast test-slow lint format lock results
 setup: $(VENV)/.installed
 
 # torch first and exactly: an unpinned torch pulls several GB of CUDA wheels. Then every
@@ -49,6 +49,11 @@ format: setup  # fix what ruff can fix, then format
 
 test-slow: setup  # only the full-size Kokoro-82M checks (not the default suite)
 	$(PY) -m pytest -m slow -s
+
+# After a finished `dvc repro`: this CPU's metrics into docs/results/<cpu>.json, then
+# docs/results.md, its plots and the README's results table from every CPU's file.
+results: setup
+	$(PY) -m kokoro_tvm.results
 
 # Regenerate requirements.lock after editing the pins in pyproject.toml (pip-tools resolves every
 # extra together; torch's local tag is dropped so that `torch==2.13.0` takes this machine's CPU wheel).

@@ -1,0 +1,170 @@
+"""This machine's pipeline metrics, gathered from ``artifacts/`` into one results record.
+
+What is read is what the stages write, for every library ``params.yaml`` builds: the device
+record (``devices@T``), the validation metrics (``validate@C-B-T``), the bench metrics and the
+roofline's top kernels (``bench@C-B-T``), the build time and size (``build@C-B-T``), the
+toolchain, and ``bench_e2e``. A missing file is an error naming the stage that writes it: a
+results file reports one complete ``dvc repro``. The metrics must come from this CPU (the bench
+stages record its name): a cache restored from another machine's run is refused, since the
+record would file that machine's timings under this one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+from ..params import Params
+from ..spec import COMPONENTS
+from . import record as R
+
+#: Kernels of a library's roofline kept in the record (the stage keeps more).
+TOP_KERNELS = 5
+#: Per-kernel fields kept from the roofline plot rows.
+KERNEL_KEYS = ("kernel", "calls", "ms", "share", "gflops", "of_peak")
+
+
+class MetricsError(R.RecordError):
+    """A stage's metrics are missing or were measured elsewhere."""
+
+
+def read_metric(path: Path, stage: str) -> Any:
+    """One metrics file, or an error that names the stage which writes it."""
+    if not path.exists():
+        raise MetricsError(
+            f"{path} is missing: stage {stage} writes it; run `dvc repro` to the end first"
+        )
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise MetricsError(f"{path}: not JSON ({e}); rerun stage {stage}") from e
+
+
+def scalars(doc: dict[str, Any]) -> dict[str, Any]:
+    """The numbers, strings and booleans of a metrics document (no nested rows or lists)."""
+    return {k: v for k, v in doc.items() if isinstance(v, int | float | str | bool)}
+
+
+def library(root: Path, component: str, bucket: int, target: str) -> dict[str, Any]:
+    """One library's record: where it ran, its validation per length, its bench, its build."""
+    name = f"{component}-{bucket}"
+    stage = f"{{}}@{name}-{target}"
+    device = read_metric(root / "devices" / f"{target}.json", f"devices@{target}")
+    check = read_metric(root / "validate" / target / f"{name}.json", stage.format("validate"))
+    bench = read_metric(root / "bench" / target / f"{name}.json", stage.format("bench"))
+    build_time = read_metric(root / "build_time" / target / f"{name}.json", stage.format("build"))
+    info_path = root / "build" / target / f"{name}.json"
+    info = read_metric(info_path, stage.format("build"))
+    row: dict[str, Any] = {
+        "library": name,
+        "component": component,
+        "bucket": bucket,
+        "target": target,
+        "device": device["device"],
+        "emulated": bool(device.get("emulated")),
+        "validated": bool(check.get("validated", "lengths" in check)),
+        "build_s": build_time["build_s"],
+        "library_bytes": info.get("bytes"),
+    }
+    if row["validated"]:
+        row["validation"] = {
+            "ok": check["ok"],
+            "criterion": check.get("criterion"),
+            "worst": {k: v for k, v in check.items() if k.startswith("worst_")},
+            "lengths": {n: scalars(r) for n, r in check["lengths"].items()},
+        }
+    else:
+        row["reason"] = check.get("reason") or device.get("reason")
+    if bench.get("timed"):
+        kept = scalars(bench)
+        for key in ("peak", "kernel_profile"):
+            kept |= {f"{key}.{k}": v for k, v in scalars(bench.get(key) or {}).items()}
+        verdicts = {
+            k.removesuffix("_vs_float64"): v.get("ok")
+            for k, v in bench.items()
+            if k.endswith("_vs_float64") and isinstance(v, dict)
+        }
+        row["bench"] = kept | {"agrees_with_float64": verdicts}
+        roofline = root / "roofline" / target / f"{name}.json"
+        if roofline.exists():
+            rows = json.loads(roofline.read_text(encoding="utf-8"))
+            row["top_kernels"] = [
+                {k: r[k] for k in KERNEL_KEYS if k in r} for r in rows[:TOP_KERNELS]
+            ]
+    else:
+        row["bench"] = None
+        row.setdefault("reason", bench.get("reason"))
+    return row
+
+
+def e2e(root: Path) -> dict[str, Any]:
+    """``bench_e2e``'s rows as a list by length, and its total."""
+    doc = read_metric(root / "bench_e2e.json", "bench_e2e")
+    lengths = sorted(
+        (scalars(v) for k, v in doc.items() if k.startswith("phonemes_") and isinstance(v, dict)),
+        key=lambda r: r.get("phonemes", 0),
+    )
+    picked = doc.get("picked") or []
+    return {
+        "target": doc.get("target"),
+        "picked": picked[-1] if picked else None,
+        "threads": doc.get("threads"),
+        "repeats": doc.get("repeats"),
+        "cpu": doc.get("cpu"),
+        "lengths": lengths,
+        "total": scalars(doc.get("total") or {}),
+    }
+
+
+def measured_on(paths: list[Path]) -> str:
+    """The day the newest metrics file was written (UTC): when this record's repro measured."""
+    newest = max(p.stat().st_mtime for p in paths if p.exists())
+    return dt.datetime.fromtimestamp(newest, dt.UTC).date().isoformat()
+
+
+def refuse_other_cpu(cpu: dict[str, Any], rec: dict[str, Any], root: Path) -> None:
+    """The bench stages name the CPU they ran on: it must be this one."""
+    seen = {("bench_e2e", rec["e2e"].pop("cpu"))}
+    seen |= {
+        (f"bench@{lib['library']}-{lib['target']}", lib["bench"].get("cpu"))
+        for lib in rec["libraries"]
+        if lib["bench"] and lib["device"] == "host"
+    }
+    other = sorted((stage, name) for stage, name in seen if name != cpu["model_name"])
+    if other:
+        stage, name = other[0]
+        raise MetricsError(
+            f"{root}: {stage} was measured on {name!r}, but this machine is {cpu['model_name']!r}: "
+            "a results file is this CPU's own; run `make results` where `dvc repro` ran, "
+            "or `--render-only` to render the committed files"
+        )
+
+
+def collect(root: Path, prm: Params, cpu: dict[str, Any]) -> dict[str, Any]:
+    """The results record of the ``dvc repro`` in ``root``, on the CPU ``cpu`` (``machine``)."""
+    libraries = [
+        library(root, component, bucket, target)
+        for target in prm.targets
+        for component in COMPONENTS
+        for bucket in prm.buckets(component)
+    ]
+    rec = {
+        "schema": R.SCHEMA,
+        "cpu": cpu,
+        "toolchain": read_metric(root / "toolchain.json", "toolchain"),
+        "e2e": e2e(root),
+        "libraries": libraries,
+    }
+    refuse_other_cpu(cpu, rec, root)
+    loads = [
+        lib["bench"]["load_avg_1m"]
+        for lib in libraries
+        if lib["bench"] and "load_avg_1m" in lib["bench"]
+    ]
+    rec["load_avg_1m"] = [min(loads), max(loads)] if loads else None
+    rec["measured"] = measured_on(
+        [root / "bench_e2e.json"] + list((root / "bench").glob("*/*.json"))
+    )
+    return R.check(rec, f"the metrics in {root}")

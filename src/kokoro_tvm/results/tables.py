@@ -213,12 +213,14 @@ def kernel_lines(rec: dict[str, Any]) -> list[str]:
 
 def cpu_section(rec: dict[str, Any], figures: dict[str, str]) -> list[str]:
     cpu = rec["cpu"]
+    target = rec["e2e"]["target"]
+    why = (rec["e2e"].get("picked") or "").removeprefix(f"picked {target}: ")
     out = [
         f"## {cpu['label']}",
         "",
-        f"{where(rec)}. Toolchain: {toolchain(rec)}. The runtime picked `{rec['e2e']['target']}`"
-        + (f" ({rec['e2e']['picked']})" if rec["e2e"].get("picked") else "")
-        + ".",
+        f"{where(rec)}. Toolchain: {toolchain(rec)}. The runtime picked `{target}`"
+        + (f" ({why})" if why else "")
+        + f". Data: [results/{cpu['id']}.json](results/{cpu['id']}.json).",
         "",
         "### End to end",
         "",

@@ -226,9 +226,9 @@ def cpu_section(rec: dict[str, Any], figures: dict[str, str]) -> list[str]:
         "",
         f"![End-to-end speed on {cpu['label']}]({figures['e2e']})",
         "",
-        "The whole runtime (`KokoroTVM.synthesize`: plan, every library, alignment, join) against "
-        "each peer on the same phonemes, voice and thread count (`bench_e2e`); × is the peer's "
-        "time over the runtime's.",
+        f"On {cpu['label']}: the whole runtime (`KokoroTVM.synthesize`: plan, every library, "
+        "alignment, join) against each peer on the same phonemes, voice and thread count "
+        "(`bench_e2e`); × is the peer's time over the runtime's.",
         "",
         *e2e_table(rec),
         "",
@@ -236,7 +236,8 @@ def cpu_section(rec: dict[str, Any], figures: dict[str, str]) -> list[str]:
         "",
         f"![Roofline per component on {cpu['label']}]({figures['roofline']})",
         "",
-        "Each library at its full bucket against eager kokoro and ONNX Runtime (`bench@…`); "
+        f"On {cpu['label']}: each library at its full bucket against eager kokoro and ONNX "
+        "Runtime (`bench@…`); "
         "GFLOP/s count torch's FLOPs of the component over each runtime's median, against the "
         "float32 FMA peak measured on this CPU for the target. Winograd convolutions do fewer "
         "multiplications than torch counts, so a decoder can pass the peak. B/4 over B: a bounded "
@@ -247,15 +248,16 @@ def cpu_section(rec: dict[str, Any], figures: dict[str, str]) -> list[str]:
     ]
     kernels = kernel_lines(rec)
     if kernels:
-        out += ["Top kernels by time (kernel profile of the bench run):", "", *kernels, ""]
+        out += [f"Top kernels by time on {cpu['label']} (kernel profile):", "", *kernels, ""]
     out += [
         "### Fidelity",
         "",
         f"![Fidelity against float64 kokoro on {cpu['label']}]({figures['fidelity']})",
         "",
-        "Every library against kokoro run in float64, beside float32 kokoro's own distance to it, "
-        "at the validation lengths (`validate@…`); a library passes when it is no further from "
-        "float64 than float32 kokoro is.",
+        f"On {cpu['label']} (an emulated target under qemu-user on it): every library "
+        "against kokoro run in float64, beside float32 kokoro's own distance to it, at the "
+        "validation lengths (`validate@…`); a library passes when it is no further from float64 "
+        "than float32 kokoro is.",
         "",
         *fidelity_table(rec),
         "",

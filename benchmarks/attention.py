@@ -61,20 +61,17 @@ def main() -> None:
 
     from kokoro_tvm import artifacts as A
     from kokoro_tvm import params
-    from kokoro_tvm.compile import passes, schedule
-    from kokoro_tvm.compile.legalize import PASSES
+    from kokoro_tvm.compile import phases, schedule
     from kokoro_tvm.compile.schedule.analysis import assume_bounds
     from kokoro_tvm.compile.symbolic import upper_bounds
     from kokoro_tvm.eval.timing import cpu_name
 
     imported = A.load_ir(a.relax)
     target = tvm.target.Target(params.load().targets[a.target])
-    fused = passes.run("legalize", PASSES, imported, passes.Context(label="fused"))
-    unfused = passes.run(
-        "legalize",
-        [p for p in PASSES if p != "FuseAttention"],
-        imported,
-        passes.Context(label="unfused"),
+    fused = phases.run(phases.LEGALIZE, imported, phases.Context(label="fused"))
+    without = tuple(p for p in phases.LEGALIZE.passes if p.name != "FuseAttention")
+    unfused = phases.run(
+        phases.Phase("legalize", without), imported, phases.Context(label="unfused")
     )
     bounds = upper_bounds(unfused)
 

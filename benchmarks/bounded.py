@@ -5,8 +5,8 @@
 Builds the padded library (``flow.compile_component``: masked graph, runs the whole bucket) and
 the bounded one (``flow.compile_component(..., shapes=Shapes.BOUNDED)``: kokoro's graph at the
 input's length) from the same weights (``artifacts/weights`` when built, else random), checks
-each at every n against kokoro itself (``eval.reference``: max relative error per output; the decoder, whose harmonic source
-runs in float64, against float64 kokoro by log-mel SNR), then times both interleaved
+each at every n against kokoro itself (``eval.reference``: max relative error per output; the
+decoder, whose harmonic source runs in float64, against float64 kokoro by log-mel SNR), then times both interleaved
 (``timing.time_interleaved``) at n = B, B/2, B/4 and the smallest length; ``--top N`` adds
 each library's N slowest kernels at n = B with their schedule rule (``kernels.py``'s VM
 instrument). Issue 17's criteria:

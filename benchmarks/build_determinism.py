@@ -3,7 +3,7 @@
 usage: python benchmarks/build_determinism.py [--component decoder] [--bucket 1536]
            [--target x86_64_v4] [--builds 2] [--artifacts artifacts]
 
-Each build runs what ``build@…`` runs (``pipeline/build.py``: ``compile.build.build`` on the
+Each build runs what ``build@…`` runs (``pipeline/build.py``: ``compile.phases.build`` on the
 legalize stage's output with the tune stage's database, params.yaml's target, the target's
 linker) in its own interpreter, as two stages on two machines would, each writing to a path of
 another length (with identical paths, identical processes lay out their heaps alike and hide
@@ -26,7 +26,7 @@ CHILD = """
 import sys
 from pathlib import Path
 from kokoro_tvm import artifacts as A, params
-from kokoro_tvm.compile.build import build
+from kokoro_tvm.compile.phases import build
 from kokoro_tvm.devices import cross
 component, bucket, target = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 root, out = Path(sys.argv[4]), Path(sys.argv[5])

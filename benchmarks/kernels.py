@@ -166,11 +166,11 @@ def main() -> None:
 
 
 def _legalize_variant(mod, new: bool):
-    """``compile.legalize`` (new) or the same pipeline with TVM's own legalizations (old)."""
+    """``phases.legalize`` (new) or the same pipeline with TVM's own legalizations (old)."""
     import tvm
     from tvm import relax
 
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import legalize
 
     if new:
         return legalize(mod)
@@ -193,7 +193,7 @@ def ops_table(args) -> None:
 
     old = TVM's legalization (conv_transpose over a zero-dilated input, libm ``sinf``, linear
     weights as ``[K, N]``), the scalar reduction loop for norm statistics, no tail tile; new = this
-    repository's (``compile.legalize``: polyphase convT, packed linear weights, ...). The ALBERT
+    repository's (``phases.LEGALIZE``: polyphase convT, packed linear weights, ...). The ALBERT
     linears run at 64 tokens whatever ``--frames``. Timed with ``timing.time_interleaved``; the
     pause before each call puts an OpenMP wake-up (~10 ms here) into eager's sub-ms ops.
     """
@@ -203,7 +203,7 @@ def ops_table(args) -> None:
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile.phases import build
     from kokoro_tvm.compile.schedule import reduction, tile
     from kokoro_tvm.eval.timing import SETTLE_S, time_interleaved
     from kokoro_tvm.model.lengths import Padded
@@ -374,8 +374,7 @@ def tiles_table(args) -> None:
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm.compile.build import build
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import build, legalize
     from kokoro_tvm.compile.schedule import conv as conv_rule
     from kokoro_tvm.compile.schedule.analysis import CPU
     from kokoro_tvm.runtime.vm import bind_params
@@ -615,7 +614,7 @@ def _bounded_conv(cin: int, cout: int, k: int, d: int, width: int, bound: int, d
     from tvm.relax.frontend.torch import from_exported_program
 
     from kokoro_tvm.compile import winograd
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import legalize
 
     module = torch.nn.Conv1d(cin, cout, k, padding=d * (k - 1) // 2, dilation=d).eval()
     x = torch.randn(1, cin, width)
@@ -637,7 +636,7 @@ def _hot_run(legal, target: dict, x, params, patched):
     import tvm
     from tvm import relax
 
-    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile.phases import build
     from kokoro_tvm.runtime.vm import bind_params
 
     with patched:

@@ -2,7 +2,7 @@
 
 usage: python benchmarks/lstm_strategies.py [--steps 16 32 64 128 256 512] [--reps 5]
 One bidirectional LSTM at the widths of Kokoro-82M's text-encoder/duration LSTMs (I=640, H=256),
-compiled with the pipeline's own flow (``compile.legalize`` + ``compile.build``). Strategies
+compiled with the pipeline's own flow (``compile.phases``: ``legalize`` + ``build``). Strategies
 are timed interleaved (A B A B) per T; medians are printed.
 """
 
@@ -16,9 +16,8 @@ import time
 import torch
 from torch import nn
 
-from kokoro_tvm.compile.build import build
 from kokoro_tvm.compile.convert_map import convert_map
-from kokoro_tvm.compile.legalize import legalize
+from kokoro_tvm.compile.phases import build, legalize
 from kokoro_tvm.model.lstm_op import lstm_with_lengths
 from kokoro_tvm.spec import LSTM_STRATEGIES
 

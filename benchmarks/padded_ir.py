@@ -33,10 +33,9 @@ def _sha(mod) -> str:
 def fingerprints(cases=CASES, strategies=STRATEGIES, targets=TARGETS) -> dict[str, str]:
     """``{"<component>-<bucket>/<strategy>/<step>": sha256}``; the export is shared by strategies."""
     from kokoro_tvm.compile import schedule
-    from kokoro_tvm.compile.build import make_target
-    from kokoro_tvm.compile.export import export
     from kokoro_tvm.compile.importer import to_relax
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import legalize, make_target
+    from kokoro_tvm.compile.torch_export import export
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.model.kmodel import random_kmodel
 

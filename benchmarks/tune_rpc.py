@@ -4,7 +4,7 @@
         [--trials 32] [--rounds 2] [--mcpu x86-64-v4 | --device qemu] [--scheduler gradient]
         [--out tune_rpc.json]
 
-What ``tune@…`` runs when ``devices.<target>`` names a tracker (``compile.tune.tune`` with the
+What ``tune@…`` runs when ``devices.<target>`` names a tracker (``compile.metaschedule.tune`` with the
 device record): a local tracker and N servers registered under one key, each server one thread,
 i.e. one core per device, as separate boards would be. ``--device qemu`` makes the servers
 emulated aarch64 boards (qemu-user, ``python -m kokoro_tvm.devices.setup``) tuning the aarch64
@@ -54,7 +54,7 @@ def synthetic():
     from tvm.relax.frontend.torch import from_exported_program
 
     from kokoro_tvm.compile import winograd
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import legalize
 
     block = torch.nn.Sequential(
         torch.nn.Conv1d(128, 128, 7, padding=3),
@@ -132,7 +132,7 @@ def main() -> None:
         os.environ["TVM_NUM_THREADS"] = "1"
 
     from kokoro_tvm import artifacts as A
-    from kokoro_tvm.compile import measure, tune
+    from kokoro_tvm.compile import measure, metaschedule
     from kokoro_tvm.devices.tracker import local_tracker
     from kokoro_tvm.eval.timing import cpu_name
 
@@ -154,7 +154,7 @@ def main() -> None:
                     "timeout_s": 60,
                 }
                 t0 = time.perf_counter()
-                tune.tune(
+                metaschedule.tune(
                     lambda: mod, spec, min(a.trials, WARMUP_TRIALS), Path(db), cores, device=record
                 )
                 print(
@@ -173,7 +173,9 @@ def main() -> None:
                         "timeout_s": 60,
                     }
                     t0 = time.perf_counter()
-                    report = tune.tune(lambda: mod, spec, a.trials, Path(db), cores, device=record)
+                    report = metaschedule.tune(
+                        lambda: mod, spec, a.trials, Path(db), cores, device=record
+                    )
                     wall = time.perf_counter() - t0
                 rows.append(
                     {
@@ -214,14 +216,14 @@ def compare_local(mod, spec: dict, trials: int, cores: int, tracker: str, rounds
     import tvm
     from tvm import relax
 
-    from kokoro_tvm.compile import tune
-    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile import metaschedule
+    from kokoro_tvm.compile.phases import build
     from kokoro_tvm.eval.timing import time_interleaved
 
     assert os.environ.get("TVM_NUM_THREADS") == "1", "main() sets one thread before TVM starts"
     with tempfile.TemporaryDirectory() as work:
         dbs = {"local": Path(work, "local"), "tracker": Path(work, "tracker")}
-        reports = {"local": tune.tune(lambda: mod, spec, trials, dbs["local"], cores)}
+        reports = {"local": metaschedule.tune(lambda: mod, spec, trials, dbs["local"], cores)}
         with servers("host", tracker, "compare", 2):
             record = {
                 "device": "rpc",
@@ -230,7 +232,7 @@ def compare_local(mod, spec: dict, trials: int, cores: int, tracker: str, rounds
                 "key": "compare",
                 "timeout_s": 60,
             }
-            reports["tracker"] = tune.tune(
+            reports["tracker"] = metaschedule.tune(
                 lambda: mod, spec, trials, dbs["tracker"], cores, device=record
             )
         picks = {where: _kept_traces(db) for where, db in dbs.items()}
@@ -279,9 +281,9 @@ def _kept_traces(db_dir: Path) -> dict[int, str]:
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
 
-    from kokoro_tvm.compile import tune
+    from kokoro_tvm.compile import metaschedule
 
-    workloads, records = tune.database_files(db_dir)
+    workloads, records = metaschedule.database_files(db_dir)
     db = ms.database.JSONDatabase(path_workload=str(workloads), path_tuning_record=str(records))
     return {
         tvm_ffi.structural_hash(r.workload.mod): str(r.trace) for r in db.get_all_tuning_records()

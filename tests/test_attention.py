@@ -10,9 +10,8 @@ import torch.nn.functional as F
 from host import runs_here
 
 from kokoro_tvm.compile.attention import ROWS, attention_kernel
-from kokoro_tvm.compile.build import build
 from kokoro_tvm.compile.importer import import_params_as_inputs
-from kokoro_tvm.compile.legalize import legalize
+from kokoro_tvm.compile.phases import build, legalize
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 HEADS, DIM = 4, 32

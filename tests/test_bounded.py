@@ -1,7 +1,7 @@
 """Bounded-length libraries (issue 17) on the tiny config: one library per component and bucket
 runs every length up to the bucket, computing only that length, and equals kokoro at it.
 
-Each component exported with ``Shapes.BOUNDED`` (``compile.export``). Each build takes seconds; the pipeline test
+Each component exported with ``Shapes.BOUNDED`` (``compile.torch_export``). Each build takes seconds; the pipeline test
 builds one tiny project (~2 min) with ``shapes.tokens: bounded`` through the stage bodies.
 """
 
@@ -217,9 +217,8 @@ def test_a_bounded_conv_with_a_partial_channel_tile_is_computed_over_whole_ones(
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm.compile.build import build
     from kokoro_tvm.compile.legalizations.conv1d import _tile_padded_channels
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import build, legalize
 
     assert [_tile_padded_channels(c) for c in (1, 16, 22, 128, 1024)] == [1, 16, 32, 128, 1024]
     torch.manual_seed(0)

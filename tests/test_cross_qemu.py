@@ -191,9 +191,8 @@ def test_an_aarch64_target_is_tuned_on_an_emulated_board(tmp_path, capsys):
     board registered with a tracker; the kept record then schedules the aarch64 build."""
     import re
 
-    from kokoro_tvm.compile import tune
-    from kokoro_tvm.compile.build import build
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile import metaschedule
+    from kokoro_tvm.compile.phases import build, legalize
 
     need_qemu()
     need_linker()
@@ -213,7 +212,7 @@ def test_an_aarch64_target_is_tuned_on_an_emulated_board(tmp_path, capsys):
             "key": key,
             "timeout_s": 120,
         }
-        report = tune.tune(lambda: mod, AARCH64, 4, tmp_path, 2, device=board, min_gain=0.0)
+        report = metaschedule.tune(lambda: mod, AARCH64, 4, tmp_path, 2, device=board, min_gain=0.0)
     out = capsys.readouterr().out
     n = len(report["tasks"])
     assert n >= 1 and report["measured_on"].startswith("1 device(s)")

@@ -1,4 +1,4 @@
-"""The compile flow as named passes (``compile.passes``): the phases run their registered passes in
+"""The compile flow as pass objects (``compile.phases``): the phases run their passes in
 order, and ``KOKORO_TVM_DUMP_IR`` dumps the module after any of them without changing the result; the
 build ends with passes that make its bytes the same in every process."""
 
@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kokoro_tvm.compile import passes, pipeline
-from kokoro_tvm.compile.build import build
+from kokoro_tvm.compile import phases
 from kokoro_tvm.compile.importer import import_params_as_inputs
-from kokoro_tvm.compile.legalize import PASSES, legalize
+from kokoro_tvm.compile.phases import build, legalize
 
 TARGET = {"kind": "llvm"}
 
@@ -34,15 +33,19 @@ def _imported():
     return mod
 
 
+def _index(name: str) -> int:
+    return [p.name for p in phases.LEGALIZE.passes].index(name)
+
+
 def test_dumps_follow_the_named_passes_and_change_nothing(tmp_path, monkeypatch):
     plain = legalize(_imported()).script()
-    monkeypatch.setenv(passes.DUMP_ENV, "LegalizeOps,FuseTIR")
-    monkeypatch.setenv(passes.DUMP_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(phases.DUMP_ENV, "LegalizeOps,FuseTIR")
+    monkeypatch.setenv(phases.DUMP_DIR_ENV, str(tmp_path))
     assert legalize(_imported()).script() == plain
     dumps = sorted(p.name for p in tmp_path.iterdir())
     assert dumps == [
-        f"legalize-{PASSES.index('LegalizeOps'):02d}-LegalizeOps.py",
-        f"legalize-{PASSES.index('FuseTIR'):02d}-FuseTIR.py",
+        f"legalize-{_index('LegalizeOps'):02d}-LegalizeOps.py",
+        f"legalize-{_index('FuseTIR'):02d}-FuseTIR.py",
     ]
     after_legalize = (tmp_path / dumps[0]).read_text()
     assert "def sin(" in after_legalize  # our sin legalization (``legalizations.sin``) ran there
@@ -52,26 +55,26 @@ def test_dumps_follow_the_named_passes_and_change_nothing(tmp_path, monkeypatch)
 
 
 def test_every_pass_of_both_phases_can_be_dumped(tmp_path, monkeypatch):
-    monkeypatch.setenv(passes.DUMP_ENV, "all")
-    monkeypatch.setenv(passes.DUMP_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(phases.DUMP_ENV, "all")
+    monkeypatch.setenv(phases.DUMP_DIR_ENV, str(tmp_path))
     ex, _, report = build(legalize(_imported()), TARGET)
     names = sorted(p.stem.split("-", 2)[2] for p in tmp_path.iterdir())
-    assert names == sorted(pipeline.PHASES["legalize"] + pipeline.PHASES["build"])
+    assert names == sorted(p.name for phase in phases.PHASES for p in phase.passes)
     assert report.functions and "sin" in "".join(report.functions)
     assert ex is not None
 
 
 def test_a_dump_naming_no_pass_is_refused(monkeypatch):
-    monkeypatch.setenv(passes.DUMP_ENV, "LegalizeOp")
+    monkeypatch.setenv(phases.DUMP_ENV, "LegalizeOp")
     with pytest.raises(
         ValueError, match=r"names no pass \['LegalizeOp'\]; passes are .*'LegalizeOps'"
     ):
         legalize(_imported())
 
 
-def test_the_pipeline_lists_every_registered_pass_once():
-    text = pipeline.describe()
-    for name in passes.REGISTRY:
+def test_the_flow_lists_every_pass_once():
+    text = phases.describe()
+    for name in (p.name for phase in phases.PHASES for p in phase.passes):
         assert sum(line.split()[1] == name for line in text.splitlines()[1:]) == 1, name
     assert text.splitlines()[-1].split()[1] == "tvm.compile"
 
@@ -107,10 +110,10 @@ def _store_slots(mod) -> list[int]:
 
 def test_shape_function_stores_are_put_in_slot_order():
     """TVM 0.27's ``VMShapeLower`` emits a shape function's stores in an order that follows
-    object addresses (``build.sorted_shape_stores``): two processes building the same bounded
+    object addresses (``tvm_fixes.sorted_shape_stores``): two processes building the same bounded
     decoder wrote different bytes. The pass sorts independent stores by slot, and keeps the
     order where a store reads a slot another one writes."""
-    from kokoro_tvm.compile.build import sorted_shape_stores
+    from kokoro_tvm.compile.tvm_fixes import sorted_shape_stores
 
     assert _store_slots(sorted_shape_stores()(_shape_func_module(False))) == [1, 4, 5, 6]
     assert _store_slots(sorted_shape_stores()(_shape_func_module(True))) == [6, 4, 5, 1]
@@ -121,8 +124,7 @@ import hashlib, sys, tempfile, torch
 from pathlib import Path
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
-from kokoro_tvm.compile.build import build
-from kokoro_tvm.compile.legalize import legalize
+from kokoro_tvm.compile.phases import build, legalize
 
 class M(torch.nn.Module):
     def __init__(self):
@@ -185,10 +187,10 @@ def _min_extent_module(swapped: bool):
 
 
 def test_integer_min_max_operands_are_put_in_one_order():
-    """``build.ordered_min_max``: the two orders of a loop bound's integer ``min`` become one
+    """``tvm_fixes.ordered_min_max``: the two orders of a loop bound's integer ``min`` become one
     (TVM 0.27's ``LoopPartition`` gave the decoder's strided conv either, by addresses), while a
     float ``min`` keeps its order (with a NaN operand it does not commute)."""
-    from kokoro_tvm.compile.build import ordered_min_max
+    from kokoro_tvm.compile.tvm_fixes import ordered_min_max
 
     one, other = (ordered_min_max()(_min_extent_module(s)) for s in (False, True))
     loop = lambda mod: [l for l in mod.script().splitlines() if l.strip().startswith("for ")]
@@ -212,11 +214,11 @@ def test_the_decoders_strided_conv_lowers_to_one_program_wherever_its_objects_li
 
     import tvm
 
-    from kokoro_tvm.compile import build as compile_build
+    from kokoro_tvm.compile import phases
 
     text = (Path(__file__).parent / "data" / "decoder_strided_conv_kernel.json").read_text()
-    target = compile_build.make_target({"kind": "llvm", "mcpu": "x86-64-v3"})
-    lower, _, _ = tvm.tirx.get_tir_pipeline(compile_build.tir_pipeline())
+    target = phases.make_target({"kind": "llvm", "mcpu": "x86-64-v3"})
+    lower, _, _ = tvm.tirx.get_tir_pipeline(phases.tir_pipeline())
     rng, kept, programs = random.Random(0), [], set()
     for _ in range(60):
         kept.append([tvm.tirx.Var(f"v{k}", "int64") + k for k in range(rng.randrange(1, 50))])

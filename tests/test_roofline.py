@@ -178,8 +178,7 @@ def test_kernel_profile_counts_a_prepacked_conv():
     ``<kernel>_prepacked``, a name the legalized module lacks: its FLOPs are its source kernel's."""
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm.compile.build import build
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import build, legalize
     from kokoro_tvm.runtime.vm import bind_params
 
     channels, k, length = 32, 5, 90

@@ -12,8 +12,7 @@ import torch.nn.functional as F
 from host import runs_here
 
 from kokoro_tvm.compile import schedule
-from kokoro_tvm.compile.build import build
-from kokoro_tvm.compile.legalize import legalize
+from kokoro_tvm.compile.phases import build, legalize
 from kokoro_tvm.runtime.vm import bind_params
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
@@ -616,7 +615,7 @@ def _llvm_ir(ex) -> str:
 
 def test_every_kernel_keeps_noalias():
     """TVM 0.27's LLVM codegen emits every kernel with the ``tirx.noalias`` of the alphabetically
-    last PrimFunc (``build.mark_noalias``): without the flag all buffer accesses share one
+    last PrimFunc (``tvm_fixes.mark_noalias``): without the flag all buffer accesses share one
     "tvm-alias" TBAA tag and no parameter is ``noalias``. The stock build shows it (if a TVM
     release fixes it, the first assertion fails: drop the workaround); ``build`` does not."""
     import tvm
@@ -641,10 +640,10 @@ def test_every_shipped_target_gets_a_rule_for_every_kernel(component, bucket):
     import yaml
 
     from kokoro_tvm.compile import schedule, symbolic
-    from kokoro_tvm.compile.export import export
     from kokoro_tvm.compile.importer import to_relax
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import legalize
     from kokoro_tvm.compile.schedule.analysis import CPU
+    from kokoro_tvm.compile.torch_export import export
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.spec import Shapes
@@ -733,8 +732,7 @@ def test_conv_weights_are_packed_once_at_load_not_per_call(target):
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm.compile import passes, symbolic, tune  # noqa: F401  (they register build passes)
-    from kokoro_tvm.compile.build import PASSES, make_target
+    from kokoro_tvm.compile import phases
     from kokoro_tvm.compile.prepack import PREPROC, TRANSFORM
 
     channels, k = 64, 7
@@ -742,7 +740,9 @@ def test_conv_weights_are_packed_once_at_load_not_per_call(target):
     n = torch.export.Dim("n", min=8, max=512)
     ep = torch.export.export(conv, (torch.randn(1, channels, 64),), dynamic_shapes=({2: n},))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-    built = passes.run("build", PASSES, legalize(mod), passes.Context(target=make_target(target)))
+    built = phases.run(
+        phases.BUILD, legalize(mod), phases.Context(target=phases.make_target(target))
+    )
 
     def callees(func_name: str) -> set[str]:
         found: set[str] = set()

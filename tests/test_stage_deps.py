@@ -53,12 +53,12 @@ def test_fingerprint_changes_with_exactly_the_files_a_stage_runs(tmp_path):
     )
     stages, src = tmp_path / "stages", tmp_path / "src"
     before = fingerprint("legalize", stages, src)
-    assert {"stages/legalize.py", "stages/_common.py", f"{CODE}/compile/legalize.py"} <= set(
+    assert {"stages/legalize.py", "stages/_common.py", f"{CODE}/compile/phases.py"} <= set(
         before["files"]
     )
     for rel, changes in [
         ("eval/bench.py", False),
-        ("compile/export.py", False),
+        ("compile/torch_export.py", False),
         ("runtime/synthesizer.py", False),
         ("compile/legalizations/conv1d.py", True),
         ("errors.py", True),

@@ -1,4 +1,4 @@
-"""MetaSchedule tuning (``tune.py``): a real search on a small conv + linear, records that the
+"""MetaSchedule tuning (``compile/metaschedule.py``): a real search on a small conv + linear, records that the
 build applies, and the rule that keeps only records beating the schedule rules."""
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_tvm.compile import measure, tune
-from kokoro_tvm.compile.build import build
-from kokoro_tvm.compile.legalize import legalize
+from kokoro_tvm.compile import measure, metaschedule
+from kokoro_tvm.compile.phases import build, legalize
 from kokoro_tvm.devices.tracker import local_servers, local_tracker
 from kokoro_tvm.runtime.vm import bind_params
 
@@ -55,10 +54,10 @@ def tuned(tmp_path_factory):
     torch.manual_seed(0)
     module, x = ConvLinear(), torch.randn(1, 16, 64)
     legal, params = _legalized(module, x)
-    target = tune.search_target(V3, 2)
-    tasks, found = tune.search(legal, target, 4, tmp_path_factory.mktemp("search"))
+    target = metaschedule.search_target(V3, 2)
+    tasks, found = metaschedule.search(legal, target, 4, tmp_path_factory.mktemp("search"))
     db = tmp_path_factory.mktemp("tune")
-    rows = tune.keep_winners(tasks, found, target, db, min_gain=0.0)
+    rows = metaschedule.keep_winners(tasks, found, target, db, min_gain=0.0)
     report = {"tasks": rows, "kept": sum(r["kept"] for r in rows), "search": (tasks, found, target)}
     return module, x, legal, params, db, report
 
@@ -76,7 +75,7 @@ def test_search_measures_every_task_and_records_the_winners(tuned):
         assert row["tuned_ms"] > 0 and row["rules_ms"] > 0
     kept = [row["task"] for row in report["tasks"] if row["kept"]]
     assert kept == [row["task"] for row in measured] and report["kept"] == len(kept)
-    records = (db / tune.RECORDS).read_text().splitlines()
+    records = (db / metaschedule.RECORDS).read_text().splitlines()
     assert len(records) == len(kept)
     json.loads(records[0])  # MetaSchedule's JSON-lines format
 
@@ -98,9 +97,9 @@ def test_build_applies_tuned_records_and_matches_torch(tuned):
 def test_records_that_lose_to_the_rules_are_dropped(tuned, tmp_path):
     """With a gain no schedule reaches, nothing is kept and the build is rules only."""
     _, _, legal, _, _, report = tuned
-    rows = tune.keep_winners(*report["search"], tmp_path, min_gain=1e9)
+    rows = metaschedule.keep_winners(*report["search"], tmp_path, min_gain=1e9)
     assert [r["task"] for r in rows] == [r["task"] for r in report["tasks"]]
-    assert not any(r["kept"] for r in rows) and not tune.has_records(tmp_path)
+    assert not any(r["kept"] for r in rows) and not metaschedule.has_records(tmp_path)
     _, _, sched = build(legal, V3, tmp_path)
     assert "tuned" not in sched.functions.values()
 
@@ -111,11 +110,11 @@ def test_zero_trials_writes_an_empty_database(tuned, tmp_path):
     def unloadable():
         raise AssertionError("trials = 0 must not load the module")
 
-    report = tune.tune(unloadable, V3, trials=0, db_dir=tmp_path, num_cores=2)
-    assert report["tasks"] == [] and not tune.has_records(tmp_path)
-    assert all(p.exists() for p in tune.database_files(tmp_path))
+    report = metaschedule.tune(unloadable, V3, trials=0, db_dir=tmp_path, num_cores=2)
+    assert report["tasks"] == [] and not metaschedule.has_records(tmp_path)
+    assert all(p.exists() for p in metaschedule.database_files(tmp_path))
     with pytest.raises(ValueError, match="tune.trials"):
-        tune.tune(lambda: legal, V3, trials=-1, db_dir=tmp_path, num_cores=2)
+        metaschedule.tune(lambda: legal, V3, trials=-1, db_dir=tmp_path, num_cores=2)
 
 
 def test_tuning_through_a_tracker_measures_on_every_free_device(tuned, tmp_path, capsys):
@@ -131,7 +130,7 @@ def test_tuning_through_a_tracker_measures_on_every_free_device(tuned, tmp_path,
             "key": "tune-test",
             "timeout_s": 30,
         }
-        report = tune.tune(lambda: legal, V3, 8, tmp_path, 2, device=record, min_gain=0.0)
+        report = metaschedule.tune(lambda: legal, V3, 8, tmp_path, 2, device=record, min_gain=0.0)
         logs = [log.read_text() for _, log in servers]
     out = capsys.readouterr().out
     assert f"measured on 2 device(s) under key 'tune-test' at {tracker}" in out
@@ -169,14 +168,16 @@ def test_a_tracker_without_a_free_device_is_a_clear_error_after_a_bounded_wait(t
             match=r"no free device under key 'no-board' for 2 s.*"
             r"rpc_server --tracker .* --key no-board",
         ):
-            tune.tune(lambda: legal, V3, 4, tmp_path, 2, device=record)
+            metaschedule.tune(lambda: legal, V3, 4, tmp_path, 2, device=record)
         assert time.monotonic() - t0 < 15
         t0 = time.monotonic()
     with pytest.raises(
         measure.TuneDeviceError,
         match="no RPC tracker at 127.0.0.1:1 .*python -m tvm.exec.rpc_tracker",
     ):
-        tune.tune(lambda: legal, V3, 4, tmp_path, 2, device=record | {"tracker": "127.0.0.1:1"})
+        metaschedule.tune(
+            lambda: legal, V3, 4, tmp_path, 2, device=record | {"tracker": "127.0.0.1:1"}
+        )
     assert time.monotonic() - t0 < 15
 
 
@@ -195,9 +196,9 @@ def test_a_tracker_without_a_free_device_is_a_clear_error_after_a_bounded_wait(t
 )
 def test_tuning_refuses_devices_without_real_timings(tuned, tmp_path, record, why):
     with pytest.raises(measure.TuneDeviceError, match=why + r".*devices\.\w+: \{tracker"):
-        tune.tune(lambda: tuned[2], V3, 4, tmp_path, 2, device=record)
+        metaschedule.tune(lambda: tuned[2], V3, 4, tmp_path, 2, device=record)
     # trials = 0 needs no device at all
-    assert tune.tune(lambda: tuned[2], V3, 0, tmp_path, 2, device=record)["tasks"] == []
+    assert metaschedule.tune(lambda: tuned[2], V3, 0, tmp_path, 2, device=record)["tasks"] == []
 
 
 def test_one_server_measures_and_times_every_task(tuned, tmp_path):
@@ -212,7 +213,7 @@ def test_one_server_measures_and_times_every_task(tuned, tmp_path):
             "key": "tune-one",
             "timeout_s": 20,
         }
-        report = tune.tune(lambda: legal, V3, 4, tmp_path, 2, device=record)
+        report = metaschedule.tune(lambda: legal, V3, 4, tmp_path, 2, device=record)
     assert len(report["tasks"]) == 2 and all(
         r["tuned_ms"] and r["rules_ms"] for r in report["tasks"]
     ), report
@@ -250,5 +251,7 @@ def test_load_time_kernels_get_no_trials():
 
     at_load = kernels("main_transform_params") - kernels("main")
     assert any("matmul" in k for k in at_load), at_load  # G g, the Winograd weights' transform
-    names = [t.task_name for t in tune.tunable_tasks(legal, tune.search_target(V3, 2))]
+    names = [
+        t.task_name for t in metaschedule.tunable_tasks(legal, metaschedule.search_target(V3, 2))
+    ]
     assert len(names) == 1 and "conv1d" in names[0] and names[0] in kernels("main"), names

@@ -110,8 +110,7 @@ def test_legalized_ops_match_torch_and_stay_vectorized():
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm.compile.build import build
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import build, legalize
 
     class Ops(torch.nn.Module):
         def forward(self, x, m):

@@ -31,7 +31,7 @@ def _legalized(channels: int, out_channels: int, taps: int, dilation: int, bound
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import legalize
 
     torch.manual_seed(taps * 10 + dilation)
     module = torch.nn.Conv1d(
@@ -65,7 +65,7 @@ def test_a_generator_conv_takes_the_winograd_kernel_and_equals_torch_at_every_wi
     one ``B^T`` entry: ~1e-1)."""
     from tvm import relax
 
-    from kokoro_tvm.compile.build import build
+    from kokoro_tvm.compile.phases import build
 
     module, legal, params = _legalized(channels, 32, taps, dilation)
     names = _kernels(legal)
@@ -116,7 +116,7 @@ def test_the_build_makes_the_kernel_again_for_its_targets_registers():
     from host import runs_here
     from tvm import relax
 
-    from kokoro_tvm.compile.build import build, make_target
+    from kokoro_tvm.compile.phases import build, make_target
     from kokoro_tvm.compile.retarget import retarget
 
     v4 = {"kind": "llvm", "mcpu": "x86-64-v4"}
@@ -153,8 +153,7 @@ def test_convs_of_one_shape_share_one_kernel():
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from kokoro_tvm.compile.build import build
-    from kokoro_tvm.compile.legalize import legalize
+    from kokoro_tvm.compile.phases import build, legalize
 
     torch.manual_seed(0)
     module = torch.nn.Sequential(

@@ -1,1 +1,2 @@
-"""The compile flow: torch.export -> Relax import -> legalize -> schedule (+ tune) -> build."""
+"""The compile flow: torch.export -> Relax import -> legalize -> schedule (+ tune) -> build
+(``phases`` lists the passes in order)."""

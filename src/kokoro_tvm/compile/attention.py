@@ -24,7 +24,7 @@ from tvm import relax, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.script import tirx as T
 
-from . import passes, vector_math
+from . import vector_math
 from .hand_written import FLOPS
 from .symbolic import same_shape as _same
 from .symbolic import static_dim as _static
@@ -304,8 +304,7 @@ class _FuseAttention(PyExprMutator):
         return relax.call_tir(self.kernels[key], args, relax.TensorType(call.ty.shape, "float32"))
 
 
-@passes.register("legalize", "FuseAttention")
-def fuse_attention(mod, _ctx: passes.Context):
+def fuse_attention(mod):
     """``softmax(q @ kt [+ mask])`` with PyTorch's safe-softmax guard, times ``v`` -> one kernel."""
     func = mod["main"]
     mutator_ = _FuseAttention(mod, relax.analysis.get_var2val(func), upper_bounds(mod))

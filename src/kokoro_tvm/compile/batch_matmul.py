@@ -16,7 +16,6 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from . import passes
 from .symbolic import same_shape as _same
 
 _MATMUL = tvm.ir.Op.get("relax.matmul")
@@ -73,8 +72,7 @@ class _FoldReshapes(PyExprMutator):
         )
 
 
-@passes.register("legalize", "FoldBatchMatmulReshapes")
-def fold_batch_matmul_reshapes(mod, _ctx: passes.Context):
+def fold_batch_matmul_reshapes(mod):
     """``reshape(matmul(reshape(a), reshape(b)))`` that only merged batch axes -> ``matmul(a, b)``."""
     func = mod["main"]
     out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)

@@ -10,10 +10,9 @@ import numpy as np
 
 from ..model.components import component_weights
 from ..spec import Shapes
-from .build import build
-from .export import export
 from .importer import Signature, to_relax
-from .legalize import legalize
+from .phases import build, legalize
+from .torch_export import export
 
 
 @dataclass

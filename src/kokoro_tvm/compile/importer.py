@@ -42,7 +42,7 @@ def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy
     """Import to Relax with parameters as inputs. Returns the IRModule and its ``Signature``.
 
     The signature's inputs are the padded ones (``Component.signature``) either way: callers keep
-    one convention, and for a bounded export (a symbolic length, ``compile.export``) the runtime
+    one convention, and for a bounded export (a symbolic length, ``compile.torch_export``) the runtime
     cuts them to the valid length (``Component.length_axes``); its ``info`` then says ``shapes: bounded``
     and its output shapes name the length (e.g. ``[1, 64, "n"]``).
     """
@@ -68,7 +68,7 @@ def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy
 
 def _dim(d) -> int | str:
     """A static extent as an int; a symbolic one as text (``n * 600``): the variable keeps the
-    name of its ``torch.export.Dim`` (``compile.export``) through the import."""
+    name of its ``torch.export.Dim`` (``compile.torch_export``) through the import."""
     import tvm
 
     if isinstance(d, tvm.tirx.IntImm):

@@ -10,7 +10,7 @@ A target's tuning measures where its libraries run (the ``devices@<target>`` rec
   sysroot) can measure; otherwise they travel as object files in a tar the device links itself;
 - ``qemu`` and ``none``: no real timings exist, and tuning refuses with the fix.
 
-The keep-or-drop timing of each task's best record (``tune.keep_winners``) runs on the same
+The keep-or-drop timing of each task's best record (``metaschedule.keep_winners``) runs on the same
 devices, a task per free device at a time (``map``): its tuned and rule schedules on one board.
 
 Each measurer also picks MetaSchedule's task scheduler (``scheduler``): on a tracker the host's
@@ -35,7 +35,7 @@ from ..devices.session import DeviceError, RemoteSession, connect_tracker, reque
 
 #: MetaSchedule's own evaluator defaults, for both runners: 3 calls per repeat, >= 100 ms each.
 NUMBER, REPEAT, MIN_REPEAT_MS = 3, 1, 100
-#: The keep-or-drop timing (``tune._time_pair``, five interleaved rounds): each round at least
+#: The keep-or-drop timing (``metaschedule._time_pair``, five interleaved rounds): each round at least
 #: 20 ms of calls, from one call up, so microsecond kernels count and a slow board's long kernel
 #: runs once per round (``time_evaluator``'s default is 10 calls).
 TIMING = {"number": 1, "repeat": 1, "min_repeat_ms": 20}
@@ -90,7 +90,7 @@ class TrackerMeasure:
     #: back, so the evolutionary search and builds of the next task run while the boards measure.
     #: The gradient scheduler joins its chosen task before searching it, which after its first
     #: round leaves the boards idle through every search. Every task still gets ``trials``
-    #: (``tune.search`` caps each task at ``max_trials_global / tasks``), so the order changes
+    #: (``metaschedule.search`` caps each task at ``max_trials_global / tasks``), so the order changes
     #: no budget.
     scheduler = "round-robin"
 

@@ -16,8 +16,6 @@ row: legalize's, then the packing.
 
 from __future__ import annotations
 
-from . import passes
-
 #: The block annotation MetaSchedule's ``RewriteLayout`` puts on a weight layout rewrite, and which
 #: ``SplitLayoutRewritePreproc`` splits out.
 PREPROC = "meta_schedule.layout_rewrite_preproc"
@@ -88,9 +86,3 @@ def prepack(mod):
             bb.emit_func_output(bb.emit(relax.Call(packing_gv, [raw])))
     # the kernels as they were before the split are called by nothing now
     return relax.transform.DeadCodeElimination()(bb.get())
-
-
-@passes.register("build", "PrepackWeights")
-def _prepack(mod, _ctx: passes.Context):
-    """Weight layout copies the rules marked, out of every call and into the load-time transform."""
-    return prepack(mod)

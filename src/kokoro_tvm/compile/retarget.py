@@ -18,7 +18,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from . import passes, winograd
+from . import winograd
 from .hand_written import MADE_FOR, maker_of
 from .schedule.analysis import CPU
 
@@ -51,9 +51,3 @@ def retarget(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
             out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
         out[gv] = made
     return out
-
-
-@passes.register("build", "RetargetHandWritten")
-def _retarget_hand_written(mod, ctx: passes.Context):
-    """Winograd's conv kernels made again for the target's vector registers."""
-    return retarget(mod, ctx.target)

@@ -13,8 +13,6 @@ from typing import Any
 import tvm
 from tvm import tirx
 
-from . import passes
-
 
 def upper_bounds(mod) -> dict[str, int]:
     """``main``'s ``tir_var_upper_bound`` by variable name; ``{}`` for a static module."""
@@ -145,9 +143,3 @@ def _numel(shape):
     for d in _dims(shape):
         out = out * d
     return out
-
-
-@passes.register("build", "ReshapesAsViews")
-def _reshapes_as_views(mod, _ctx: passes.Context):
-    """Bounded modules: reshapes, and kernels that only reshape, become views (``reshapes_as_views``)."""
-    return reshapes_as_views(mod)

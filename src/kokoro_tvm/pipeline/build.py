@@ -5,7 +5,7 @@ runtime checks before loading it."""
 from __future__ import annotations
 
 from .. import artifacts as A
-from ..compile.build import build
+from ..compile.phases import build
 from ..devices import cross, isa
 from ..params import Params
 

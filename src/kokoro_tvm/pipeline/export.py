@@ -3,7 +3,7 @@
 Graphs do not depend on weight values, so export uses seeded random weights: a new checkpoint
 then reruns only ``weights`` and what reads it, never a compile. The ``.pt2`` keeps the graph and
 buffers, not the parameter values (``weights`` has those). ``shapes.<axis>`` picks the
-library shape (``compile.export``): bounded (the default) or padded.
+library shape (``compile.torch_export``): bounded (the default) or padded.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import io
 import torch
 
 from .. import artifacts as A
-from ..compile.export import export, without_parameter_values
+from ..compile.torch_export import export, without_parameter_values
 from ..config import load_model_config
 from ..model.kmodel import random_kmodel
 from ..params import Params

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import artifacts as A
-from ..compile.legalize import legalize
+from ..compile.phases import legalize
 from ..params import Params
 
 

@@ -14,7 +14,7 @@ import os
 
 from .. import artifacts as A
 from ..atomic import atomic_dir
-from ..compile import tune
+from ..compile import metaschedule
 from ..params import Params
 
 
@@ -30,7 +30,7 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
             if prm.tune_trials
             else None
         )
-        report = tune.tune(
+        report = metaschedule.tune(
             lambda: A.load_ir(A.legalized_file(component, bucket)),
             prm.targets[target],
             prm.tune_trials,

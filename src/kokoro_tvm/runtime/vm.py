@@ -38,7 +38,7 @@ def bind_params(vm, weights: Sequence[Any], stateful: bool = False) -> list:
     raw = [w if isinstance(w, tvm.runtime.Tensor) else tvm.runtime.tensor(w) for w in weights]
     if not has_transform_params(vm):
         return raw
-    if stateful:  # over RPC: the flat entry (``compile.build.with_flat_transform_params``)
+    if stateful:  # over RPC: the flat entry (``compile.tvm_fixes.with_flat_transform_params``)
         return list(invoke_stateful(vm, "main_transform_params_flat", raw))
     out = vm["main_transform_params"](raw)
     by_ptr = {(w.data_ptr(), tuple(w.shape), str(w.dtype)): w for w in raw}

@@ -1,6 +1,6 @@
 """CPU schedule pass: rule-based (no tuning) schedules for every PrimFunc of a legalized module.
 
-``compiler.legalize`` leaves naive loop nests (one scalar loop per tensor axis); ``tvm.compile``
+``phases.LEGALIZE`` leaves naive loop nests (one scalar loop per tensor axis); ``tvm.compile``
 on those runs 40-100x slower than PyTorch eager. ``apply`` gives each PrimFunc the first rule
 that matches its structure:
 
@@ -37,7 +37,6 @@ from typing import Any
 import tvm
 from tvm import s_tir, tirx
 
-from .. import passes
 from ..symbolic import upper_bounds
 from . import conv, generic, injective, matmul, reduction
 from .analysis import CPU, assume_bounds, is_scheduled
@@ -120,10 +119,3 @@ def _schedule_func(
             )
             log.debug("rule %s failed on %s: %s", rule, name, err)
     return None, "none"
-
-
-@passes.register("build", "ScheduleRules")
-def _schedule_rules(mod, ctx: passes.Context):
-    """Every kernel not tuned gets the first rule that applies (``apply``); the report says which."""
-    mod, ctx.found["report"] = apply(mod, ctx.target, ctx.found.get("tuned", ()))
-    return mod

@@ -149,7 +149,7 @@ def pick_tile(cpu: CPU, rows_extent: int, cols_extent: int, can_pack_rows: bool)
         tile = best(rows_extent, cols_extent, True)
     if tile is None:
         # neither axis divides (conv_post: 22 channels x 120m+1 samples): vectors along the
-        # columns with a tail; ``compiler.build`` partitions the tail loop off (LoopPartition), so
+        # columns with a tail; ``tvm.compile`` partitions the tail loop off (LoopPartition), so
         # only the last tile of a row runs predicated
         tile = best(cols_extent, rows_extent, False, tail=True)
     return tile

@@ -1,19 +1,8 @@
-"""Schedule every kernel for a CPU target and compile the library."""
+"""What the build adds to TVM 0.27's own passes where TVM's output depends on the process (object
+addresses, hash order) or cannot cross an RPC connection: each pass names the behaviour it works
+around. ``phases`` puts them in the flow."""
 
 from __future__ import annotations
-
-import functools
-import time
-from pathlib import Path
-from typing import Any
-
-from . import passes
-
-
-def make_target(spec: dict[str, Any]):
-    import tvm
-
-    return tvm.target.Target(dict(spec))
 
 
 def mark_noalias():
@@ -161,27 +150,6 @@ def _is_integer(dtype: str) -> bool:
     return dtype.startswith(("int", "uint"))
 
 
-@functools.cache
-def tir_pipeline() -> str:
-    """The name of the TIR lowering ``build`` asks ``tvm.compile`` for, registered with TVM on the
-    first call (``tvm.tirx.compilation_pipeline.register_tir_pipeline``): TVM's default for CPUs
-    (``s_tir``), then ``ordered_min_max``."""
-    import tvm
-
-    name = "kokoro_tvm"
-
-    def make():
-        lower, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("s_tir")
-        return (
-            tvm.transform.Sequential([lower, ordered_min_max()], name=name),
-            finalize_host,
-            finalize_device,
-        )
-
-    tvm.tirx.compilation_pipeline.register_tir_pipeline(name, make)
-    return name
-
-
 #: ``main_transform_params`` with one argument per weight instead of one tuple of them.
 FLAT_TRANSFORM = "main_transform_params_flat"
 
@@ -207,44 +175,3 @@ def with_flat_transform_params(mod):
         out = bb.emit(relax.Call(gv, [relax.Tuple(flat)]))
         bb.emit_func_output(out)
     return bb.get()
-
-
-#: The phase, in order; ``tvm.compile`` (TVM's default Relax pipeline, then ``MarkNoAlias`` on
-#: every kernel and ``SortShapeFuncStores``; TVM's TIR lowering, then ``OrderMinMaxOperands``) ends it.
-PASSES = [
-    "ReshapesAsViews",
-    "RetargetHandWritten",
-    "ApplyTuningDatabase",
-    "ScheduleRules",
-    "PrepackWeights",
-    "FlatTransformParams",
-]
-
-
-@passes.register("build", "FlatTransformParams")
-def _flat_transform_params(mod, _ctx: passes.Context):
-    """A weight transform entry that takes each weight as its own argument (``with_flat_transform_params``)."""
-    return with_flat_transform_params(mod)
-
-
-def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: str = ""):
-    """The build phase (``PASSES``), then ``tvm.compile``.
-
-    PrimFuncs with a record in the ``tune_db`` database (``tune.tune``: only records that beat
-    the rules are there) take the tuned schedule; the schedule rules do the rest.
-    Returns the executable, the build seconds (schedule pass included) and the ``ScheduleReport``
-    (which rule each PrimFunc got, ``tuned`` included, and which fell back to the generic one).
-    """
-    import tvm
-    from tvm import relax
-
-    from . import prepack, retarget, schedule, symbolic, tune  # noqa: F401  (they register their passes)
-
-    ctx = passes.Context(target=make_target(target_spec), tune_db=tune_db, label=label)
-    t0 = time.perf_counter()
-    mod = passes.run("build", PASSES, mod, ctx)
-    pipeline = tvm.transform.Sequential(
-        [relax.get_pipeline("default"), mark_noalias(), sorted_shape_stores()]
-    )
-    ex = tvm.compile(mod, target=ctx.target, relax_pipeline=pipeline, tir_pipeline=tir_pipeline())
-    return ex, time.perf_counter() - t0, ctx.found["report"]

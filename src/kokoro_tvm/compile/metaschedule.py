@@ -5,7 +5,7 @@ tunes them with MetaSchedule's evolutionary search and XGBoost cost model, then 
 task's best tuned schedule against the schedule pass's rule on the same PrimFunc, interleaved in
 one process. Only records that win go into the output database, so ``tune.trials`` can only make
 a library faster: a short search that finds a conv slower than the rule's does not replace it.
-``apply`` (called by ``compiler.build``) puts the kept records into a module before the
+``apply`` (the build phase's ``ApplyTuningDatabase``, ``phases``) puts the kept records into a module before the
 rules run; the rules then skip those PrimFuncs, which the build report lists as ``tuned``.
 
 Candidates are measured where the target's libraries run (``measure.py``): this CPU, or every
@@ -28,7 +28,7 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
-from . import measure, passes
+from . import measure
 
 log = logging.getLogger(__name__)
 
@@ -357,10 +357,3 @@ def apply(mod, target, db_dir: Path | None):
         if isinstance(f, tirx.PrimFunc) and not f.same_as(mod[gv.name_hint])
     }
     return out, changed
-
-
-@passes.register("build", "ApplyTuningDatabase")
-def _apply_database(mod, ctx: passes.Context):
-    """Kernels with a record in the tune stage's database take the tuned schedule (``apply``)."""
-    mod, ctx.found["tuned"] = apply(mod, ctx.target, ctx.tune_db)
-    return mod

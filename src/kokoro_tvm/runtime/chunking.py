@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -232,6 +232,45 @@ def split_utterance(utt: Utterance, limit: int) -> list[Utterance]:
     out: list[Utterance] = []
     for piece in utterances_from_tokens(utt.tokens, limit):
         out += [piece] if len(piece.phonemes) <= limit else split_utterance(piece, limit - 1)
+    return out
+
+
+def check_chunk_limits(limits: int | Sequence[int]) -> tuple[int, ...]:
+    """``limits`` as a non-empty tuple of positive phoneme counts, or an ``InputError``."""
+    caps = (limits,) if isinstance(limits, int) else tuple(limits)
+    if not caps or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in caps):
+        raise InputError(
+            f"chunk_limits must be a positive number of phonemes or a sequence of them "
+            f"(e.g. 150, or (24, 60, 150)), got {limits!r}"
+        )
+    return caps
+
+
+def limit_chunks(utts: Sequence[Utterance], limits: int | Sequence[int]) -> list[Utterance]:
+    """Utterances recut so that the i-th has at most ``limits[i]`` phonemes (the last limit holds
+    for every later one; an int caps them all).
+
+    Why: a chunk is decoded in one uninterruptible call, so its length bounds how long every
+    other stream sharing the cores waits, and a short first chunk is heard sooner. An utterance
+    over its limit ends where kokoro's grouping ends a group of that size (the last sentence
+    mark, else clause mark, that leaves a remainder within the limit; else at the last word
+    that fits), and the remainder is recut at the next chunk's limit. Not kokoro's chunking:
+    each cut changes the audio near it, as any cut does (module docstring)."""
+    caps = check_chunk_limits(limits)
+    out: list[Utterance] = []
+    pending = list(utts)
+    while pending:
+        utt = pending.pop(0)
+        cap = caps[min(len(out), len(caps) - 1)]
+        if len(utt.phonemes) <= cap or not utt.tokens:
+            out.append(utt)
+            continue
+        first, *rest = split_utterance(utt, cap)
+        out.append(first)
+        tokens = [t for piece in rest for t in piece.tokens]
+        if tokens_to_ps(tokens):
+            rest_ps, rest_text = tokens_to_ps(tokens), tokens_to_text(tokens)
+            pending.insert(0, replace(utt, phonemes=rest_ps, tokens=tokens, text=rest_text))
     return out
 
 

@@ -243,7 +243,19 @@ def parser() -> argparse.ArgumentParser:
         "and cgroup quota)",
     )
     sub.choices["info"].add_argument("--json", action="store_true", help="machine-readable output")
+    from ..server.options import add_arguments  # no server stack imported: see its docstring
+
+    add_arguments(
+        sub.add_parser("serve", help="an OpenAI-compatible speech server (the serve extra)"),
+        DEFAULT_ARTIFACTS,
+    )
     return ap
+
+
+def serve(args: argparse.Namespace) -> None:
+    from ..server.options import run
+
+    run(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,7 +269,7 @@ def _run(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = lambda msg, *a, **k: print(f"warning: {msg}", file=sys.stderr)
-        (synth if args.command == "synth" else info)(args)
+        {"synth": synth, "info": info, "serve": serve}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import artifacts as A
-from . import planner, stream, threads, voices
+from . import chunking, planner, stream, threads, voices
 from .chunking import InputError, Utterance
 from .libraries import BucketError, Libraries
 from .manifest import check_toolchain, explain_pick, pick_target, read_manifest
@@ -112,15 +112,18 @@ class KokoroTVM:
         is_phonemes: bool = False,
         seed: int = 0,
         first_clause: bool = False,
+        chunk_limits: int | Sequence[int] | None = None,
     ) -> Iterator[ChunkAudio]:
         """kokoro's ``KPipeline.__call__``: one result per chunk, with ``graphemes``,
-        ``phonemes``, ``audio`` and word ``words`` / token ``tokens`` timestamps."""
+        ``phonemes``, ``audio`` and word ``words`` / token ``tokens`` timestamps
+        (``chunk_limits``: see ``stream``)."""
         return self.stream(
             self._source(text, lang, is_phonemes, first_clause),
             voice,
             speed,
             seed,
             first_clause=first_clause,
+            chunk_limits=chunk_limits,
         )
 
     @staticmethod
@@ -199,6 +202,7 @@ class KokoroTVM:
         unknown: str = "warn",
         first_clause: bool = False,
         keep_draws: bool = False,
+        chunk_limits: int | Sequence[int] | None = None,
     ) -> Iterator[ChunkAudio]:
         """Yield each chunk's audio and timestamps as soon as it is decoded.
 
@@ -209,10 +213,14 @@ class KokoroTVM:
         A stream holds one chunk at a time: each yielded chunk keeps its audio and timestamps,
         not the decoder's draws (``keep_draws`` keeps them, to replay a chunk in eager kokoro).
         Any number of threads may run streams of one ``KokoroTVM`` at once; one stream is
-        advanced by one thread at a time.
+        advanced by one thread at a time. ``chunk_limits``: phonemes per chunk, the i-th limit
+        for the i-th chunk and the last for every later one (``chunking.limit_chunks``: short
+        first chunks, and a cap on how long one chunk's decoding holds the cores).
         """
         t0 = time.perf_counter()
-        pending, pack = self._prepare(phonemes, voice, speed, seed, unknown, first_clause)
+        pending, pack = self._prepare(
+            phonemes, voice, speed, seed, unknown, first_clause, chunk_limits
+        )
         return stream.stream(self.libraries, pending, pack, speed, seed, t0, keep_draws)
 
     def _prepare(
@@ -223,6 +231,7 @@ class KokoroTVM:
         seed: int,
         unknown: str,
         first_clause: bool,
+        chunk_limits: int | Sequence[int] | None = None,
     ) -> tuple[list[Utterance], np.ndarray]:
         """Checked input: the utterances still to plan and the voice pack (bad input raises here,
         before any library runs)."""
@@ -230,7 +239,10 @@ class KokoroTVM:
         planner.check_seed(seed)
         planner.check_unknown(unknown)
         pack = self.voice_pack(voice, seed)
-        return planner.utterances(self.libraries, phonemes, unknown, first_clause), pack
+        utts = planner.utterances(self.libraries, phonemes, unknown, first_clause)
+        if chunk_limits is not None:
+            utts = chunking.limit_chunks(utts, chunk_limits)
+        return utts, pack
 
     def synthesize(
         self,

@@ -1,0 +1,390 @@
+"""The HTTP API: OpenAI's speech endpoints, captioned speech, voices, models, health, metrics and
+the web page, as one FastAPI app over an ``Engine``.
+
+Nothing slow runs on the event loop: request checks, the voice and the G2P run on the engine's
+prep thread, synthesis on the scheduler's workers, encoding on the encode threads. The loop only
+moves bytes, so ``/health`` answers at once however busy the workers are.
+
+Each speech response is one stream: admitted by the scheduler, prepared, then fed chunk by chunk
+from the workers through one encoder to the socket. The response always streams, whatever
+``stream`` says (OpenAI's client never sends it). When the client leaves, the response's
+``finally`` cancels the stream's remaining chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import KokoroTVMError
+from . import page
+from .encoders import encoder
+from .engine import Engine
+from .errors import SERVER, APIError, from_runtime
+from .metrics import CONTENT_TYPE
+from .scheduler import Item, Overloaded, Stream
+from .schema import SPEECH_SCHEMA, SpeechRequest, parse_json, speech_request
+from .voices import MODEL, MODEL_ALIASES, voice_language
+
+log = logging.getLogger("kokoro_tvm.server")
+
+
+class StreamAborted(Exception):
+    """The response cannot finish (synthesis failed, or it ran past its time limit): the
+    connection is closed without the end of the body, so the client sees it incomplete."""
+
+
+class ChunkStream(StreamingResponse):
+    """A streaming response that gives up on a client who stops reading (``send_timeout``), and
+    always tells the scheduler when it ends (``on_close``), however it ends."""
+
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        on_close: Callable[[str], None],
+        send_timeout: float,
+        **kw: Any,
+    ):
+        super().__init__(content, **kw)
+        self.on_close, self.send_timeout = on_close, send_timeout
+
+    async def stream_response(self, send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        async for chunk in self.body_iterator:
+            message = {"type": "http.response.body", "body": chunk, "more_body": True}
+            try:
+                await asyncio.wait_for(send(message), self.send_timeout)
+            except TimeoutError:
+                raise StreamAborted("the client stopped reading") from None
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def __call__(self, scope, receive, send) -> None:
+        reason = "disconnect"
+        try:
+            await super().__call__(scope, receive, send)
+        except StreamAborted as e:
+            reason = "aborted"
+            log.warning("stream aborted: %s", e)
+        finally:
+            self.on_close(reason)
+
+
+def create_app(engine: Engine) -> FastAPI:
+    app = FastAPI(
+        title="kokoro-tvm",
+        summary="OpenAI-compatible speech from Kokoro-82M compiled with TVM",
+        lifespan=None,
+    )
+    metrics = engine.metrics
+    metrics.counter("requests_total", "HTTP requests by path and status.")
+    metrics.histogram(
+        "time_to_first_audio_seconds",
+        "Seconds from a speech request's arrival to its first audio bytes leaving.",
+    )
+    metrics.counter("streams_completed_total", "Speech streams that sent their last chunk.")
+    metrics.counter("stream_errors_total", "Speech streams that failed after they started.")
+
+    @app.middleware("http")
+    async def count(request: Request, call_next):
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        metrics.inc("requests_total", path=path, status=str(response.status_code))
+        return response
+
+    @app.exception_handler(APIError)
+    async def api_error(_: Request, e: APIError) -> JSONResponse:
+        return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        message = "no such path; see GET /docs" if e.status_code == 404 else str(e.detail)
+        return JSONResponse(APIError(e.status_code, message).body(), status_code=e.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
+        first = e.errors()[0] if e.errors() else {}
+        param = str(first.get("loc", ["", ""])[-1]) or None
+        err = APIError(400, first.get("msg", "invalid request"), param=param)
+        return JSONResponse(err.body(), status_code=400)
+
+    @app.exception_handler(Exception)
+    async def server_error(_: Request, e: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        err = APIError(500, "internal server error; the server log has the details", SERVER)
+        return JSONResponse(err.body(), status_code=500)
+
+    # -- small endpoints -----------------------------------------------------------------------
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page.PAGE)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        s = engine.scheduler
+        return {
+            "status": "ok",
+            "streams": s.open_streams(),
+            "queue_depth": s.queue_depth(),
+            "workers": s.workers,
+            "workers_busy": s.busy,
+        }
+
+    @app.get("/metrics")
+    async def metrics_page() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [_model(m, engine) for m in (MODEL, *MODEL_ALIASES)]}
+
+    @app.get("/v1/models/{model}")
+    async def one_model(model: str) -> dict[str, Any]:
+        if model not in (MODEL, *MODEL_ALIASES):
+            raise APIError(404, f"model {model!r} does not exist", code="model_not_found")
+        return _model(model, engine)
+
+    @app.get("/v1/audio/voices")
+    async def voices() -> dict[str, Any]:
+        names = engine.voices.names()
+        return {
+            "voices": names,
+            "data": [{"id": n, "lang": voice_language(n)} for n in names],
+            "openai": engine.voices.aliases(),
+        }
+
+    # -- speech --------------------------------------------------------------------------------
+    body_spec = {"requestBody": {"content": {"application/json": {"schema": SPEECH_SCHEMA}}}}
+
+    @app.post("/v1/audio/speech", openapi_extra=body_spec)
+    async def speech(request: Request) -> Response:
+        """OpenAI's speech endpoint: audio in ``response_format``, or SSE events."""
+        req, s, first = await _open(request, engine)
+        enc = encoder(req.response_format)
+        if req.stream_format == "sse":
+            body = _sse(engine, s, first, enc, req)
+            media = "text/event-stream"
+        else:
+            body = _audio(engine, s, first, enc)
+            media = enc.media_type
+        return _respond(engine, s, body, media)
+
+    @app.post("/v1/audio/captioned_speech", openapi_extra=body_spec)
+    async def captioned_speech(request: Request) -> Response:
+        """Audio with word timestamps: one JSON object per chunk (NDJSON) while streaming, or
+        one JSON document with ``"stream": false``."""
+        req, s, first = await _open(request, engine)
+        enc = encoder(req.response_format)
+        if req.stream:
+            body = _captions(engine, s, first, enc, req)
+            return _respond(engine, s, body, "application/x-ndjson")
+        return _respond(engine, s, _caption_doc(engine, s, first, enc, req), "application/json")
+
+    return app
+
+
+def _model(name: str, engine: Engine) -> dict[str, Any]:
+    return {
+        "id": name,
+        "object": "model",
+        "created": int(engine.started),
+        "owned_by": "kokoro-tvm",
+        "root": MODEL,
+    }
+
+
+async def _open(request: Request, engine: Engine) -> tuple[SpeechRequest, Stream, Item]:
+    """Read and check the request, admit it, prepare its runtime stream, and wait for its first
+    chunk: until then the response has not started, so a request that fails even there (an
+    utterance no bucket holds) still gets its error as JSON with its status."""
+    cfg = engine.config
+    body = await _read_body(request, cfg.max_body_bytes)
+    req = speech_request(parse_json(body), cfg.max_input_chars)
+    loop = asyncio.get_running_loop()
+    try:
+        s = engine.scheduler.reserve(len(req.input), req.speed, loop)
+    except Overloaded as e:
+        status = 429 if e.too_many else 503
+        code = "too_many_streams" if e.too_many else "overloaded"
+        raise APIError(
+            status, str(e), SERVER, None, code, {"Retry-After": str(e.retry_after)}
+        ) from None
+    try:
+        gen = await loop.run_in_executor(engine.prep, engine.open, req)
+    except KokoroTVMError as e:
+        engine.scheduler.close(s, "refused")
+        raise from_runtime(e) from None
+    except BaseException:
+        engine.scheduler.close(s, "refused")
+        raise
+    engine.scheduler.attach(s, gen)
+    try:
+        first = await asyncio.wait_for(s.items.get(), engine.config.request_timeout)
+    except BaseException:  # the client left, or the server is stopping
+        engine.scheduler.close(s, "disconnect")
+        raise
+    if first.error is not None:
+        engine.scheduler.close(s, "refused")
+        if isinstance(first.error, KokoroTVMError):
+            raise from_runtime(first.error) from None
+        log.error("synthesis failed", exc_info=first.error)
+        raise APIError(500, "synthesis failed; the server log has the details", SERVER)
+    return req, s, first
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise APIError(413, f"request body over {limit} bytes", code="body_too_large")
+    body = bytearray()
+    async for piece in request.stream():
+        body += piece
+        if len(body) > limit:
+            raise APIError(413, f"request body over {limit} bytes", code="body_too_large")
+    return bytes(body)
+
+
+def _respond(engine: Engine, s: Stream, body: AsyncIterator[bytes], media: str) -> Response:
+    def on_close(reason: str) -> None:
+        engine.scheduler.close(s, reason)
+
+    return ChunkStream(
+        body,
+        on_close,
+        engine.config.send_timeout,
+        media_type=media,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+async def _chunks(engine: Engine, s: Stream, item: Item, enc) -> AsyncIterator[tuple[Any, bytes]]:
+    """Each chunk from ``item`` on (None at the end) with its encoded bytes, within the
+    request's time limit."""
+    loop = asyncio.get_running_loop()
+    limit = s.arrival + engine.config.request_timeout
+    first = True
+    while True:
+        if not first:
+            try:
+                item = await asyncio.wait_for(s.items.get(), max(0.0, limit - time.monotonic()))
+            except TimeoutError:
+                raise StreamAborted(
+                    f"the response ran past --request-timeout ({engine.config.request_timeout:g} s)"
+                ) from None
+        engine.scheduler.taken(s)
+        if item.error is not None:
+            engine.metrics.inc("stream_errors_total")
+            if isinstance(item.error, KokoroTVMError):
+                raise StreamAborted(f"synthesis failed: {item.error}")
+            log.error("synthesis failed", exc_info=item.error)
+            raise StreamAborted("synthesis failed (see the traceback above)")
+        if item.end:
+            tail = await loop.run_in_executor(engine.encode, enc.finish)
+            engine.metrics.inc("streams_completed_total")
+            yield None, tail
+            return
+        data = await loop.run_in_executor(engine.encode, enc.encode, item.part.audio)
+        if first:
+            engine.metrics.observe("time_to_first_audio_seconds", time.monotonic() - s.arrival)
+        first = False
+        yield item.part, data
+
+
+async def _audio(engine: Engine, s: Stream, first: Item, enc) -> AsyncIterator[bytes]:
+    async for _, data in _chunks(engine, s, first, enc):
+        if data:
+            yield data
+
+
+async def _sse(
+    engine: Engine, s: Stream, first: Item, enc, req: SpeechRequest
+) -> AsyncIterator[bytes]:
+    """OpenAI's speech events: ``speech.audio.delta`` with base64 audio, then
+    ``speech.audio.done`` with usage (model tokens in, decoder frames out)."""
+    tokens_in = frames_out = 0
+    try:
+        async for part, data in _chunks(engine, s, first, enc):
+            if part is not None:
+                tokens_in += len(part.phonemes) + 2
+                frames_out += int(part.chunk.n_frames)
+            if data:
+                yield _event({"type": "speech.audio.delta", "audio": _b64(data)})
+    except StreamAborted as e:
+        yield _event({"type": "error", "error": APIError(500, str(e), SERVER).body()["error"]})
+        return
+    usage = {
+        "input_tokens": tokens_in,
+        "output_tokens": frames_out,
+        "total_tokens": tokens_in + frames_out,
+    }
+    yield _event({"type": "speech.audio.done", "usage": usage})
+
+
+def _event(doc: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(doc)}\n\n".encode()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _words(part: Any) -> list[dict[str, Any]]:
+    return [
+        {"word": w.text, "start_time": w.start, "end_time": w.end}
+        for w in part.words
+        if w.start is not None and w.end is not None
+    ]
+
+
+async def _captions(
+    engine: Engine, s: Stream, first: Item, enc, req: SpeechRequest
+) -> AsyncIterator[bytes]:
+    """One JSON line per chunk: its encoded audio, its words with times, text and phonemes.
+    The lines' audio, concatenated, is the whole file."""
+    async for part, data in _chunks(engine, s, first, enc):
+        doc: dict[str, Any] = {"audio": _b64(data), "audio_format": req.response_format}
+        if part is None:
+            doc.update(index=None, last=True, timestamps=[])
+        else:
+            doc.update(
+                index=part.index,
+                last=False,
+                text=part.graphemes,
+                phonemes=part.phonemes,
+                start_time=part.offset / part.sample_rate,
+                end_time=(part.offset + part.audio.size) / part.sample_rate,
+                timestamps=_words(part),
+            )
+        yield (json.dumps(doc, ensure_ascii=False) + "\n").encode()
+
+
+async def _caption_doc(
+    engine: Engine, s: Stream, first: Item, enc, req: SpeechRequest
+) -> AsyncIterator[bytes]:
+    """One JSON document, still written as the chunks come: the base64 audio is continued
+    across chunks (in whole 3-byte groups), the timestamps follow it."""
+    yield f'{{"audio_format": {json.dumps(req.response_format)}, "audio": "'.encode()
+    carry = b""
+    words: list[dict[str, Any]] = []
+    async for part, data in _chunks(engine, s, first, enc):
+        data = carry + data
+        cut = len(data) - len(data) % 3
+        carry = data[cut:]
+        if cut:
+            yield base64.b64encode(data[:cut])
+        if part is not None:
+            words += _words(part)
+    tail = base64.b64encode(carry) if carry else b""
+    yield tail + b'", "timestamps": ' + json.dumps(words, ensure_ascii=False).encode() + b"}"

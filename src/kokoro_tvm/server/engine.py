@@ -1,0 +1,142 @@
+"""What one server process holds: the loaded model, its voices, the scheduler, and the threads
+that keep the event loop free (G2P and request checks on one thread, encoding on others).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import KokoroTVMError
+from .metrics import Metrics
+from .scheduler import Scheduler
+from .schema import SpeechRequest
+from .voices import RANDOM_VOICE, VoiceBook
+
+log = logging.getLogger("kokoro_tvm.server")
+
+#: phonemes per chunk: the first short (heard soon), the next growing, then capped (how long
+#: one chunk's decoding holds a worker, and so how long a new listener may wait behind it)
+DEFAULT_CHUNK_LIMITS = (24, 60, 150)
+#: a warm-up utterance (phonemes, so no G2P is needed): loads every worker's VMs, and its
+#: chunks of several sizes give the cost model its first data
+WARMUP_PHONEMES = "ðə wˈɔɹm ˌʌp ɪz dˈʌn, ænd ðə sˈɜɹvəɹ ɪz ɹˈɛdi."
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything ``kokoro-tvm serve`` takes (its options have the same names)."""
+
+    artifacts: Path
+    target: str | None = None
+    workers: int = 1
+    threads: int | None = None  # TVM threads per worker; None: the process's cores shared out
+    max_input_chars: int = 4096  # OpenAI's limit
+    max_streams: int = 32
+    request_timeout: float = 900.0  # seconds one response may take, start to end
+    send_timeout: float = 30.0  # seconds a client may leave a chunk unread
+    first_audio: float = 0.5  # seconds: admission keeps every new stream's first audio within it
+    first_slack: float = 0.0  # seconds after arrival a first chunk is due (its EDF deadline)
+    load_factor: float = 0.9  # share of the workers' time admission may plan to use
+    admission: bool = True
+    chunk_limits: tuple[int, ...] = DEFAULT_CHUNK_LIMITS
+    max_ahead: int = 2  # chunks a stream may run ahead of its client
+    voices_dir: Path | None = None
+    warmup: bool = True
+
+    @property
+    def max_body_bytes(self) -> int:
+        """A body large enough for the longest input in 4-byte UTF-8, escaped, plus fields."""
+        return self.max_input_chars * 12 + 16384
+
+
+class Engine:
+    """The model and everything around it that the HTTP layer calls."""
+
+    def __init__(self, config: ServerConfig, tts: Any = None):
+        from ..runtime import threads
+
+        self.config = config
+        workers = threads.check_count(config.workers, "--workers") or 1
+        per_worker = threads.share(workers)
+        if config.threads:
+            per_worker = threads.check_count(config.threads, "--threads") or per_worker
+        if tts is None:
+            from ..runtime.synthesizer import KokoroTVM
+
+            tts = KokoroTVM.from_manifest(
+                config.artifacts, target=config.target, num_threads=per_worker
+            )
+        self.tts = tts
+        self.metrics = Metrics()
+        self.scheduler = Scheduler(
+            self.metrics,
+            workers=workers,
+            threads_per_worker=per_worker,
+            worker_setup=lambda: threads.use_threads(per_worker),
+            max_ahead=config.max_ahead,
+            max_streams=config.max_streams,
+            first_audio=config.first_audio,
+            first_slack=config.first_slack,
+            load_factor=config.load_factor,
+            admission=config.admission,
+            chunk_limits=config.chunk_limits,
+        )
+        random_build = tts.manifest.get("model", {}).get("checkpoint") == "random"
+        self.voices = VoiceBook(
+            self._registry, tts.voice_pack, config.voices_dir, random_voice=random_build
+        )
+        self.prep = ThreadPoolExecutor(1, thread_name_prefix="kokoro-prep")
+        self.encode = ThreadPoolExecutor(max(2, workers), thread_name_prefix="kokoro-encode")
+        self.started = time.time()
+        self.text_ready: str | None = None  # why English text input is unavailable, if it is
+
+    def _registry(self) -> list[str]:
+        get = getattr(self.tts, "get_voices", None)
+        names = get() if callable(get) else self.tts.voices
+        return [n if isinstance(n, str) else str(n.get("name", n)) for n in names]
+
+    def start(self) -> None:
+        """Warm the G2P (on its own thread) and every worker, then serve."""
+        g2p = self.prep.submit(self._warm_g2p)
+        warmup = None
+        if self.config.warmup:
+            pack = self.tts.voice_pack(RANDOM_VOICE)
+            warmup = lambda: self.tts.stream(
+                WARMUP_PHONEMES, pack, chunk_limits=self.config.chunk_limits
+            )
+        self.scheduler.start(warmup)
+        g2p.result()
+
+    def _warm_g2p(self) -> None:
+        try:
+            gen = self.tts("Hello.", voice=self.tts.voice_pack(RANDOM_VOICE), lang="en-us")
+            gen.close()
+        except KokoroTVMError as e:
+            self.text_ready = str(e)
+            log.warning("English text input is unavailable until this is fixed: %s", e)
+
+    def stop(self) -> None:
+        self.scheduler.stop()
+        self.prep.shutdown(wait=False, cancel_futures=True)
+        self.encode.shutdown(wait=False, cancel_futures=True)
+
+    def open(self, req: SpeechRequest) -> Iterator[Any]:
+        """The runtime stream for a request (on the prep thread: voice, G2P and every input
+        check run here, so a bad request fails before any audio is sent)."""
+        voice = self.voices.resolve(req.voice)
+        return self.tts(
+            req.input,
+            voice=voice.pack,
+            speed=req.speed,
+            lang=req.lang or voice.lang or "en-us",
+            is_phonemes=req.input_type == "phonemes",
+            seed=req.seed,
+            first_clause=True,
+            chunk_limits=self.config.chunk_limits,
+        )

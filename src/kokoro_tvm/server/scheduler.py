@@ -1,0 +1,454 @@
+"""Every open stream's chunks on a few worker threads, earliest deadline first.
+
+Audio is consumed in real time, so the only chunk that is urgent is the one whose listener is
+about to run out of audio. A stream's next chunk is due when the audio already produced for it
+runs out (its first chunk is due on arrival, plus ``first_slack``), and workers always take the
+chunk whose latest start (deadline minus its expected compute) is earliest. A chunk cannot be
+interrupted, so ``chunking.limit_chunks`` keeps chunks short; that bound is what lets a new
+listener's first chunk pass a long one.
+
+The unit of work is one ``next()`` of a runtime stream: it plans and decodes exactly one chunk.
+One stream is advanced by one worker at a time (it is either queued, running or waiting for its
+consumer); different streams run on different workers at once, over the one shared model. Each
+worker first runs ``worker_setup`` (the engine's sizes that thread's own TVM pool, so that all
+the pools together match the cores the process may use).
+
+A stream runs at most ``max_ahead`` chunks ahead of its consumer, so a client that reads slowly
+holds at most that much audio here. Cancelling a stream (its client left) drops it from the
+queue; a chunk already running finishes and is discarded, and the runtime stream is closed.
+
+Admission: before a stream is opened, the scheduler asks whether every open stream, and the
+new one, can still get its audio in time, with a cost model learned from the chunks it ran
+(compute = ``c0 + r * audio seconds`` per chunk; audio seconds per input character). For each
+horizon t it checks the processor-demand condition of EDF scheduling: the compute every stream
+needs finished by t (to play without a gap until t, and the new stream's first audio within
+``first_audio``) must fit in ``workers * load_factor * t``. When it does not, the request is
+refused (503 with ``Retry-After``) instead of making every stream late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .metrics import Metrics
+
+log = logging.getLogger("kokoro_tvm.server")
+
+
+class Overloaded(Exception):
+    """The request cannot be served in time (or the server holds its limit of streams)."""
+
+    def __init__(self, message: str, retry_after: int, too_many: bool = False):
+        super().__init__(message)
+        self.retry_after, self.too_many = retry_after, too_many
+
+
+@dataclass
+class Item:
+    """What a worker hands a stream's consumer: a chunk, the end, or an error."""
+
+    part: Any = None  # runtime ChunkAudio
+    error: BaseException | None = None
+    compute: float = 0.0  # seconds this chunk took
+
+    @property
+    def end(self) -> bool:
+        return self.part is None and self.error is None
+
+
+@dataclass(eq=False)
+class Stream:
+    """One response's runtime stream and its place in the schedule (fields below ``arrival``
+    change under the scheduler's lock only)."""
+
+    id: int
+    chars: int  # input characters: remaining audio is estimated from those not yet spoken
+    speed: float
+    loop: asyncio.AbstractEventLoop
+    items: asyncio.Queue
+    arrival: float  # time.monotonic()
+    gen: Iterator[Any] | None = None
+    chars_done: int = 0
+    produced: int = 0
+    taken: int = 0
+    audio_out: float = 0.0  # seconds of audio produced
+    playback_start: float | None = None  # when the first chunk was produced
+    last_cost: float | None = None
+    running: bool = False
+    finished: bool = False
+    cancelled: bool = False
+    token: int = 0  # invalidates older heap entries of this stream
+    run_started: float = 0.0
+
+    def deadline(self, first_slack: float) -> float:
+        """When the next chunk must be out: when the audio produced so far has played."""
+        if self.playback_start is None:
+            return self.arrival + first_slack
+        return self.playback_start + self.audio_out
+
+    def buffered(self, now: float) -> float:
+        """Seconds of audio produced but not yet played (by a listener who started at the
+        first chunk and plays in real time); negative when it ran dry."""
+        if self.playback_start is None:
+            return 0.0
+        return self.playback_start + self.audio_out - now
+
+
+@dataclass
+class CostModel:
+    """Compute seconds for a chunk of ``a`` audio seconds: ``c0 + r * a``, fitted by least
+    squares with exponential forgetting; and audio seconds per input character at speed 1."""
+
+    c0: float = 0.05
+    r: float = 0.3
+    per_char: float = 0.07
+    forget: float = 0.97
+    _s: list[float] = field(default_factory=lambda: [0.0] * 5)  # w, x, y, xx, xy
+    _chars: list[float] = field(default_factory=lambda: [0.0, 0.0])  # chars, audio*speed
+
+    def learn(self, audio: float, cost: float, chars: int, speed: float) -> None:
+        s = self._s
+        for i in range(5):
+            s[i] *= self.forget
+        s[0] += 1
+        s[1] += audio
+        s[2] += cost
+        s[3] += audio * audio
+        s[4] += audio * cost
+        var = s[0] * s[3] - s[1] * s[1]
+        if s[0] >= 3 and var > 1e-9 * max(s[0] * s[3], 1e-12):
+            r = (s[0] * s[4] - s[1] * s[2]) / var
+            c0 = (s[2] - r * s[1]) / s[0]
+            if r > 0 and c0 >= 0:
+                self.r, self.c0 = r, c0
+            else:  # one parameter: the ratio
+                self.r, self.c0 = max(s[2], 1e-6) / max(s[1], 1e-6), 0.0
+        elif s[1] > 0:
+            self.r = max(s[2] - s[0] * self.c0, 1e-6) / s[1]
+        if chars > 0 and audio > 0:
+            self._chars[0] = self._chars[0] * self.forget + chars
+            self._chars[1] = self._chars[1] * self.forget + audio * speed
+            self.per_char = self._chars[1] / self._chars[0]
+
+    def cost(self, audio: float) -> float:
+        return self.c0 + self.r * audio
+
+
+class Scheduler:
+    """Worker threads running the chunks of all streams, earliest deadline first."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        workers: int = 1,
+        threads_per_worker: int = 1,
+        worker_setup: Callable[[], None] | None = None,
+        max_ahead: int = 2,
+        max_streams: int = 32,
+        first_audio: float = 0.5,
+        first_slack: float = 0.0,
+        load_factor: float = 0.9,
+        admission: bool = True,
+        chunk_limits: tuple[int, ...] = (24, 60, 150),
+    ):
+        self.metrics = metrics
+        self.workers, self.threads_per_worker = workers, threads_per_worker
+        self.worker_setup = worker_setup
+        self.max_ahead, self.max_streams = max_ahead, max_streams
+        self.first_audio, self.first_slack = first_audio, first_slack
+        self.load_factor, self.admission = load_factor, admission
+        self.chunk_limits = chunk_limits
+        self.model = CostModel()
+        self.streams: dict[int, Stream] = {}
+        self.busy = 0
+        self._heap: list[tuple[float, int, int, Stream]] = []
+        self._seq = itertools.count()
+        self._ids = itertools.count(1)
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._threads: list[threading.Thread] = []
+        self._register_metrics()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, warmup: Callable[[], Iterator[Any]] | None = None) -> None:
+        """Start the workers; each first runs ``warmup()`` (a runtime stream) to the end, so its
+        VMs and thread pool exist and the cost model has data before the first request."""
+        ready = threading.Barrier(self.workers + 1)
+        for i in range(self.workers):
+            t = threading.Thread(
+                target=self._work, args=(warmup, ready), name=f"kokoro-worker-{i}", daemon=True
+            )
+            t.start()
+            self._threads.append(t)
+        ready.wait()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            for s in list(self.streams.values()):
+                self._cancel(s, "shutdown")
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join(timeout=30)
+
+    # -- streams -----------------------------------------------------------------------------
+    def reserve(self, chars: int, speed: float, loop: asyncio.AbstractEventLoop) -> Stream:
+        """Admit a new stream (or raise ``Overloaded``) and hold its place while its input is
+        prepared; ``attach`` queues it."""
+        with self._cond:
+            open_streams = [s for s in self.streams.values() if not s.finished]
+            if len(open_streams) >= self.max_streams:
+                self.metrics.inc("requests_rejected_total", reason="too_many_streams")
+                raise Overloaded(
+                    f"this server already holds its limit of {self.max_streams} concurrent "
+                    "streams (--max-streams); retry shortly",
+                    self._retry_after(open_streams, time.monotonic()),
+                    too_many=True,
+                )
+            now = time.monotonic()
+            if self.admission and not self._fits(open_streams, chars, speed, now):
+                self.metrics.inc("requests_rejected_total", reason="overloaded")
+                raise Overloaded(
+                    "the server cannot start this stream now without making it or the streams "
+                    "it is playing run out of audio; retry after the Retry-After seconds",
+                    self._retry_after(open_streams, now),
+                )
+            s = Stream(next(self._ids), chars, speed, loop, asyncio.Queue(), now)
+            self.streams[s.id] = s
+            return s
+
+    def attach(self, s: Stream, gen: Iterator[Any]) -> None:
+        """Queue a reserved stream's runtime stream for its first chunk."""
+        with self._cond:
+            s.gen = gen
+            if s.cancelled:
+                self._close_gen(s)
+                return
+            self._push(s)
+
+    def taken(self, s: Stream) -> None:
+        """The consumer took one item: the stream may run further ahead."""
+        with self._cond:
+            s.taken += 1
+            if self._eligible(s):
+                self._push(s)
+
+    def close(self, s: Stream, reason: str = "disconnect") -> None:
+        """The response ended: a stream still producing is cancelled (its chunks not yet run
+        are dropped), and it leaves the schedule."""
+        with self._cond:
+            if not s.finished:
+                self._cancel(s, reason)
+            self.streams.pop(s.id, None)
+
+    # -- scheduler state, for /health and /metrics ---------------------------------------------
+    def queue_depth(self) -> int:
+        """Streams whose next chunk is waiting for a worker."""
+        with self._cond:
+            return sum(
+                1
+                for s in self.streams.values()
+                if s.gen is not None and not (s.running or s.finished) and self._eligible(s)
+            )
+
+    def open_streams(self) -> int:
+        return len(self.streams)
+
+    # -- internals (under self._cond) ----------------------------------------------------------
+    def _eligible(self, s: Stream) -> bool:
+        return (
+            s.gen is not None
+            and not (s.running or s.finished or s.cancelled)
+            and s.produced - s.taken < self.max_ahead
+        )
+
+    def _push(self, s: Stream) -> None:
+        s.token += 1
+        cost = s.last_cost if s.last_cost is not None else self.model.cost(self._chunk_audio(0))
+        key = s.deadline(self.first_slack) - cost
+        heapq.heappush(self._heap, (key, next(self._seq), s.token, s))
+        self._cond.notify()
+
+    def _pop(self) -> Stream | None:
+        while not self._stopping:
+            while self._heap:
+                _, _, token, s = heapq.heappop(self._heap)
+                if token == s.token and self._eligible(s):
+                    return s
+            self._cond.wait()
+        return None
+
+    def _cancel(self, s: Stream, reason: str) -> None:
+        s.cancelled = s.finished = True
+        self.metrics.inc("streams_cancelled_total", reason=reason)
+        if not s.running:
+            self._close_gen(s)
+
+    def _close_gen(self, s: Stream) -> None:
+        if s.gen is not None:
+            try:
+                s.gen.close()
+            except Exception:  # a runtime stream's cleanup must not take a worker down
+                log.exception("closing a cancelled stream")
+            s.gen = None
+
+    # -- the workers -------------------------------------------------------------------------
+    def _work(self, warmup, ready: threading.Barrier) -> None:
+        try:
+            if self.worker_setup is not None:
+                self.worker_setup()
+            if warmup is not None:
+                self._warm(warmup)
+        finally:
+            ready.wait()
+        while True:
+            with self._cond:
+                s = self._pop()
+                if s is None:
+                    return
+                s.running, s.run_started = True, time.monotonic()
+                self.busy += 1
+                deadline = s.deadline(self.first_slack)
+                consumer_waiting = s.taken == s.produced
+            item = self._run(s)
+            with self._cond:
+                self.busy -= 1
+                s.running = False
+                if item.part is not None:
+                    self._account(s, item, deadline, consumer_waiting)
+                if s.cancelled:
+                    if item.part is not None:
+                        self.metrics.inc("chunks_discarded_total")
+                    self._close_gen(s)
+                    continue
+                if item.part is None:
+                    s.finished = True
+                    s.gen = None
+                elif self._eligible(s):
+                    self._push(s)
+            s.loop.call_soon_threadsafe(s.items.put_nowait, item)
+
+    def _run(self, s: Stream) -> Item:
+        t0 = time.monotonic()
+        try:
+            part = next(s.gen)
+        except StopIteration:
+            return Item()
+        except Exception as e:  # delivered to the request, which reports it
+            return Item(error=e, compute=time.monotonic() - t0)
+        return Item(part=part, compute=time.monotonic() - t0)
+
+    def _account(self, s: Stream, item: Item, deadline: float, consumer_waiting: bool) -> None:
+        now = time.monotonic()
+        part = item.part
+        audio = part.audio.size / part.sample_rate
+        chars = len(part.graphemes or part.phonemes)
+        if s.playback_start is None:
+            s.playback_start = now
+        elif consumer_waiting and now > deadline:
+            self.metrics.inc("late_chunks_total")
+            self.metrics.inc("late_seconds_total", now - deadline)
+        s.produced += 1
+        s.audio_out += audio
+        s.chars_done += chars
+        s.last_cost = item.compute
+        self.model.learn(audio, item.compute, chars, s.speed)
+        self.metrics.inc("chunks_total")
+        self.metrics.inc("compute_seconds_total", item.compute)
+        self.metrics.inc("audio_seconds_total", audio)
+        self.metrics.observe("chunk_compute_seconds", item.compute)
+
+    def _warm(self, warmup) -> None:
+        t0 = time.monotonic()
+        for part in warmup():
+            t1 = time.monotonic()
+            audio = part.audio.size / part.sample_rate
+            with self._cond:
+                self.model.learn(audio, t1 - t0, len(part.graphemes or part.phonemes), 1.0)
+            t0 = t1
+
+    # -- admission ---------------------------------------------------------------------------
+    def _chunk_audio(self, index: int) -> float:
+        """Expected audio seconds of a stream's ``index``-th chunk at speed 1."""
+        limit = self.chunk_limits[min(index, len(self.chunk_limits) - 1)]
+        return limit * self.model.per_char
+
+    def _fits(self, open_streams: list[Stream], chars: int, speed: float, now: float) -> bool:
+        """EDF's processor-demand test over the open streams and a new one (module docstring)."""
+        m = self.model
+        needs = []  # (seconds from now at which audio must start flowing, audio needed, ahead)
+        for s in open_streams:
+            remaining = max(0, s.chars - s.chars_done) * m.per_char / s.speed
+            chunk = min(remaining, self._chunk_audio(s.produced) / s.speed)
+            if s.playback_start is None:
+                needs.append((s.arrival + self.first_audio - now, remaining, chunk))
+            else:
+                needs.append((s.buffered(now), remaining, chunk))
+        remaining = chars * m.per_char / speed
+        needs.append((self.first_audio, remaining, min(remaining, self._chunk_audio(0) / speed)))
+        busy = sum(
+            max(0.0, (s.last_cost or m.c0) - (now - s.run_started))
+            for s in open_streams
+            if s.running
+        )
+        longest = max(b + r for b, r, _ in needs)
+        horizons = {max(b, 1e-3) for b, _, _ in needs if b < longest}
+        t = 0.25
+        while t < longest * 2:
+            horizons.add(t)
+            t *= 2
+        capacity = self.workers * self.load_factor
+        for t in sorted(horizons):
+            demand = busy / self.workers
+            for start, audio, chunk in needs:
+                if t < start:
+                    continue
+                need = min(audio, t - start + chunk)  # chunk granularity: a whole one is due
+                demand += m.r * need + m.c0 * math.ceil(need / max(chunk, 1e-3))
+            if demand > capacity * t:
+                return False
+        return True
+
+    def _retry_after(self, open_streams: list[Stream], now: float) -> int:
+        """Seconds until the first open stream has played to its end (when its load is gone)."""
+        ends = [
+            s.buffered(now) + max(0, s.chars - s.chars_done) * self.model.per_char / s.speed
+            for s in open_streams
+        ]
+        return int(min(60, max(1, math.ceil(min(ends, default=1.0)))))
+
+    def _register_metrics(self) -> None:
+        m = self.metrics
+        m.counter("chunks_total", "Chunks synthesized.")
+        m.counter("chunks_discarded_total", "Chunks finished after their stream was cancelled.")
+        m.counter("compute_seconds_total", "Worker seconds spent synthesizing chunks.")
+        m.counter("audio_seconds_total", "Seconds of audio synthesized.")
+        m.counter(
+            "late_chunks_total",
+            "Chunks produced after the audio sent before them had played out (a listener "
+            "playing in real time from the first chunk ran dry).",
+        )
+        m.counter("late_seconds_total", "Seconds by which late chunks missed their deadline.")
+        m.counter("streams_cancelled_total", "Streams ended before their last chunk.")
+        m.counter("requests_rejected_total", "Requests refused by admission control or limits.")
+        m.histogram("chunk_compute_seconds", "Compute seconds per chunk.")
+        m.gauge("queue_depth", "Streams whose next chunk waits for a worker.", self.queue_depth)
+        m.gauge("streams_open", "Streams open (admitted and not yet closed).", self.open_streams)
+        m.gauge("workers_busy", "Workers synthesizing a chunk now.", lambda: self.busy)
+        m.gauge("workers", "Worker threads.", lambda: self.workers)
+        m.gauge(
+            "real_time_factor",
+            "Compute seconds per second of audio for one worker, as the cost model has learned "
+            "it (chunk cost = c0 + r * audio; this is r).",
+            lambda: self.model.r,
+        )
+        m.gauge("chunk_overhead_seconds", "The cost model's c0.", lambda: self.model.c0)

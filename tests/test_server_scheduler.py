@@ -1,0 +1,294 @@
+"""The server's scheduler on stand-in streams: earliest deadline first, cancellation, admission.
+
+The streams here are plain generators that sleep for their "compute" and yield chunks of known
+audio length, so the order the real ``Scheduler`` runs them in, and what it refuses, can be
+checked exactly without a model. The server tests (``test_server.py``) run it on the real one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from kokoro_tvm.server.metrics import Metrics
+from kokoro_tvm.server.scheduler import CostModel, Overloaded, Scheduler
+
+SR = 24000
+
+
+@dataclass
+class Part:
+    """Shaped like the runtime's ``ChunkAudio`` where the scheduler reads it."""
+
+    audio: np.ndarray
+    graphemes: str
+    phonemes: str = ""
+    sample_rate: int = SR
+
+
+class Log:
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, int, float]] = []  # (stream, chunk index, start time)
+        self.closed: set[str] = set()
+        self.lock = threading.Lock()
+
+
+def fake_stream(log: Log, name: str, chunks: int, audio_s: float, cost_s: float, chars: int = 10):
+    """A runtime stand-in: each ``next()`` takes ``cost_s`` and yields ``audio_s`` of audio."""
+    try:
+        for i in range(chunks):
+            with log.lock:
+                log.runs.append((name, i, time.monotonic()))
+            time.sleep(cost_s)
+            yield Part(np.zeros(int(audio_s * SR), np.float32), "x" * chars)
+    finally:
+        with log.lock:
+            log.closed.add(name)
+
+
+def scheduler(**kw) -> Scheduler:
+    s = Scheduler(Metrics(), **{"workers": 1, "admission": False, "max_ahead": 100, **kw})
+    s.start()
+    return s
+
+
+async def consume(sched: Scheduler, stream, into: list) -> None:
+    while True:
+        item = await stream.items.get()
+        sched.taken(stream)
+        if item.part is None:
+            return
+        into.append(item.part)
+
+
+def tight_model(sched: Scheduler) -> Scheduler:
+    """A cost model that knows the stand-ins: compute = audio (r = 1), 3 characters per chunk."""
+    sched.model = model(r=1.0, c0=0.0, per_char=0.1 / 3)
+    return sched
+
+
+def order_of(log: Log) -> list[tuple[str, int]]:
+    return [(n, i) for n, i, _ in log.runs]
+
+
+def test_a_new_listener_goes_before_a_stream_with_audio_to_spare():
+    """Stream A is 6 s of audio ahead of its listener; B arrives: B's first chunk is due (on
+    arrival, plus ``first_slack``) long before A's next one, so it runs next."""
+    log = Log()
+
+    async def main():
+        sched = scheduler(first_slack=0.5)
+        loop = asyncio.get_running_loop()
+        a = sched.reserve(100, 1.0, loop)
+        sched.attach(a, fake_stream(log, "A", 6, audio_s=2.0, cost_s=0.05))
+        got: list = []
+        ta = asyncio.create_task(consume(sched, a, got))
+        while len(got) < 3:
+            await asyncio.sleep(0.005)
+        b = sched.reserve(10, 1.0, loop)
+        sched.attach(b, fake_stream(log, "B", 1, audio_s=1.0, cost_s=0.05))
+        await asyncio.gather(ta, consume(sched, b, []))
+        sched.stop()
+
+    asyncio.run(main())
+    order = order_of(log)
+    assert order.index(("B", 0)) <= order.index(("A", 4)), order
+
+
+def run_tight_and_newcomer(first_slack: float) -> list[tuple[str, int]]:
+    """C's listener has no audio to spare (each chunk takes as long as it plays); D arrives
+    just after C's first chunk."""
+    log = Log()
+
+    async def main():
+        sched = tight_model(scheduler(first_slack=first_slack, chunk_limits=(3,)))
+        loop = asyncio.get_running_loop()
+        c = sched.reserve(30, 1.0, loop)
+        sched.attach(c, fake_stream(log, "C", 6, audio_s=0.1, cost_s=0.1, chars=3))
+        got: list = []
+        tc = asyncio.create_task(consume(sched, c, got))
+        while len(got) < 1:
+            await asyncio.sleep(0.002)
+        d = sched.reserve(3, 1.0, loop)
+        sched.attach(d, fake_stream(log, "D", 1, audio_s=0.1, cost_s=0.1, chars=3))
+        await asyncio.gather(tc, consume(sched, d, []))
+        sched.stop()
+
+    asyncio.run(main())
+    return order_of(log)
+
+
+def test_a_listener_about_to_run_dry_goes_before_a_newcomer_who_can_wait():
+    order = run_tight_and_newcomer(first_slack=0.5)
+    assert order.index(("C", 3)) < order.index(("D", 0)), order
+
+
+def test_first_chunks_first_without_slack():
+    """With ``first_slack`` 0 a new listener's first chunk is due on arrival: only C's chunk
+    that was already due by then (or running) goes before it."""
+    order = run_tight_and_newcomer(first_slack=0.0)
+    assert order.index(("D", 0)) <= order.index(("C", 2)), order
+
+
+def test_a_stream_runs_at_most_max_ahead_of_its_consumer():
+    log = Log()
+
+    async def main():
+        sched = scheduler(max_ahead=2)
+        loop = asyncio.get_running_loop()
+        s = sched.reserve(10, 1.0, loop)
+        sched.attach(s, fake_stream(log, "S", 10, audio_s=1.0, cost_s=0.01))
+        await asyncio.sleep(0.3)  # nobody reads
+        produced_unread = s.produced
+        await consume(sched, s, [])
+        sched.stop()
+        return produced_unread
+
+    assert asyncio.run(main()) == 2
+    assert len(log.runs) == 10
+
+
+def test_cancel_drops_queued_chunks_discards_the_running_one_and_closes_the_stream():
+    log = Log()
+
+    async def main():
+        sched = scheduler(max_ahead=1)
+        loop = asyncio.get_running_loop()
+        s = sched.reserve(10, 1.0, loop)
+        sched.attach(s, fake_stream(log, "S", 50, audio_s=1.0, cost_s=0.2))
+        item = await s.items.get()  # the first chunk; the second is now running
+        assert item.part is not None
+        sched.taken(s)
+        await asyncio.sleep(0.05)
+        sched.close(s, "disconnect")
+        await asyncio.sleep(0.5)  # the running chunk finishes, and nothing after it starts
+        sched.stop()
+        return sched.metrics
+
+    m = asyncio.run(main())
+    assert len(log.runs) == 2, log.runs
+    assert "S" in log.closed
+    assert m.value("streams_cancelled_total", reason="disconnect") == 1
+    assert m.value("chunks_discarded_total") == 1
+    assert m.value("chunks_total") == 2
+
+
+def test_errors_reach_the_consumer_and_the_worker_survives():
+    def broken():
+        yield Part(np.zeros(SR, np.float32), "x")
+        raise RuntimeError("planted")
+
+    async def main():
+        sched = scheduler()
+        loop = asyncio.get_running_loop()
+        s = sched.reserve(10, 1.0, loop)
+        sched.attach(s, broken())
+        first, second = await s.items.get(), await s.items.get()
+        ok = sched.reserve(10, 1.0, loop)
+        sched.attach(ok, fake_stream(Log(), "ok", 2, 0.5, 0.01))
+        parts: list = []
+        await consume(sched, ok, parts)
+        sched.stop()
+        return first, second, parts
+
+    first, second, parts = asyncio.run(main())
+    assert first.part is not None and isinstance(second.error, RuntimeError)
+    assert len(parts) == 2
+
+
+def model(r: float = 0.25, c0: float = 0.0, per_char: float = 0.1) -> CostModel:
+    m = CostModel()
+    m.r, m.c0, m.per_char = r, c0, per_char
+    return m
+
+
+def admitted(sched: Scheduler, chars: int, n: int, loop) -> int:
+    """How many of ``n`` identical requests arriving together are admitted."""
+    for i in range(n):
+        try:
+            sched.reserve(chars, 1.0, loop)
+        except Overloaded:
+            return i
+    return n
+
+
+@pytest.mark.parametrize(
+    ("r", "workers", "expect"),
+    [
+        # 100 chars = 10 s of audio; first chunks 24 chars = 2.4 s; first audio within 0.5 s.
+        # r = 0.05: a first chunk costs 0.12 s, so 3 fit in 0.45 s (0.5 s x load factor 0.9)
+        (0.05, 1, 3),
+        (0.05, 2, 7),  # twice the workers: 0.9 s of first-chunk compute in 0.5 s
+        (0.2, 1, 0),  # one first chunk needs 0.48 s > 0.45 s: nobody can be served in time
+    ],
+)
+def test_admission_keeps_first_audio_within_its_bound(r, workers, expect):
+    async def main():
+        sched = Scheduler(Metrics(), workers=workers, first_audio=0.5, load_factor=0.9)
+        sched.model = model(r=r)
+        return admitted(sched, 100, 20, asyncio.get_running_loop()), sched
+
+    n, sched = asyncio.run(main())
+    assert n == expect
+    assert sched.metrics.value("requests_rejected_total", reason="overloaded") == (n < 20)
+
+
+def test_admission_counts_the_load_of_streams_already_playing():
+    """Four streams playing, each with 1 s of audio to spare and 60 s left to make at r = 0.2
+    (chunks of 1 s), need 0.8 of the one worker; a fifth like them does not fit in 0.9. With
+    their audio nearly all made, the same four leave room for it."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        out = []
+        for left_chars in (600, 5):
+            sched = Scheduler(
+                Metrics(), workers=1, first_audio=2.0, load_factor=0.9, chunk_limits=(10,)
+            )
+            sched.model = model(r=0.2, per_char=0.1)
+            sched.admission = False
+            now = time.monotonic()
+            for _ in range(4):
+                s = sched.reserve(1000, 1.0, loop)
+                s.playback_start, s.audio_out = now, 1.0
+                s.produced, s.chars_done = 1, 1000 - left_chars
+            sched.admission = True
+            try:
+                sched.reserve(600, 1.0, loop)
+                out.append(True)
+            except Overloaded as e:
+                assert 1 <= e.retry_after <= 60
+                out.append(False)
+        return out
+
+    assert asyncio.run(main()) == [False, True]
+
+
+def test_max_streams_is_a_hard_limit():
+    async def main():
+        sched = Scheduler(Metrics(), max_streams=2, admission=False)
+        loop = asyncio.get_running_loop()
+        sched.reserve(10, 1.0, loop)
+        sched.reserve(10, 1.0, loop)
+        with pytest.raises(Overloaded) as e:
+            sched.reserve(10, 1.0, loop)
+        return e.value
+
+    e = asyncio.run(main())
+    assert e.too_many and "2 concurrent streams" in str(e)
+
+
+def test_cost_model_learns_overhead_and_rate():
+    m = CostModel()
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        a = float(rng.uniform(0.5, 8.0))
+        m.learn(a, 0.03 + 0.12 * a, chars=int(a / 0.08), speed=1.0)
+    assert m.r == pytest.approx(0.12, rel=0.02)
+    assert m.c0 == pytest.approx(0.03, abs=0.01)
+    assert m.per_char == pytest.approx(0.08, rel=0.1)

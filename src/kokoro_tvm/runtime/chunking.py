@@ -42,6 +42,9 @@ WATERFALL = ("!.?…", ":;", ",—")  # KPipeline.waterfall_last, strongest brea
 BUMPS = (")", "”")  # a closer right after the break stays with it
 PUNCTUATION = frozenset(';:,.!?—…"“”()')  # marks misaki emits as tokens of their own
 CLAUSE_MARKS = frozenset(",;:.!?—…")  # where ``first_clause`` may end the first chunk
+#: marks a G2P emits that the vocabulary lacks (espeak-ng keeps Spanish ``¿¡``): punctuation with
+#: no sound, dropped as kokoro drops them, without a warning on every Spanish question
+SILENT_MARKS = frozenset("¿¡")
 FIRST_CLAUSE_LIMIT = 100  # phonemes: a first clause longer than this is not worth the cut
 
 
@@ -69,11 +72,14 @@ class Utterance:
     ``phonemes`` is kokoro's ``ps``: the model reads its symbols and the voice row is
     ``pack[len(phonemes) - 1]``. ``tokens`` (misaki ``MToken``s for text, ``Token``s for
     phonemes) spell ``phonemes`` symbol by symbol: each token's phonemes, then one symbol for its
-    whitespace; word timestamps rely on that.
+    whitespace; word timestamps rely on that. ``timed_words``: whether ``tokens`` are words to
+    time; False for text in a language whose G2P gives phonemes without words (every one but
+    English: kokoro times English words only), whose tokens only serve to cut it.
     """
 
     phonemes: str
     tokens: list = field(default_factory=list, repr=False)
+    timed_words: bool = True
     text: str = ""
 
 
@@ -230,6 +236,7 @@ def split_utterance(utt: Utterance, limit: int) -> list[Utterance]:
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
     out: list[Utterance] = []
+        piece.timed_words = utt.timed_words
     for piece in utterances_from_tokens(utt.tokens, limit):
         out += [piece] if len(piece.phonemes) <= limit else split_utterance(piece, limit - 1)
     return out
@@ -282,11 +289,11 @@ def check_symbols(phonemes: str, vocab: dict[str, int], unknown: str = "warn") -
     the vocabulary; spaces are in it, and other whitespace was already normalised away."""
     if unknown not in ("warn", "error"):
         raise ValueError(f"unknown must be 'warn' or 'error', got {unknown!r}")
-    bad = sorted({c for c in phonemes if c not in vocab})
+    bad = sorted({c for c in phonemes if c not in vocab and c not in SILENT_MARKS})
     if not bad:
         return
     msg = (
-        f"{sum(c not in vocab for c in phonemes)} symbol(s) outside the Kokoro phoneme vocabulary: "
+        f"{sum(c in bad for c in phonemes)} symbol(s) outside the Kokoro phoneme vocabulary: "
         f"{''.join(bad)!r} ({', '.join(f'U+{ord(c):04X}' for c in bad[:8])})"
     )
     if unknown == "error":

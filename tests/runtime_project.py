@@ -25,7 +25,41 @@ RUNTIME_PARAMS = {
     "targets": {"generic": {"kind": "llvm"}},
     "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},
+    # a Kokoro-82M voices/ folder the build writes (``write_voice_packs``): one voice per language
+    "voices": {"source": "voice-packs"},
 }
+#: the voices of the runtime tests' project: one per language Kokoro speaks, and a second
+#: American one to blend with
+TEST_VOICES = (
+    "af_heart",
+    "am_adam",
+    "bf_emma",
+    "ef_dora",
+    "ff_siwis",
+    "hf_alpha",
+    "if_sara",
+    "jf_alpha",
+    "pf_dora",
+    "zf_xiaobei",
+)
+
+
+def write_voice_packs(folder: Path, names=TEST_VOICES, width: int = 256) -> Path:
+    """Seeded random voice packs [510, 1, width] as Kokoro-82M ships them (``voices/<name>.pt``,
+    ``torch.save``); a different pack per name."""
+    import zlib
+
+    import numpy as np
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        pack = 0.3 * rng.standard_normal((1, 1, width)) + 0.02 * rng.standard_normal(
+            (510, 1, width)
+        )
+        torch.save(torch.from_numpy(pack.astype(np.float32)), folder / f"{name}.pt")
+    return folder
 
 
 def _graph_files(component: str, bucket: int, root: Path) -> list[Path]:
@@ -57,6 +91,7 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
         relax,
         toolchain,
         validate,
+        voices,
         weights,
     )
     from kokoro_tvm.pipeline.common import setup
@@ -67,6 +102,7 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
         assert all(theirs[k] == params[k] for k in ("model", "lstm", "shapes")), (
             "reuse: another model or shapes"
         )
+    params = {"voices": {"source": "none"}, **params}  # never npm's: tests stay offline
     root.mkdir(parents=True, exist_ok=True)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     with contextlib.chdir(root):
@@ -93,6 +129,9 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
                 for target in prm.targets:
                     build.run(prm, component, bucket, target)
                     validate.run(prm, component, bucket, target)
+        if prm.voices_source == RUNTIME_PARAMS["voices"]["source"]:
+            write_voice_packs(Path(prm.voices_source))
+        voices.run(prm)
         manifest.run(prm)
     return root / "artifacts"
 

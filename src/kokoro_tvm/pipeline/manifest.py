@@ -4,6 +4,8 @@ A library is listed only when the bytes on disk are the ones its build recorded 
 validation ran, with the weights its validation ran; anything else is an error, so a library
 swapped after validation never reaches the runtime. A target no device could validate
 (``devices.resolve``) is left out whole, with one line saying so: the runtime never loads it.
+The voices users pick by name are listed with their file's sha256 (``voices.manifest_entry``),
+which the runtime checks as it checks the libraries.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from .. import artifacts as A
+from ..config import load_model_config
 from ..manifest_entry import check_validated, library_entry
 from ..params import Params
 from ..spec import COMPONENTS
+from . import voices
 
 
 def _library(
@@ -102,5 +106,8 @@ def run(prm: Params) -> dict[str, Any]:
         "weights": weights,
         "libraries": libs,
     }
+    named = voices.manifest_entry(2 * load_model_config(prm.model_config)["style_dim"])
+    if named is not None:  # the voices users pick by name (``voices.source: none``: no entry)
+        doc["voices"] = named
     A.write_json(A.manifest_file(), doc)
     return doc

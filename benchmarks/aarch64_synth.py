@@ -104,18 +104,18 @@ def main() -> int:
         "ignore", message="dropout option adds dropout"
     )  # kokoro's 1-layer LSTMs
     warnings.filterwarnings("ignore", message=".*weight_norm.* is deprecated")
-    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import artifacts
     from kokoro_tvm.devices import qemu
     from kokoro_tvm.eval.e2e import eager_chunk, sample_phonemes
-    from kokoro_tvm.eval.reference import as_float64, load_kokoro
+    from kokoro_tvm.eval.eager import as_float64, load_kokoro
     from kokoro_tvm.eval.verdicts import audio_verdict
     from kokoro_tvm.runtime.chunking import join
     from kokoro_tvm.runtime.synthesizer import KokoroTVM
 
     root = Path(args.artifacts).absolute()
-    voice = A.voice_file(root)
+    voice = artifacts.voice_file(root)
     tts = KokoroTVM.from_manifest(root)  # this CPU's pick: plans the chunks kokoro replays
-    _, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
+    _, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
     km64 = as_float64(km)
     rows, ok = [], True
     with tempfile.TemporaryDirectory() as tmp:

@@ -59,14 +59,13 @@ def main() -> None:
     import numpy as np
     import tvm
 
-    from kokoro_tvm import artifacts as A
-    from kokoro_tvm import params
+    from kokoro_tvm import artifacts, params
     from kokoro_tvm.compile import phases, schedule
     from kokoro_tvm.compile.schedule.analysis import assume_bounds
     from kokoro_tvm.compile.symbolic import upper_bounds
     from kokoro_tvm.eval.timing import cpu_name
 
-    imported = A.load_ir(a.relax)
+    imported = artifacts.load_ir(a.relax)
     target = tvm.target.Target(params.load().targets[a.target])
     fused = phases.run(phases.LEGALIZE, imported, phases.Context(label="fused"))
     without = tuple(p for p in phases.LEGALIZE.passes if p.name != "FuseAttention")

@@ -4,7 +4,7 @@ usage: python benchmarks/bench_components.py [--root artifacts] [--params params
            [--target T] [--components duration text_encoder] [--repeats 10] [--json out.json]
 (after `dvc repro`, from the repo root; needs `pip install -e '.[bench]'`)
 
-Kokoro is built once and shared by all rows; each row is one ``kokoro_tvm.eval.bench.measure``.
+Kokoro is built once and shared by all rows; each row is one ``kokoro_tvm.eval.latency.measure``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from kokoro_tvm.artifacts import ArtifactError
-from kokoro_tvm.eval import bench
+from kokoro_tvm.eval import latency
 from kokoro_tvm.eval.onnx_export import OnnxExportError
 from kokoro_tvm.model.checkpoint import CheckpointError, load
 from kokoro_tvm.pipeline.common import setup
@@ -70,7 +70,7 @@ def main() -> None:
         rows = []
         for e in entries:
             rows.append(
-                bench.measure(e["component"], e["bucket"], e["target"], prm, a.root, model=model)
+                latency.measure(e["component"], e["bucket"], e["target"], prm, a.root, model=model)
             )
             print(row(rows[-1]), flush=True)
     except (ArtifactError, ToolchainError, CheckpointError, OnnxExportError, ValueError) as e:

@@ -5,7 +5,7 @@
 Builds the padded library (``flow.compile_component``: masked graph, runs the whole bucket) and
 the bounded one (``flow.compile_component(..., shapes=Shapes.BOUNDED)``: kokoro's graph at the
 input's length) from the same weights (``artifacts/weights`` when built, else random), checks
-each at every n against kokoro itself (``eval.reference``: max relative error per output; the
+each at every n against kokoro itself (``eval.eager``: max relative error per output; the
 decoder, whose harmonic source runs in float64, against float64 kokoro by log-mel SNR), then times both interleaved
 (``timing.time_interleaved``) at n = B, B/2, B/4 and the smallest length; ``--top N`` adds
 each library's N slowest kernels at n = B with their schedule rule (``kernels.py``'s VM
@@ -43,11 +43,11 @@ def main() -> None:
     import torch
     import tvm
 
-    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import artifacts
     from kokoro_tvm.compile.flow import compile_component
     from kokoro_tvm.config import load_model_config
+    from kokoro_tvm.eval.eager import as_float64, load_kokoro, reference
     from kokoro_tvm.eval.metrics import log_mel_snr
-    from kokoro_tvm.eval.reference import as_float64, load_kokoro, reference
     from kokoro_tvm.eval.timing import time_interleaved
     from kokoro_tvm.model.inputs import bounded_example_inputs, example_inputs
     from kokoro_tvm.model.kmodel import random_kmodel
@@ -55,8 +55,8 @@ def main() -> None:
     from kokoro_tvm.spec import Shapes, lookup
 
     torch.set_num_threads(a.threads)
-    if a.config == "kokoro-82m" and A.kokoro_checkpoint_file().exists():
-        cfg, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
+    if a.config == "kokoro-82m" and artifacts.kokoro_checkpoint_file().exists():
+        cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
         weights = "trained (artifacts/weights)"
     else:
         cfg = load_model_config(a.config)

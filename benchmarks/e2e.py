@@ -46,18 +46,18 @@ def main() -> int:
         "ignore", message="dropout option adds dropout"
     )  # kokoro's 1-layer LSTMs
     warnings.filterwarnings("ignore", message=".*weight_norm.* is deprecated")
-    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import artifacts
     from kokoro_tvm.eval.e2e import compare, default_lengths, sample_phonemes
-    from kokoro_tvm.eval.reference import as_float64, load_kokoro
+    from kokoro_tvm.eval.eager import as_float64, load_kokoro
     from kokoro_tvm.runtime.synthesizer import KokoroTVM
 
     torch.set_num_threads(args.threads)  # the same cores for both sides
     root = Path(args.artifacts)
     tts = KokoroTVM.from_manifest(root, target=args.target, num_threads=args.threads)
     m = tts.manifest["model"]
-    _, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
+    _, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
     km64 = as_float64(km)
-    voice = args.voice if args.voice else A.load_array(A.voice_file(root))
+    voice = args.voice if args.voice else artifacts.load_array(artifacts.voice_file(root))
     print(
         f"model {m['config']} ({m['checkpoint']}), target {tts.target}, {args.threads} threads; "
         f"token buckets {tts.libraries.token_buckets}, frame buckets {tts.libraries.frame_buckets}"

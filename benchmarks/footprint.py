@@ -81,7 +81,7 @@ def main() -> int:
 
     import numpy as np
 
-    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import artifacts
     from kokoro_tvm.eval import onnx_kmodel
     from kokoro_tvm.eval.samples import phonemes as sample_phonemes
     from kokoro_tvm.eval.timing import cpu_name
@@ -90,11 +90,13 @@ def main() -> int:
     root = Path(args.artifacts)
     work = Path(tempfile.mkdtemp(prefix="footprint-"))
     voice = work / "voice.npy"
-    np.save(voice, A.load_array(A.voice_file(root)))
+    np.save(voice, artifacts.load_array(artifacts.voice_file(root)))
     models = {"int8": work / "int8.onnx", "fp32": work / "fp32.onnx"}
     models["int8"].write_bytes(registry_onnx_bytes())
     models["fp32"].write_bytes(
-        onnx_kmodel.export_kmodel(A.kokoro_checkpoint_file(root), A.model_config_file(root))
+        onnx_kmodel.export_kmodel(
+            artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root)
+        )
     )
     env = dict(os.environ, TVM_NUM_THREADS=str(args.threads))
     runners = ["tvm", "kokoro_onnx_int8", "kokoro_onnx_fp32"]

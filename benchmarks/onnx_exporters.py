@@ -24,14 +24,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
 
-    from kokoro_tvm import artifacts as A
-    from kokoro_tvm.eval.bench import ort_runner
-    from kokoro_tvm.eval.reference import load_kokoro
+    from kokoro_tvm import artifacts
+    from kokoro_tvm.eval.eager import load_kokoro
+    from kokoro_tvm.eval.latency import ort_runner
     from kokoro_tvm.eval.timing import apply_threads, time_interleaved
     from kokoro_tvm.model.inputs import example_inputs
 
     threads = apply_threads(a.threads)
-    cfg, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
+    cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
     inputs = example_inputs(a.component, a.bucket, cfg)
     runners = {}
     for dynamo in (True, False):

@@ -40,7 +40,7 @@ def main() -> None:
     import torch
 
     from kokoro_tvm import params as P
-    from kokoro_tvm.eval import bench as B
+    from kokoro_tvm.eval import latency
     from kokoro_tvm.eval.timing import time_interleaved, timed_call
     from kokoro_tvm.model.checkpoint import load as load_model
     from kokoro_tvm.model.inputs import example_inputs
@@ -52,11 +52,11 @@ def main() -> None:
     cfg, km = load_model(prm.model_config, prm.checkpoint, prm.seed)
     inputs = example_inputs(a.component, a.bucket, cfg)
     runners = {
-        "eager": B._eager_runner(a.component, a.bucket, km, inputs, cfg),
-        "tvm": B._tvm_runner(lib, inputs),
+        "eager": latency._eager_runner(a.component, a.bucket, km, inputs, cfg),
+        "tvm": latency._tvm_runner(lib, inputs),
     }
     if a.ort:
-        runners["ort"] = B.ort_runner(a.component, a.bucket, km, cfg, inputs, a.threads)
+        runners["ort"] = latency.ort_runner(a.component, a.bucket, km, cfg, inputs, a.threads)
     if a.first_calls:
         print(
             f"{a.component}-{a.bucket}, {a.threads} threads, ms per call from the first call on, no warmup"

@@ -36,10 +36,9 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from kokoro_tvm import KokoroTVM
-    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import KokoroTVM, artifacts
     from kokoro_tvm.eval import e2e, roofline, samples
-    from kokoro_tvm.eval.reference import load_kokoro
+    from kokoro_tvm.eval.eager import load_kokoro
     from kokoro_tvm.eval.timing import apply_threads, cpu_name, time_interleaved
     from kokoro_tvm.runtime import alignment, decoder, planner
 
@@ -47,7 +46,7 @@ def main() -> int:
     root = Path(args.artifacts)
     tts = KokoroTVM.from_manifest(root, num_threads=threads)
     libs = tts.libraries
-    _, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
+    _, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
     pack = tts.voice_pack(args.voice)
     peak = roofline.fma_peak(tts.manifest["targets"][tts.target], threads)
     print(
@@ -123,7 +122,7 @@ def main() -> int:
         eager_ms = {
             k: 1e3 * float(np.median(v[1:] if len(v) > 1 else v)) for k, v in eager_parts.items()
         }
-        legal = A.load_ir(A.legalized_file("decoder", chunk.frame_bucket, root))
+        legal = artifacts.load_ir(artifacts.legalized_file("decoder", chunk.frame_bucket, root))
         prof = roofline.kernel_profile(dec.vm, runners["decoder"], legal, peak["gflops"], top=8)
         host = ms["synthesize"] - ms["duration"] - ms["text_encoder"] - ms["decoder"]
         row = {

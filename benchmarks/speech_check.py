@@ -31,8 +31,8 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from kokoro_tvm import artifacts as A
-    from kokoro_tvm.eval.reference import load_kokoro
+    from kokoro_tvm import artifacts
+    from kokoro_tvm.eval.eager import load_kokoro
     from kokoro_tvm.eval.speech import pause_contrast, speech_stats
     from kokoro_tvm.runtime import voices
     from kokoro_tvm.runtime.chunking import check_symbols, normalize_phonemes, token_ids
@@ -40,7 +40,7 @@ def main() -> int:
     from kokoro_tvm.spec import samples_per_frame
 
     root = Path(a.artifacts)
-    cfg, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
+    cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
     phonemes = normalize_phonemes(a.phonemes)
     check_symbols(phonemes, cfg["vocab"])
     if len(phonemes) > 510:

@@ -51,8 +51,8 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from kokoro_tvm import artifacts as A
-    from kokoro_tvm.eval.reference import load_kokoro
+    from kokoro_tvm import artifacts
+    from kokoro_tvm.eval.eager import load_kokoro
     from kokoro_tvm.eval.samples import phonemes as sample_phonemes
     from kokoro_tvm.eval.timing import apply_threads, cpu_name, time_interleaved
     from kokoro_tvm.runtime.synthesizer import KokoroTVM
@@ -63,8 +63,8 @@ def main() -> int:
     root = Path(args.artifacts)
     threads = apply_threads(args.threads)  # before the first TVM call
     tts = KokoroTVM.from_manifest(root, target=args.target, num_threads=threads)
-    _, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
-    pack = A.load_array(A.voice_file(root)).astype(np.float32)
+    _, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
+    pack = artifacts.load_array(artifacts.voice_file(root)).astype(np.float32)
     if (
         pack.shape[0] < 510
     ):  # a one-style test voice: every row the same (kokoro indexes pack[len(ps) - 1])

@@ -131,14 +131,14 @@ def main() -> None:
     ):  # before TVM's thread pool starts: one core per measurement, here as on a server
         os.environ["TVM_NUM_THREADS"] = "1"
 
-    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import artifacts
     from kokoro_tvm.compile import measure, metaschedule
     from kokoro_tvm.devices.tracker import local_tracker
     from kokoro_tvm.eval.timing import cpu_name
 
     if a.scheduler:
         measure.TrackerMeasure.scheduler = a.scheduler
-    mod = A.load_ir(a.legalized) if a.legalized else synthetic()
+    mod = artifacts.load_ir(a.legalized) if a.legalized else synthetic()
     spec = {"kind": "llvm", "mcpu": a.mcpu} if a.device == "host" else AARCH64
     name = a.mcpu if a.device == "host" else "aarch64"
     cores = os.cpu_count() or 1

@@ -1,4 +1,5 @@
-"""Shared by the stage scripts: argument parsing, and known errors as one line with exit code 1."""
+"""Shared by the stage scripts: argument parsing, and known errors as one line with exit code 1
+(``kokoro_tvm.commands.exit_status``, as every command of the project)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,11 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from kokoro_tvm.errors import KokoroTVMError
+from kokoro_tvm.commands import exit_status
 
 
 def main(run: Callable[[], object]) -> None:
-    try:
-        run()
-    except KokoroTVMError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+    sys.exit(exit_status(run))
 
 
 def args(doc: str | None, *names: str) -> argparse.Namespace:

@@ -13,10 +13,10 @@ import pytest
 import torch
 import yaml
 
-from kokoro_tvm import artifacts as A
+from kokoro_tvm import artifacts
 from kokoro_tvm.config import load_model_config
 from kokoro_tvm.devices.isa import host_arch
-from kokoro_tvm.eval import bench
+from kokoro_tvm.eval import latency
 from kokoro_tvm.eval.metrics import rel_err
 from kokoro_tvm.model import components, lengths, lstm_op
 from kokoro_tvm.model.checkpoint import build_kmodel
@@ -48,38 +48,48 @@ def project(tmp_path_factory, tiny) -> Path:
     root = tmp_path_factory.mktemp("bench")
     art = root / "artifacts"
     built = compile_component(component, bucket, km, cfg, {"kind": "llvm"})
-    lib = A.library_file(component, bucket, target, art)
-    A.export_library(built.executable, lib)
-    A.save_ir(
-        A.legalized_file(component, bucket, art), built.legalized
+    lib = artifacts.library_file(component, bucket, target, art)
+    artifacts.export_library(built.executable, lib)
+    artifacts.save_ir(
+        artifacts.legalized_file(component, bucket, art), built.legalized
     )  # the roofline counts its FLOPs
-    A.save_weights(A.weights_file(component, art), dict(zip(built.signature.params, built.weights)))
-    A.write_json(
-        A.build_info_file(component, bucket, target, art),
+    artifacts.save_weights(
+        artifacts.weights_file(component, art), dict(zip(built.signature.params, built.weights))
+    )
+    artifacts.write_json(
+        artifacts.build_info_file(component, bucket, target, art),
         {
             "signature": built.signature.as_dict(),
-            "sha256": A.sha256(lib),
+            "sha256": artifacts.sha256(lib),
             "needs": {"arch": host_arch(), "isa": []},
         },
     )
     from kokoro_tvm.runtime.voices import random_style
 
-    A.save_array(A.voice_file(art), random_style(0, 256))
+    artifacts.save_array(artifacts.voice_file(art), random_style(0, 256))
     # the reference stage's output: bench judges every runner against float64 kokoro on it
     from kokoro_tvm.eval.case_files import cases_to_arrays
     from kokoro_tvm.eval.cases import reference_cases
-    from kokoro_tvm.eval.reference import as_float64
+    from kokoro_tvm.eval.eager import as_float64
 
     cases = reference_cases(
-        component, bucket, km, as_float64(km), cfg, A.load_array(A.voice_file(art)), [bucket]
+        component,
+        bucket,
+        km,
+        as_float64(km),
+        cfg,
+        artifacts.load_array(artifacts.voice_file(art)),
+        [bucket],
     )
-    A.save_weights(A.reference_file(component, bucket, art), cases_to_arrays(component, cases, cfg))
+    artifacts.save_weights(
+        artifacts.reference_file(component, bucket, art), cases_to_arrays(component, cases, cfg)
+    )
     # as if validated: bench runs only libraries whose validation ran these very bytes
-    A.write_json(
-        A.validation_file(component, bucket, target, art),
+    artifacts.write_json(
+        artifacts.validation_file(component, bucket, target, art),
         {
-            "library_sha256": A.sha256(lib),
-            "weights_sha256": A.sha256(A.weights_file(component, art)),
+            "library_sha256": artifacts.sha256(lib),
+            "weights_sha256": artifacts.sha256(artifacts.weights_file(component, art)),
         },
     )
     (root / "params.yaml").write_text(
@@ -132,7 +142,7 @@ def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
         # criterion asks 49; bench records such a verdict), but a faithful graph stays within
         # float32's chaos: a wrong STFT inverse (amplitude x0.75: 10 dB) or a frame's shift
         # (7 dB) does not.
-        from kokoro_tvm.eval.reference import as_float64, reference
+        from kokoro_tvm.eval.eager import as_float64, reference
         from kokoro_tvm.eval.verdicts import audio_verdict
 
         r32, r64 = (
@@ -159,7 +169,7 @@ def test_plain_lstms_is_scoped():
 
 def test_measure_tiny_library(project, tiny):
     component, bucket, target = LIB
-    r = bench.measure(
+    r = latency.measure(
         component, bucket, target, _params(project), project / "artifacts", model=tiny
     )
     assert (r["component"], r["bucket"], r["target"]) == LIB
@@ -188,7 +198,7 @@ def test_measure_tiny_library(project, tiny):
     assert any(k["gflop"] > 0 for k in kernels) and r["kernel_profile"]["kernels"] >= len(kernels)
 
     art = project / "artifacts"
-    metrics, plot, roof = bench.write_outputs(r, art)
+    metrics, plot, roof = latency.write_outputs(r, art)
     assert metrics == art / "bench" / target / f"{component}-{bucket}.json"
     assert json.loads(metrics.read_text()) == {k: v for k, v in r.items() if k != "top_kernels"}
     assert json.loads(plot.read_text())[0]["speedup_vs_eager"] == r["speedup_vs_eager"]
@@ -212,13 +222,13 @@ class _Runner:
 @pytest.mark.parametrize("long_calls", [True, False])
 def test_checked_rounds_times_the_check_round_only_of_long_calls(monkeypatch, long_calls):
     # calls of 20 ms: "long" when WARM_AFTER_S is below that, "short" when above
-    monkeypatch.setattr(bench, "WARM_AFTER_S", 0.01 if long_calls else 10.0)
+    monkeypatch.setattr(latency, "WARM_AFTER_S", 0.01 if long_calls else 10.0)
     runners = {name: _Runner(0.02) for name in ("eager", "tvm", "ort")}
     seen = []
-    samples, warmup = bench.checked_rounds(runners, 3, seen.append, settle_s=0)
+    samples, warmup = latency.checked_rounds(runners, 3, seen.append, settle_s=0)
     assert seen == [{"eager": 1, "tvm": 1, "ort": 1}]  # the check got every runner's first output
     assert all(len(s) == 3 and min(s) >= 0.02 for s in samples.values())
-    calls = 3 if long_calls else 3 + bench.DEFAULT_WARMUP
+    calls = 3 if long_calls else 3 + latency.DEFAULT_WARMUP
     assert warmup == calls - 3 and [r.calls for r in runners.values()] == [calls] * 3
 
 
@@ -226,10 +236,12 @@ def test_checked_rounds_stops_at_a_failed_check():
     runners = {name: _Runner(0.0) for name in ("eager", "tvm")}
 
     def refuse(outputs):
-        bench.refuse_disagreement("text_encoder", {"tvm_vs_float64": {"rel_err": 0.5, "ok": False}})
+        latency.refuse_disagreement(
+            "text_encoder", {"tvm_vs_float64": {"rel_err": 0.5, "ok": False}}
+        )
 
-    with pytest.raises(bench.DisagreementError):
-        bench.checked_rounds(runners, 3, refuse, settle_s=0)
+    with pytest.raises(latency.DisagreementError):
+        latency.checked_rounds(runners, 3, refuse, settle_s=0)
     assert [r.calls for r in runners.values()] == [1, 1]
 
 
@@ -242,25 +254,25 @@ def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(
     from kokoro_tvm.runtime.component import CompiledComponent
 
     component, bucket, target = LIB
-    case = bench.full_bucket_case(component, bucket, tiny[0], project / "artifacts")
-    assert bench.verdict(component, case, case["r32"])["ok"]  # float32 kokoro meets its own bound
+    case = latency.full_bucket_case(component, bucket, tiny[0], project / "artifacts")
+    assert latency.verdict(component, case, case["r32"])["ok"]  # float32 kokoro meets its own bound
     off = [x * 1.01 for x in case["r32"]]
-    assert not bench.verdict(component, case, off)["ok"]
+    assert not latency.verdict(component, case, off)["ok"]
     call = CompiledComponent.__call__
     monkeypatch.setattr(
         CompiledComponent, "__call__", lambda self, *a: [x * 1.01 for x in call(self, *a)]
     )
     prm = _params(project, bench_repeats=1)
-    with pytest.raises(bench.DisagreementError, match="misses the float64 criterion"):
-        bench.measure(component, bucket, target, prm, project / "artifacts", model=tiny)
+    with pytest.raises(latency.DisagreementError, match="misses the float64 criterion"):
+        latency.measure(component, bucket, target, prm, project / "artifacts", model=tiny)
     monkeypatch.setattr(CompiledComponent, "__call__", call)
-    ort = bench.ort_runner
+    ort = latency.ort_runner
     monkeypatch.setattr(
-        bench,
+        latency,
         "ort_runner",
         lambda *a, **k: (lambda f: lambda: [x * 1.01 for x in f()])(ort(*a, **k)),
     )
-    r = bench.measure(component, bucket, target, prm, project / "artifacts", model=tiny)
+    r = latency.measure(component, bucket, target, prm, project / "artifacts", model=tiny)
     assert r["tvm_vs_float64"]["ok"] and not r["ort_vs_float64"]["ok"] and r["ort_ms"] > 0
     assert "ort misses the float64 criterion" in capsys.readouterr().out
 
@@ -273,7 +285,7 @@ def test_summary_has_one_sorted_file_per_component(tmp_path, monkeypatch, projec
     monkeypatch.chdir(tmp_path)
     for component in BUCKETS:
         for b in prm.buckets(component):
-            bench.write_outputs(
+            latency.write_outputs(
                 {
                     "component": component,
                     "bucket": b,
@@ -286,11 +298,13 @@ def test_summary_has_one_sorted_file_per_component(tmp_path, monkeypatch, projec
                 }
             )
     bench_summary.run(prm, "generic")
-    paths = [A.bench_summary_file(c, "generic") for c in ("duration", "text_encoder", "decoder")]
+    paths = [
+        artifacts.bench_summary_file(c, "generic") for c in ("duration", "text_encoder", "decoder")
+    ]
     assert all(p.exists() for p in paths)
     assert [row["bucket"] for row in json.loads(paths[0].read_text())] == [8, 16]
     monkeypatch.undo()
-    without_ort = bench.measure(
+    without_ort = latency.measure(
         *LIB, _params(project, bench_onnxruntime=False), project / "artifacts", model=tiny
     )
     assert "ort_ms" not in without_ort and without_ort["tvm_ms"] > 0
@@ -301,11 +315,13 @@ def test_bad_requests_say_what_to_do(project, tiny):
     from kokoro_tvm.spec import UnknownComponent
 
     with pytest.raises(UnknownComponent, match="unknown component 'vocoder'"):
-        bench.measure("vocoder", 8, "generic", prm, art)
-    with pytest.raises(A.ArtifactError, match="text_encoder-16.so is missing; run `dvc repro`"):
-        bench.measure("text_encoder", 16, "generic", prm, art, model=tiny)
-    with pytest.raises(A.ArtifactError, match="is missing; run `dvc repro`"):
-        bench.measure("text_encoder", 8, "generic", prm, project / "nowhere")
+        latency.measure("vocoder", 8, "generic", prm, art)
+    with pytest.raises(
+        artifacts.ArtifactError, match="text_encoder-16.so is missing; run `dvc repro`"
+    ):
+        latency.measure("text_encoder", 16, "generic", prm, art, model=tiny)
+    with pytest.raises(artifacts.ArtifactError, match="is missing; run `dvc repro`"):
+        latency.measure("text_encoder", 8, "generic", prm, project / "nowhere")
     from kokoro_tvm.params import ParamsError as PE
     from kokoro_tvm.params import parse
 
@@ -327,21 +343,24 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
     art = project / "artifacts"
     component, bucket, target = LIB
     alien = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon", "+sve"]}
-    lib = A.library_file(component, bucket, "alien", art)
+    lib = artifacts.library_file(component, bucket, "alien", art)
     lib.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(A.library_file(component, bucket, target, art), lib)
-    info = A.read_json(A.build_info_file(component, bucket, target, art), "build info")
-    A.write_json(
-        A.build_info_file(component, bucket, "alien", art), {**info, "needs": requirements(alien)}
+    shutil.copy(artifacts.library_file(component, bucket, target, art), lib)
+    info = artifacts.read_json(
+        artifacts.build_info_file(component, bucket, target, art), "build info"
+    )
+    artifacts.write_json(
+        artifacts.build_info_file(component, bucket, "alien", art),
+        {**info, "needs": requirements(alien)},
     )
     with pytest.raises(
-        A.ArtifactError,
+        artifacts.ArtifactError,
         match=r"target 'alien' needs CPU features this machine lacks \(arch aarch64\)"
         r".*params.yaml 'devices'",
     ):
         load_built(art, component, bucket, "alien")
-    A.write_json(
-        A.build_info_file(component, bucket, "alien", art),
+    artifacts.write_json(
+        artifacts.build_info_file(component, bucket, "alien", art),
         {**info, "needs": requirements({"kind": "llvm"})},
     )
     assert load_built(art, component, bucket, "alien").entry["target"] == "alien"

@@ -15,12 +15,12 @@ import tvm
 from runtime_project import RUNTIME_PARAMS, runtime_artifacts
 from test_runtime import find_phonemes
 
-from kokoro_tvm import artifacts as A
+from kokoro_tvm import artifacts
 from kokoro_tvm.compile.flow import compile_component
 from kokoro_tvm.config import load_model_config
 from kokoro_tvm.eval.e2e import compare
+from kokoro_tvm.eval.eager import as_float64, reference
 from kokoro_tvm.eval.metrics import rel_err
-from kokoro_tvm.eval.reference import as_float64, reference
 from kokoro_tvm.model import lengths
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.model.inputs import example_inputs
@@ -311,7 +311,9 @@ def test_pipeline_builds_validates_and_runs_bounded_libraries(bounded_project):
     tts = KokoroTVM.from_manifest(bounded_project)
     assert {e.get("shapes") for e in tts.manifest["libraries"]} == {"bounded"}
     for e in tts.manifest["libraries"]:  # every kernel got a rule, symbolic extents and all
-        info = A.read_json(bounded_project / e["path"].replace(".so", ".json"), "build info")
+        info = artifacts.read_json(
+            bounded_project / e["path"].replace(".so", ".json"), "build info"
+        )
         assert info["schedule"]["fallbacks"] == [], (e["path"], info["schedule"])
     m = RUNTIME_PARAMS["model"]
     km = build_kmodel(load_model_config(m["config"]), m["checkpoint"], m["seed"])

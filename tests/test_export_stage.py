@@ -8,7 +8,7 @@ import zipfile
 import yaml
 from runtime_project import RUNTIME_PARAMS
 
-from kokoro_tvm import artifacts as A
+from kokoro_tvm import artifacts
 from kokoro_tvm.pipeline import export
 from kokoro_tvm.pipeline.common import setup
 
@@ -20,7 +20,7 @@ def test_two_exports_are_the_same_bytes(tmp_path):
     with contextlib.chdir(tmp_path):
         prm = setup("params.yaml")
         bucket = prm.buckets("text_encoder")[0]
-        path = A.export_file("text_encoder", bucket)
+        path = artifacts.export_file("text_encoder", bucket)
         export.run(prm, "text_encoder", bucket)
         first = path.read_bytes()
         export.run(prm, "text_encoder", bucket)

@@ -7,8 +7,8 @@ import pytest
 
 from kokoro_tvm.compile.flow import compile_component
 from kokoro_tvm.config import load_model_config
+from kokoro_tvm.eval.eager import reference
 from kokoro_tvm.eval.metrics import log_mel_snr, rel_err
-from kokoro_tvm.eval.reference import reference
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.model.inputs import example_inputs
 from kokoro_tvm.runtime.vm import bind_params

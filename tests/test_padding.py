@@ -16,8 +16,8 @@ import torch
 from kokoro_tvm.config import load_model_config
 from kokoro_tvm.eval import verdicts
 from kokoro_tvm.eval.cases import inputs_for
+from kokoro_tvm.eval.eager import as_float64, reference
 from kokoro_tvm.eval.metrics import log_mel_snr
-from kokoro_tvm.eval.reference import as_float64, reference
 from kokoro_tvm.model import components
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.model.inputs import example_inputs

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import REPO, TINY_PARAMS
 
-from kokoro_tvm import params as P
+from kokoro_tvm import params
 from kokoro_tvm.atomic import atomic_path
 from kokoro_tvm.spec import Shapes
 from kokoro_tvm.toolchain import ToolchainError, check_installed, versions
@@ -30,7 +30,7 @@ def _with(path: str, value):
 
 
 def test_repo_params_are_valid():
-    prm = P.load(REPO / "params.yaml")
+    prm = params.load(REPO / "params.yaml")
     assert prm.model_config == "kokoro-82m" and prm.checkpoint == "kokoro-onnx-int8"
 
 
@@ -62,8 +62,8 @@ def test_repo_params_are_valid():
     ],
 )
 def test_bad_params_name_the_key(path, value, key):
-    with pytest.raises(P.ParamsError, match=key.replace(".", r"\.")):
-        P.parse(_with(path, value))
+    with pytest.raises(params.ParamsError, match=key.replace(".", r"\.")):
+        params.parse(_with(path, value))
 
 
 @pytest.mark.parametrize(
@@ -100,29 +100,30 @@ def test_bad_params_name_the_key(path, value, key):
     ],
 )
 def test_unknown_keys_and_typos_suggest_the_valid_spelling(path, value, message):
-    with pytest.raises(P.ParamsError, match=message):
-        P.parse(_with(path, value))
+    with pytest.raises(params.ParamsError, match=message):
+        params.parse(_with(path, value))
 
 
 def test_bench_lengths_are_auto_or_phoneme_counts():
-    assert P.parse(_with("bench.phonemes", "auto")).bench_phonemes is None
-    assert P.parse(_with("bench.phonemes", [510, 30])).bench_phonemes == (30, 510)
+    assert params.parse(_with("bench.phonemes", "auto")).bench_phonemes is None
+    assert params.parse(_with("bench.phonemes", [510, 30])).bench_phonemes == (30, 510)
     with pytest.raises(
-        P.ParamsError, match=r"'bench\.phonemes' has phoneme count\(s\) \[6000\] outside 1\.\.5100"
+        params.ParamsError,
+        match=r"'bench\.phonemes' has phoneme count\(s\) \[6000\] outside 1\.\.5100",
     ):
-        P.parse(_with("bench.phonemes", [30, 6000]))
+        params.parse(_with("bench.phonemes", [30, 6000]))
 
 
 def test_bounded_shapes_need_the_loop_lstm():
     raw = _with("lstm.strategy", "unroll")
     raw["shapes"]["tokens"] = "bounded"
     with pytest.raises(
-        P.ParamsError,
+        params.ParamsError,
         match=r"'shapes\.tokens' is 'bounded' but 'lstm\.strategy' is 'unroll': only the loop LSTM",
     ):
-        P.parse(raw)
+        params.parse(raw)
     raw["lstm"]["strategy"] = "loop"  # the same params with the loop LSTM pass
-    assert P.parse(raw).shapes("duration") is Shapes.BOUNDED
+    assert params.parse(raw).shapes("duration") is Shapes.BOUNDED
 
 
 @pytest.mark.parametrize(
@@ -154,8 +155,8 @@ def test_bounded_shapes_need_the_loop_lstm():
 def test_targets_are_checked_against_the_installed_llvm(spec, message):
     """LLVM only warns about a CPU or feature it does not know, then builds for a generic CPU;
     the params check refuses instead, naming the target."""
-    with pytest.raises(P.ParamsError, match=r"'targets\.generic': " + message):
-        P.parse(_with("targets", {"generic": spec}))
+    with pytest.raises(params.ParamsError, match=r"'targets\.generic': " + message):
+        params.parse(_with("targets", {"generic": spec}))
 
 
 def test_known_targets_pass():
@@ -164,7 +165,7 @@ def test_known_targets_pass():
         {"kind": "llvm", "mattr": ["+avx2", "-fma"]},
         {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-v1"},
     ):
-        assert P.parse(_with("targets", {"t": spec})).targets == {"t": spec}
+        assert params.parse(_with("targets", {"t": spec})).targets == {"t": spec}
 
 
 def test_unknown_component():
@@ -177,8 +178,8 @@ def test_unknown_component():
 def test_malformed_yaml(tmp_path):
     f = tmp_path / "params.yaml"
     f.write_text("model: {config: tiny\nbuckets: [")
-    with pytest.raises(P.ParamsError, match="malformed YAML"):
-        P.load(f)
+    with pytest.raises(params.ParamsError, match="malformed YAML"):
+        params.load(f)
 
 
 def test_stage_fails_before_work_on_bad_params(tmp_path):

@@ -42,15 +42,15 @@ def test_validation_metrics_cover_every_library_at_padded_lengths(built_project:
 
 def test_validation_fails_a_library_that_reads_padding(built_project: Project):
     """The check can fail: a library whose output depends on padding misses the criterion."""
-    from kokoro_tvm import artifacts as A
-    from kokoro_tvm.eval.reference import as_float64, load_kokoro
+    from kokoro_tvm import artifacts
+    from kokoro_tvm.eval.eager import as_float64, load_kokoro
 
     root = built_project.root / "artifacts"
     manifest = json.loads((root / "manifest.json").read_text())
     entry = next(e for e in manifest["libraries"] if e["component"] == "text_encoder")
     lib = load_component(root, manifest, "text_encoder", entry["bucket"], entry["target"])
-    cfg, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
-    pack = A.load_array(A.voice_file(root))
+    cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
+    pack = artifacts.load_array(artifacts.voice_file(root))
 
     def leaky(ids, lengths):  # as if the LSTM ran over the whole bucket
         return lib(ids, np.full_like(lengths, entry["bucket"]))

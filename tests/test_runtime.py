@@ -20,7 +20,7 @@ from kokoro_tvm import artifacts as A
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.config import load_model_config
 from kokoro_tvm.eval.e2e import compare
-from kokoro_tvm.eval.reference import as_float64
+from kokoro_tvm.eval.eager import as_float64
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.runtime import alignment, chunking, seams, voices
 from kokoro_tvm.runtime.synthesizer import BucketError, KokoroTVM
@@ -56,7 +56,7 @@ def km64(km):
 
 def eager_durations(km, phonemes: str, style: np.ndarray, speed: float = 1.0) -> np.ndarray:
     """kokoro's ``pred_dur`` for one chunk, from its duration path alone (the decoder is slow)."""
-    from kokoro_tvm.eval.reference import reference
+    from kokoro_tvm.eval.eager import reference
 
     ids = torch.from_numpy(chunking.token_ids(phonemes, km.vocab)).unsqueeze(0)
     inputs = (ids, torch.tensor([ids.shape[1]]), torch.from_numpy(style[:, 128:]))
@@ -439,8 +439,8 @@ def test_kokoro_onnx_export_runs_any_length_like_kokoro(artifacts):
     held to kokoro's: the draws are inside the graph, and kokoro's CustomSTFT, which the export
     needs, pads by replication where torch.stft reflects.)"""
     from kokoro_tvm.eval import onnx_kmodel
+    from kokoro_tvm.eval.eager import load_kokoro
     from kokoro_tvm.eval.onnx_export import ort_session
-    from kokoro_tvm.eval.reference import load_kokoro
 
     pth, config = artifacts / "weights/kokoro.pth", artifacts / "weights/config.json"
     _, km = load_kokoro(pth, config)

@@ -391,8 +391,8 @@ def test_tiny_component_matches_eager(component, bucket, lstm):
 
     from kokoro_tvm.compile.flow import compile_component
     from kokoro_tvm.config import load_model_config
+    from kokoro_tvm.eval.eager import as_float64, reference
     from kokoro_tvm.eval.metrics import rel_err
-    from kokoro_tvm.eval.reference import as_float64, reference
     from kokoro_tvm.eval.verdicts import audio_verdict
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.model.inputs import example_inputs
@@ -422,11 +422,11 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     import numpy as np
     import tvm
 
-    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import artifacts
     from kokoro_tvm.compile.flow import compile_component
     from kokoro_tvm.config import load_model_config
+    from kokoro_tvm.eval.eager import reference
     from kokoro_tvm.eval.metrics import rel_err
-    from kokoro_tvm.eval.reference import reference
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.model.inputs import example_inputs
     from kokoro_tvm.runtime.component import CompiledComponent, ComponentWeights
@@ -442,13 +442,13 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     built.executable.export_library(str(lib))
     np.savez(tmp_path / "duration.npz", **dict(zip(sig.params, built.weights)))
     shared = ComponentWeights(
-        tmp_path, {"path": "duration.npz", "sha256": A.sha256(tmp_path / "duration.npz")}
+        tmp_path, {"path": "duration.npz", "sha256": artifacts.sha256(tmp_path / "duration.npz")}
     )
     entry = {
         "component": component,
         "bucket": bucket,
         "path": lib.name,
-        "sha256": A.sha256(lib),
+        "sha256": artifacts.sha256(lib),
         "inputs": sig.inputs,
         "outputs": sig.outputs,
         "params": sig.params,

@@ -14,8 +14,14 @@ from pathlib import Path
 
 import yaml
 
-from kokoro_tvm.pipeline import code as C
-from kokoro_tvm.pipeline.code import _imported, _module_file, fingerprint, package_files
+from kokoro_tvm.pipeline.code import (
+    _imported,
+    _module_file,
+    _module_name,
+    fingerprint,
+    kinds,
+    package_files,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -30,12 +36,12 @@ def _stages() -> dict[str, dict]:
 def test_every_stage_depends_on_its_kinds_fingerprint_and_no_source():
     stages = _stages()
     code = stages.pop("code")
-    kinds = C.kinds(REPO / "stages")
+    stage_kinds = kinds(REPO / "stages")
     assert code["deps"] == ["stages", "${code}"]
-    assert code["outs"] == [f"artifacts/code/{k}.json" for k in kinds]  # one per stage script
+    assert code["outs"] == [f"artifacts/code/{k}.json" for k in stage_kinds]  # one per stage script
     for name, st in stages.items():
         kind = Path(st["cmd"].split()[1]).stem
-        assert kind in kinds, f"{name}: cmd {st['cmd']!r} does not run a stage script"
+        assert kind in stage_kinds, f"{name}: cmd {st['cmd']!r} does not run a stage script"
         listed = [
             d for d in st["deps"] if d.startswith(("artifacts/code/", "stages", "${code}", "src/"))
         ]
@@ -57,7 +63,7 @@ def test_fingerprint_changes_with_exactly_the_files_a_stage_runs(tmp_path):
         before["files"]
     )
     for rel, changes in [
-        ("eval/bench.py", False),
+        ("eval/latency.py", False),
         ("compile/torch_export.py", False),
         ("runtime/synthesizer.py", False),
         ("compile/legalizations/conv1d.py", True),
@@ -121,7 +127,7 @@ def test_only_the_package_api_hook_is_left_out(tmp_path):
 def _unresolved(path: Path, src: Path = SRC) -> list[str]:
     """The package modules ``path`` imports from that do not exist (a relative import one level
     off, as after moving a module into a subpackage): the fingerprints would silently miss them."""
-    here = C._module_name(src, path).split(".")
+    here = _module_name(src, path).split(".")
     parts = here if path.name == "__init__.py" else here[:-1]
     bad = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -155,7 +161,7 @@ def _import_graph() -> dict[str, set[str]]:
     package's ``__init__`` runs before its modules, and importing it is no cycle)."""
     graph = {}
     for path in PKG.rglob("*.py"):
-        mod = C._module_name(SRC, path)
+        mod = _module_name(SRC, path)
         ancestors = {".".join(mod.split(".")[:k]) for k in range(1, mod.count(".") + 1)}
         graph[mod] = {
             m

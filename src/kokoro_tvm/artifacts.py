@@ -183,17 +183,6 @@ def load_array(path: Path) -> np.ndarray:
     return np.load(path, allow_pickle=False)
 
 
-def load_weights(path: Path, names: list[str]) -> list[np.ndarray]:
-    """The arrays a library takes after its inputs, in its argument order."""
-    if not path.exists():
-        raise ArtifactError(f"{path} is missing; run `dvc repro`")
-    with np.load(path) as z:
-        missing = [n for n in names if n not in z.files]
-        if missing:
-            raise ArtifactError(f"{path} lacks weights {missing[:3]}...; rebuild with `dvc repro`")
-        return [z[n] for n in names]
-
-
 def export_library(ex, path: Path, fcompile=None) -> None:
     """``fcompile``: the cross linker of a target for another architecture (``devices.cross``)."""
     with atomic_path(path, suffix=".so") as tmp:

@@ -1,5 +1,6 @@
-"""What the project's commands (``kokoro-tvm``, ``python -m kokoro_tvm.pipeline.ci``) share: a
-problem the user can fix is one ``error:`` line and exit status 1, never a traceback."""
+"""What every command of the project (``kokoro-tvm``, the stage scripts, ``python -m
+kokoro_tvm.pipeline.ci`` and ``.lockfile``) shares: a problem the user can fix is one ``error:``
+line and exit status 1, never a traceback."""
 
 from __future__ import annotations
 

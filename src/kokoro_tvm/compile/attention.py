@@ -8,7 +8,7 @@ the exp polynomial computed twice per score by the softmax's sum and normalizati
 guard's own pass. ``FuseAttention`` replaces the chain by one ``call_tir`` to ``attention_kernel``:
 per head and block of ``ROWS`` query rows, it computes the block's scores into a row buffer,
 takes each row's softmax in place (exp once), and multiplies by ``V``, so the scores never leave
-L1 (README, "Measurements behind the code").
+L1 (docs/measurements.md, "Fused attention kernel").
 
 The rewrite only matches the exact decomposition (the guard included, which the kernel keeps:
 an all ``-inf`` row gives zeros) on float32 ``[1, H, n, D]`` operands whose ``D`` is a whole number of

@@ -4,8 +4,8 @@
 reshape`` (ALBERT's attention: ``[1, 12, n, 64] @ [1, 12, 64, n]`` becomes a ``[12, n, 64]``
 product reshaped back to ``[1, 12, n, n]``). In a bounded module a reshape stays a Relax op
 (``symbolic.legalize_map``), which ``FuseOps`` does not fuse across: the attention mask's add then
-ran as a kernel of its own, one more pass over the ``12 n^2`` scores (duration-512 at 510 tokens:
-15 ms of ~350; fused, the library took 3 % less: Intel Xeon model 167, x86_64_v4, 2 threads).
+ran as a kernel of its own, one more pass over the ``12 n^2`` scores (docs/measurements.md,
+"4-D batch matmul").
 Relax's ``matmul`` broadcasts over leading axes, so the reshapes can go: the product is taken in
 the 4-D shape and the add becomes its epilogue.
 """

@@ -190,8 +190,8 @@ def _recurrence_kernel(batch: int, steps: int | None, hidden: int):
     sums or fast-math; then ``c`` and ``h`` are updated in place. ``h`` is double-buffered by
     step parity since every task reads all of the previous ``h``. Steps with ``t >= lengths[b]``
     carry the state over and write zeros. At H = 256 the weights (1 MB per direction) stream
-    from L3 on every step: the recurrence alone ran 1.2-1.3x faster than per-unit dot products
-    (README, "Measurements behind the code").
+    from L3 on every step, and the GEMV ran faster than per-unit dot products
+    (docs/measurements.md, "LSTM recurrence as a GEMV").
     """
     chunk, sub = _layout(hidden)
     n_chunk = hidden // chunk
@@ -218,8 +218,8 @@ def _recurrence_kernel(batch: int, steps: int | None, hidden: int):
                     for u in T.vectorized(chunk):
                         acc[q, u] = acc[q, u] + x_proj[b, t, q * hidden + base + u]
                 # the block's gates as one vector (vector_math's polynomials): faster than scalar
-                # gates or libm's, bit-identical to the scalar polynomials (README, "Measurements
-                # behind the code")
+                # gates or libm's, bit-identical to the scalar polynomials (docs/measurements.md,
+                # "LSTM gates as one vector")
                 for u in T.vectorized(chunk):
                     c_buf[d, base + u] = vector_math.sigmoid(acc[1, u]) * c_buf[
                         d, base + u

@@ -286,7 +286,8 @@ def build_candidate(mod, target, _params):
 
     The default runs in a fresh worker process per batch and starts with that import, which
     parses every TVMScript tensor intrinsic: longer than the builder's timeout, so every
-    candidate failed (README, "Measurements behind the code"). Float32 CPU schedules use no tensor intrinsics.
+    candidate failed (docs/measurements.md, "MetaSchedule build without tensor intrinsics").
+    Float32 CPU schedules use no tensor intrinsics.
     """
     from tvm.driver import build
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock

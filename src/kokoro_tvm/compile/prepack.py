@@ -3,8 +3,8 @@
 A conv whose register tile runs its vector lanes along the output channels (``Tile.along_rows``)
 reads its weight as contiguous per-tile runs: the rule copies the weight into that layout with a
 ``cache_read`` + ``transform_layout`` stage inside the kernel (``schedule.tile.tile_reduction``).
-The copy depends on the weight only, yet it ran on every call: 215 MB per decoder call, 2.5 ms of
-a 4.4 ms 1024-channel conv at 96 frames (README, "Measurements behind the code").
+The copy depends on the weight only, yet it ran on every call, and took a large share of a wide
+conv's time at short lengths (docs/measurements.md, "Prepacked conv weights").
 
 The rule marks that stage as MetaSchedule marks its own layout rewrites (``PREPROC``). TVM's
 ``SplitLayoutRewritePreproc`` moves each marked stage into a kernel of its own, called on the

@@ -3,11 +3,11 @@
 The legalize stage runs once for every target, so a hand-written kernel it makes cannot know
 the target's vector registers; it makes it for AVX2 (``hand_written.MADE_FOR``). Winograd's conv
 kernel keeps ``ROWS x channels`` accumulators: 6 x 16 channels are 12 AVX2 registers but only 6
-AVX-512 ones, too few chains to hide the FMA latency (4 cycles x 2 pipes); 6 x 32 channels ran
-its 128-channel kernel-7 conv 1.11x as fast on AVX-512 (AMD EPYC Zen 5, README "Measurements
-behind the code"). A kernel marked with its maker (``hand_written.MAKER``) is made again here
-from its recorded sizes for the target; a maker keeps the signature and the results (each
-output's sum runs in the same order; only the tile of independent outputs changes).
+AVX-512 ones, too few chains to hide the FMA latency (4 cycles x 2 pipes); 6 x 32 channels run
+faster there (docs/measurements.md, "Retargeted hand-written kernels"). A kernel marked with its
+maker (``hand_written.MAKER``) is made again here from its recorded sizes for the target; a maker
+keeps the signature and the results (each output's sum runs in the same order; only the tile of
+independent outputs changes).
 """
 
 from __future__ import annotations

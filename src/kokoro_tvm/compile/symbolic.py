@@ -1,4 +1,4 @@
-"""Modules with a symbolic length (bounded-length exports, issue 17): what the compile flow does
+"""Modules with a symbolic length (bounded libraries, ``Shapes.BOUNDED``): what the compile flow does
 differently for them, in one place. Every function here returns a static module unchanged, so
 padded libraries are built exactly as before.
 

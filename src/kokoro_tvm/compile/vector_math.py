@@ -3,8 +3,8 @@
 TVM 0.27 lowers ``tir.exp`` to ``llvm.exp``, which LLVM expands to one libm ``expf`` call per lane
 (no vector math library is configured), and ``tir.tanh``/``tir.sigmoid`` to expressions of
 ``tir.exp``: every softmax, tanh-GELU and LSTM gate ran scalar, a visible share of the duration
-predictor (README, "Measurements behind the code"). The expressions here are plain multiplies, adds, compares and bit
-operations, which LLVM vectorizes at every target's width.
+predictor (docs/measurements.md, "Vector transcendentals"). The expressions here are plain
+multiplies, adds, compares and bit operations, which LLVM vectorizes at every target's width.
 
 Used by the Relax legalizations below (``legalizations.LEGALIZE_MAP``) and by the LSTM
 recurrence kernel (``lstm_lowering``), which calls them inside its TVMScript.

@@ -1,7 +1,7 @@
 """The generator's convolutions in fewer multiplications: Winograd's minimal filtering F(m, r).
 
-The decoder runs at ~70 % of the FMA peak (README, "Where a short input's time goes"), so
-scheduling alone cannot make it much faster; doing less arithmetic can. A stride-1 conv with
+The decoder's convs already run near the FMA peak (docs/measurements.md, "Conv length blocks"),
+so scheduling alone cannot make them much faster; doing less arithmetic can. A stride-1 conv with
 ``r`` taps computes ``m`` neighbouring outputs of one channel pair with ``m r`` multiplications;
 F(m, r) takes ``m + r - 1`` (Toom-Cook: both sides evaluated at ``m + r - 1`` points, multiplied
 pointwise, interpolated). Over channels that is, per tile of ``m`` outputs, ``m + r - 1``
@@ -33,9 +33,9 @@ from .hand_written import FLOPS, MADE_FOR, find_made, made_by
 #: 2.25x at kernel 3, 2.8x at 7, 3.1x at 11.
 OUTPUTS = {3: 6, 7: 4, 11: 4}
 #: Finite evaluation points of F(m, r) (the last point is infinity), chosen for the smallest
-#: float32 error of a 128-channel conv against float64 among small fractions (a one-off search
-#: over 0, +-1, +-2, +-1/2 and pairs of +-{3, 1/3, 4, 1/4, 3/2, 2/3, 3/4, 4/3, 5/2, 2/5}):
-#: F(4, 7) with +-3 gave 2.1e-5 of the largest output, with 3/4 7e-6.
+#: float32 error of a 128-channel conv against float64 among small fractions (0, +-1, +-2, +-1/2
+#: and pairs of +-{3, 1/3, 4, 1/4, 3/2, 2/3, 3/4, 4/3, 5/2, 2/5}; docs/measurements.md,
+#: "Winograd evaluation points").
 POINTS = {
     (6, 3): (0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5),
     (4, 7): (0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 0.75, -0.75),

@@ -183,7 +183,8 @@ def build_sysroot(root: Path) -> None:
         _hide_host_paths(new)
         # Debian's .debs ship no bytecode (their postinst compiles it) and the environment may set
         # PYTHONDONTWRITEBYTECODE: compile here, on the host (3.11 bytecode is arch-independent),
-        # or every emulated start spends seconds compiling (README, "Measurements behind the code").
+        # or every emulated start spends seconds compiling (docs/measurements.md, "Sysroot
+        # bytecode on the host").
         for d in (new / "usr/lib/python3.11", new / qemu.SITE):
             compileall.compile_dir(d, quiet=2, workers=0)
         old = work / "old"

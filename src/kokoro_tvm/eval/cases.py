@@ -20,16 +20,16 @@ import torch
 
 from ..spec import DURATION, HARMONICS, TEXT_ENCODER, Axis, Output, lookup, samples_per_frame, valid
 from . import samples
-from .reference import as_float64, f0_curve, reference
+from .eager import as_float64, f0_curve, reference
 
 #: One length's case: ``inputs`` (bucket-sized, in signature order), kokoro's outputs ``r64`` and
 #: ``r32``, and for an audio component ``f0`` (float64 kokoro's pitch, for the voiced fraction).
 Case = dict[str, list[np.ndarray]]
 
 #: Lengths validated on an emulated device: the shortest and ~B/8. qemu-user runs the kernels
-#: tens of times slower than the CPU does (docs/targets-and-devices.md), and its numerics are the
-#: emulated CPU's own, so two lengths check the library without costing the repro the
-#: full-bucket calls.
+#: far slower than the CPU does, and its numerics are the emulated CPU's own, so two lengths check
+#: the library without costing the repro the full-bucket calls (docs/measurements.md, "Emulated
+#: validation lengths").
 EMULATED_LENGTHS = 2
 
 

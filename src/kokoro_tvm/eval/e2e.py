@@ -3,7 +3,7 @@ and draws, judged against kokoro in float64 as validation judges a library (``ve
 
 The reference replays each chunk the runtime planned (same token ids, voice-pack row, speed)
 through kokoro's own eager forward, in float32 and in float64, with the runtime's decoder draws
-injected (``reference.InjectDraws``), then joins the chunks the same way. Chunk boundaries are
+injected (``eager.InjectDraws``), then joins the chunks the same way. Chunk boundaries are
 thus held equal, and everything inside a chunk (durations, alignment, F0/N, decoder) is compared.
 
 ``measure_rtf`` times the runtime (plan, pad, run every library, align, join) against float32
@@ -76,7 +76,7 @@ def eager_chunk(
     dtype of ``km``; with ``replay``, on the chunk's (the runtime's) durations."""
     import torch
 
-    from .reference import InjectDraws, default_dtype
+    from .eager import InjectDraws, default_dtype
 
     dtype = next(km.parameters()).dtype
     ids = torch.from_numpy(chunk.input_ids).unsqueeze(0)
@@ -108,7 +108,7 @@ def raw_durations(km64, chunk: Chunk, speed: float) -> np.ndarray:
     """Float64 kokoro's unrounded durations of one chunk, after the speed division."""
     import torch
 
-    from .reference import reference
+    from .eager import reference
 
     ids = torch.from_numpy(chunk.input_ids).unsqueeze(0)
     style = torch.from_numpy(chunk.style[:, chunk.style.shape[1] // 2 :])
@@ -194,7 +194,7 @@ def measure_rtf(
     ``E2EError``), one ``onnx_kmodel.agreement`` run per session (fp32 must give kokoro's
     durations, but for tokens at a rounding boundary), then ``repeats`` interleaved rounds of
     ``tts.synthesize`` against eager ``forward_with_tokens`` and each session on the chunks it
-    planned (same ids, style and speed; eager also the same draws; ``bench.time_interleaved``).
+    planned (same ids, style and speed; eager also the same draws; ``timing.time_interleaved``).
     Medians; ``speedup_vs_eager`` = eager / runtime, ``speedup_vs_ort_<name>`` = ORT / runtime.
     ``total`` sums the medians over all lengths. No ``warmup`` by default: the parity and
     agreement runs have already called every side on the same chunks.

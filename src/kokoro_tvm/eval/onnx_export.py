@@ -90,7 +90,7 @@ def export_onnx(
     ran (it passes no ``dynamo``). ``True`` is the dynamo exporter (needs ``onnxscript``). Both map
     ``nn.LSTM`` to ONNX's LSTM node, give the same parity (tests/test_bench.py) and run alike on
     ONNX Runtime, but TorchScript exports several times sooner, time every bench stage pays
-    (README, "Measurements behind the code": ``benchmarks/onnx_exporters.py``).
+    (docs/measurements.md, "TorchScript ONNX exporter").
     """
     with plain_lstms():
         module = components.build_component(component, km)

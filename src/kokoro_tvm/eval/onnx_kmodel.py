@@ -46,10 +46,10 @@ def complex_free(km, cfg: dict[str, Any]):
 
 
 def export_kmodel(pth: Path, config: Path) -> bytes:
-    """ONNX bytes of the whole model from a checkpoint written by ``reference.save_checkpoint``."""
+    """ONNX bytes of the whole model from a checkpoint written by ``eager.save_checkpoint``."""
     from kokoro.model import KModelForONNX
 
-    from .reference import load_kokoro
+    from .eager import load_kokoro
 
     cfg, km = load_kokoro(pth, config)
     model = KModelForONNX(complex_free(km, cfg)).eval()

@@ -4,12 +4,11 @@ A speedup over eager says nothing about how much is left. The roofline view does
 
 - ``fma_peak``: the target's float32 FMA peak, *measured* on this CPU by a TVM kernel built for
   the target (independent FMA chains held in registers, one per thread), not derived from a
-  datasheet. The clock and FMA pipes it implies are reported beside it: Zen 4 runs AVX-512 as two
-  256-bit halves, so a v4 kernel there peaks where v3 does, not 2x higher, and a formula with 16
-  lanes x 2 pipes overstates its peak by 2x.
+  datasheet. The clock and FMA pipes it implies are reported beside it: a CPU may run AVX-512 as
+  two 256-bit halves, where a v4 kernel peaks where v3 does, not 2x higher, and a formula with 16
+  lanes x 2 pipes overstates its peak by 2x (docs/measurements.md, "Measured FMA peak").
 - ``model_flops``: the component's FLOPs on the benchmarked inputs, counted by torch's
-  ``FlopCounterMode`` on kokoro's own modules (matmuls and convolutions, 2 per multiply-add, as
-  issue 27 counts them).
+  ``FlopCounterMode`` on kokoro's own modules (matmuls and convolutions, 2 per multiply-add).
 - ``kernel_profile``: per compiled kernel, its time in one run (the Relax VM's instrument hook),
   its multiply-add FLOPs from the legalized module's reduction blocks with the symbolic lengths
   of a bounded library bound to this call's shapes, and the bytes its arguments span.
@@ -28,7 +27,8 @@ import numpy as np
 #: on two pipes, and few enough to stay in 16 registers (AVX2) with the two operands.
 CHAINS = 12
 #: FMA pipes per core assumed when the measured peak is turned into a clock (every x86 core this
-#: project has met and Neoverse N1+ have two; Zen 4's are 256 bits wide, which the clock shows).
+#: project has met and recent Arm server cores have two; where they are 256 bits wide, the clock
+#: shows it).
 FMA_PIPES = 2
 
 

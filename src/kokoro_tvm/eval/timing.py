@@ -11,8 +11,8 @@ from typing import Any
 #: Pause before each timed call. PyTorch's OpenMP, ONNX Runtime and TVM all keep their worker
 #: threads spinning for a while after a run; on 2 cores the next runtime then shares the cores
 #: with the previous one's spinners: without a pause eager ran at half speed next to ORT's, and a
-#: much shorter pause caught ORT's threads mid-way to sleep (README, "Measurements behind the
-#: code": ``benchmarks/settle.py``).
+#: much shorter pause caught ORT's threads mid-way to sleep (docs/measurements.md, "Settle
+#: pause").
 SETTLE_S = 0.3
 
 

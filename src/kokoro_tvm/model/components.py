@@ -203,7 +203,8 @@ def adain_resblk1d(block, x, s, span: Lengths):
 #: The harmonic source and its STFT run in float64: float32 accumulates the sine phase (the 9th
 #: harmonic passes 1e5 rad within seconds, where a float32 step is 0.008 rad) and gives an arbitrary
 #: ``atan2`` to near-zero STFT bins, which ``noise_convs`` then read linearly. It is ~1e-4 of the
-#: decoder's arithmetic (9 harmonics and a 20-tap DFT per sample, against the generator's convs).
+#: decoder's arithmetic (9 harmonics and a 20-tap DFT per sample, against the generator's convs;
+#: docs/measurements.md, "Harmonic source in float64").
 SOURCE_DTYPE = torch.float64
 
 

@@ -11,22 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import artifacts as A
+from .. import artifacts
 from ..devices.resolve import HOST, NONE, QEMU
-from ..eval import bench
+from ..eval import latency
 from ..params import Params
 
 
 def run(prm: Params, component: str, bucket: int, target: str) -> None:
     prm.check_bucket(component, bucket)
     prm.check_target(target)
-    device = A.read_json(A.device_file(target), "device record")
+    device = artifacts.read_json(artifacts.device_file(target), "device record")
     if device["device"] == HOST:
-        result = bench.measure(component, bucket, target, prm, A.ROOT)
+        result = latency.measure(component, bucket, target, prm, artifacts.ROOT)
     elif device["device"] == NONE:
         result = _untimed(component, bucket, target, device, reason=device["reason"])
     elif device["device"] == QEMU:
-        check = A.read_json(A.validation_file(component, bucket, target), "validation metrics")
+        check = artifacts.read_json(
+            artifacts.validation_file(component, bucket, target), "validation metrics"
+        )
         result = _untimed(
             component, bucket, target, device, reason="emulated device: correctness only"
         )
@@ -36,8 +38,8 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
             **{k: v for k, v in check.items() if k.startswith("worst_")},
         }
     else:
-        result = bench.measure_on_board(component, bucket, target, prm, device, A.ROOT)
-    bench.write_outputs(result)
+        result = latency.measure_on_board(component, bucket, target, prm, device, artifacts.ROOT)
+    latency.write_outputs(result)
 
 
 def _untimed(

@@ -16,9 +16,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from .. import artifacts as A
+from .. import artifacts
 from ..eval import e2e, kokoro_onnx_package, onnx_kmodel
-from ..eval.reference import as_float64, load_kokoro
+from ..eval.eager import as_float64, load_kokoro
 from ..eval.timing import apply_threads, cpu_name
 from ..params import Params
 from ..runtime.manifest import explain_pick, read_manifest
@@ -27,19 +27,19 @@ from ..runtime.synthesizer import KokoroTVM
 
 def run(prm: Params) -> None:
     threads = apply_threads(prm.num_threads)  # before the first TVM call
-    target, why = explain_pick(read_manifest(A.ROOT))
+    target, why = explain_pick(read_manifest(artifacts.ROOT))
     print(f"bench_e2e: {why[-1]}", flush=True)
-    tts = KokoroTVM.from_manifest(A.ROOT, target=target, num_threads=threads)
-    cfg, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
-    voice = A.load_array(A.voice_file())
+    tts = KokoroTVM.from_manifest(artifacts.ROOT, target=target, num_threads=threads)
+    cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
+    voice = artifacts.load_array(artifacts.voice_file())
     with tempfile.TemporaryDirectory(prefix="kokoro-onnx-") as workdir:
         onnx = packages = None
         if (
             prm.bench_onnxruntime
         ):  # kokoro-onnx's whole model; its int8 file holds Kokoro-82M's weights only
             files = onnx_kmodel.models(
-                A.kokoro_checkpoint_file(),
-                A.model_config_file(),
+                artifacts.kokoro_checkpoint_file(),
+                artifacts.model_config_file(),
                 int8=prm.model_config == "kokoro-82m",
             )
             onnx = onnx_kmodel.sessions(files, threads)
@@ -57,8 +57,8 @@ def run(prm: Params) -> None:
             onnx=onnx,
             packages=packages,
         )
-    A.write_json(
-        A.bench_e2e_file(),
+    artifacts.write_json(
+        artifacts.bench_e2e_file(),
         {
             "target": target,
             "picked": why,

@@ -3,7 +3,7 @@ lines of the speedup plot (stages cannot share an output file, so rows are gathe
 
 from __future__ import annotations
 
-from .. import artifacts as A
+from .. import artifacts
 from ..params import Params
 from ..spec import COMPONENTS
 
@@ -12,9 +12,11 @@ def run(prm: Params, target: str) -> None:
     prm.check_target(target)
     for component in COMPONENTS:
         rows = [
-            A.read_json(A.bench_plot_file(component, b, target), "bench plot row")[0]
+            artifacts.read_json(artifacts.bench_plot_file(component, b, target), "bench plot row")[
+                0
+            ]
             for b in prm.buckets(component)
         ]
-        A.write_json(
-            A.bench_summary_file(component, target), sorted(rows, key=lambda r: r["bucket"])
+        artifacts.write_json(
+            artifacts.bench_summary_file(component, target), sorted(rows, key=lambda r: r["bucket"])
         )

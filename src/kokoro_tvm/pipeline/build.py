@@ -4,7 +4,7 @@ runtime checks before loading it."""
 
 from __future__ import annotations
 
-from .. import artifacts as A
+from .. import artifacts
 from ..compile.phases import build
 from ..devices import cross, isa
 from ..params import Params
@@ -14,27 +14,29 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     prm.check_bucket(component, bucket)
     prm.check_target(target)
     ex, seconds, report = build(
-        A.load_ir(A.legalized_file(component, bucket)),
+        artifacts.load_ir(artifacts.legalized_file(component, bucket)),
         prm.targets[target],
-        A.tune_dir(component, bucket, target),
+        artifacts.tune_dir(component, bucket, target),
         f"{component}-{bucket}-{target}",
     )
-    lib = A.library_file(component, bucket, target)
+    lib = artifacts.library_file(component, bucket, target)
     linker = cross.linker_for(prm.targets[target])
-    A.export_library(ex, lib, linker)
-    sig = A.read_json(A.signature_file(component, bucket), "signature")
-    A.write_json(
-        A.build_info_file(component, bucket, target),
+    artifacts.export_library(ex, lib, linker)
+    sig = artifacts.read_json(artifacts.signature_file(component, bucket), "signature")
+    artifacts.write_json(
+        artifacts.build_info_file(component, bucket, target),
         {
             "target": target,
             "target_spec": prm.targets[target],
             "needs": isa.requirements(prm.targets[target]),
             "linker": linker.description if linker else "host",
             "signature": sig,
-            "sha256": A.sha256(lib),
+            "sha256": artifacts.sha256(lib),
             "bytes": lib.stat().st_size,
             "schedule": report.as_dict(),
         },
     )
     # timings change from run to run: kept out of the build info, which the stages after depend on
-    A.write_json(A.build_time_file(component, bucket, target), {"build_s": round(seconds, 2)})
+    artifacts.write_json(
+        artifacts.build_time_file(component, bucket, target), {"build_s": round(seconds, 2)}
+    )

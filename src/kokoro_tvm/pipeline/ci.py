@@ -7,8 +7,8 @@ The workflow fans one DVC graph out over jobs that share a DVC remote and its ru
 - one ``build`` job per target and length axis (``tokens``: duration + text encoder, ``frames``:
   the decoder, the long one) reproduces its own stages; what ``prepare`` made comes back from the
   run-cache instead of being built again;
-- ``gather`` reproduces the rest (manifest, summaries, ``bench_e2e``) and fails if it had to
-  build a library: every one must come from a build job through the remote.
+- ``gather`` reproduces the rest (manifest, summaries, ``bench_e2e``, ``bench_cold``) and fails
+  if it had to build a library: every one must come from a build job through the remote.
 
 Every job runs ``dvc repro --pull --allow-missing`` on its stages, then ``push``. DVC does the
 distribution; this module only names the stages, configures the remote from the job's secrets,
@@ -63,7 +63,7 @@ def _item(name: str) -> tuple[str, str]:
 
 def shared(names: list[str], targets: list[str]) -> list[str]:
     """The stages no target owns and the per-target jobs all need: built once, by ``prepare``."""
-    last = {"manifest", "bench_e2e"}
+    last = {"manifest", "bench_e2e", "bench_cold"}
     return [
         n
         for n in names
@@ -120,7 +120,7 @@ def configure_remote(env: dict[str, str] | None = None, root: Path = Path(".")) 
     if not url:
         raise CIError(
             "DVC_REMOTE_URL is not set: add it to the repository's secrets "
-            "(e.g. s3://bucket/kokoro-tvm; README 'Scaling out')"
+            "(e.g. s3://bucket/kokoro-tvm; docs/scaling-out.md)"
         )
     dvc = [*DVC, "remote"]
     subprocess.run(
@@ -201,9 +201,9 @@ def _cause(output: str) -> str:
 
 
 def _targets(params: str) -> list[str]:
-    from .. import params as P
+    from ..params import load
 
-    return list(P.load(params).targets)
+    return list(load(params).targets)
 
 
 def main(argv: list[str] | None = None) -> int:

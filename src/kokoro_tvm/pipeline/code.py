@@ -10,7 +10,7 @@ over-approximates the imports one run executes, never under-approximates them.
 
 Why fingerprints rather than the files as DVC deps: after every stage DVC re-reads and rewrites
 the whole ``dvc.lock`` through ruamel's round-trip YAML, and 30 deps times ~100 stages made most
-of a stage's DVC time that YAML (README, "Measurements behind the code").
+of a stage's DVC time that YAML (docs/measurements.md, "One fingerprint per stage kind").
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from .. import artifacts as A
+from .. import artifacts
 from ..errors import KokoroTVMError
 
 PACKAGE = "kokoro_tvm"
@@ -127,7 +127,7 @@ def fingerprint(kind: str, stages: Path = Path("stages"), src: Path = SRC) -> di
             if path.resolve().is_relative_to(root)
             else str(path)
         )
-        files[rel] = A.sha256(path)
+        files[rel] = artifacts.sha256(path)
     return {"stage": kind, "files": files}
 
 
@@ -138,4 +138,4 @@ def kinds(stages: Path = Path("stages")) -> list[str]:
 
 def run() -> None:
     for kind in kinds():
-        A.write_json(A.code_file(kind), fingerprint(kind))
+        artifacts.write_json(artifacts.code_file(kind), fingerprint(kind))

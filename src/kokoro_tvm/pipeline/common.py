@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import params as P
+from ..params import Params, load
 from ..toolchain import check_installed, versions
 
 
-def setup(params_path: str | Path = "params.yaml") -> P.Params:
-    prm = P.load(params_path)
+def setup(params_path: str | Path = "params.yaml") -> Params:
+    prm = load(params_path)
     check_installed(prm.toolchain, versions())
     threads = prm.num_threads or os.cpu_count() or 1
     os.environ.setdefault("TVM_NUM_THREADS", str(threads))  # TVM defaults to half the cores

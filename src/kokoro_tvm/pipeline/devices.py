@@ -8,13 +8,13 @@ prints one line per target: where it is validated, or that it is not and how to 
 
 from __future__ import annotations
 
-from .. import artifacts as A
+from .. import artifacts
 from ..devices import isa, resolve
 from ..params import Params
 
 
 def run(prm: Params, target: str) -> dict:
     record = resolve.resolve(target, isa.requirements(prm.targets[target]), prm.device(target))
-    A.write_json(A.device_file(target), record)
+    artifacts.write_json(artifacts.device_file(target), record)
     print(resolve.describe(record), flush=True)
     return record

@@ -12,7 +12,7 @@ import io
 
 import torch
 
-from .. import artifacts as A
+from .. import artifacts
 from ..compile.torch_export import export, without_parameter_values
 from ..config import load_model_config
 from ..model.kmodel import random_kmodel
@@ -28,5 +28,5 @@ def run(prm: Params, component: str, bucket: int) -> None:
     # and the atomic write's random temp name made every export's bytes differ
     buf = io.BytesIO()
     torch.export.save(ep, buf)
-    with A.atomic_path(A.export_file(component, bucket), suffix=".pt2") as tmp:
+    with artifacts.atomic_path(artifacts.export_file(component, bucket), suffix=".pt2") as tmp:
         tmp.write_bytes(buf.getvalue())

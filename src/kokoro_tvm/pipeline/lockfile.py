@@ -3,7 +3,7 @@
 DVC keeps the entry of a stage removed from the pipeline (treeverse/dvc#5293; here every removed
 bucket or target leaves ~5 per-library entries). They change nothing DVC decides, but DVC
 re-reads and rewrites the whole lockfile through ruamel's round-trip YAML after every stage, so
-they cost every stage of every later repro (README, "Measurements behind the code").
+they cost every stage of every later repro (docs/measurements.md, "Stale lock entries pruned").
 The run-cache (``.dvc/cache/runs``) is separate and keeps what those stages built.
 
 Their outputs stay in the workspace too (a removed bucket's libraries, validation and bench
@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from ..atomic import atomic_path
+from ..commands import exit_status
 from ..errors import KokoroTVMError
 
 
@@ -90,8 +91,4 @@ def main(root: Path = Path(".")) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KokoroTVMError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+    sys.exit(exit_status(main))

@@ -4,17 +4,19 @@ run is most of a validation's time (decoder-1536: ~2/3), and it does not depend 
 
 from __future__ import annotations
 
-from .. import artifacts as A
+from .. import artifacts
 from ..eval.case_files import cases_to_arrays
 from ..eval.cases import reference_cases
-from ..eval.reference import as_float64, load_kokoro
+from ..eval.eager import as_float64, load_kokoro
 from ..params import Params
 
 
 def run(prm: Params, component: str, bucket: int) -> None:
     prm.check_bucket(component, bucket)
-    cfg, km = load_kokoro(A.kokoro_checkpoint_file(), A.model_config_file())
+    cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
     cases = reference_cases(
-        component, bucket, km, as_float64(km), cfg, A.load_array(A.voice_file())
+        component, bucket, km, as_float64(km), cfg, artifacts.load_array(artifacts.voice_file())
     )
-    A.save_weights(A.reference_file(component, bucket), cases_to_arrays(component, cases, cfg))
+    artifacts.save_weights(
+        artifacts.reference_file(component, bucket), cases_to_arrays(component, cases, cfg)
+    )

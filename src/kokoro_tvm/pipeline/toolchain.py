@@ -3,10 +3,10 @@ against params.yaml ``toolchain``); every other stage depends on this file."""
 
 from __future__ import annotations
 
-from .. import artifacts as A
+from .. import artifacts
 from ..params import Params
 from ..toolchain import versions
 
 
 def run(prm: Params) -> None:
-    A.write_json(A.toolchain_file(), versions())
+    artifacts.write_json(artifacts.toolchain_file(), versions())

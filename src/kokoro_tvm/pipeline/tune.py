@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from .. import artifacts as A
+from .. import artifacts
 from ..atomic import atomic_dir
 from ..compile import metaschedule
 from ..params import Params
@@ -24,14 +24,14 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     threads = os.cpu_count() or 1
     if prm.tune_trials:
         os.environ["TVM_NUM_THREADS"] = str(threads)  # before the first TVM call
-    with atomic_dir(A.tune_dir(component, bucket, target)) as tmp:
+    with atomic_dir(artifacts.tune_dir(component, bucket, target)) as tmp:
         device = (
-            A.read_json(A.device_file(target), f"the device record of {target}")
+            artifacts.read_json(artifacts.device_file(target), f"the device record of {target}")
             if prm.tune_trials
             else None
         )
         report = metaschedule.tune(
-            lambda: A.load_ir(A.legalized_file(component, bucket)),
+            lambda: artifacts.load_ir(artifacts.legalized_file(component, bucket)),
             prm.targets[target],
             prm.tune_trials,
             tmp,
@@ -39,4 +39,4 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
             seed=prm.seed,
             device=device,
         )
-        A.write_json(tmp / "report.json", {"target": target, **report})
+        artifacts.write_json(tmp / "report.json", {"target": target, **report})

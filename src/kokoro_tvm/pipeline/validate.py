@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from .. import artifacts as A
+from .. import artifacts
 from ..devices.resolve import NONE
 from ..devices.session import open_session
 from ..eval import verdicts
@@ -23,10 +23,10 @@ from ..runtime.built import load_built
 def run(prm: Params, component: str, bucket: int, target: str) -> None:
     prm.check_bucket(component, bucket)
     prm.check_target(target)
-    device = A.read_json(A.device_file(target), "device record")
-    out = A.validation_file(component, bucket, target)
+    device = artifacts.read_json(artifacts.device_file(target), "device record")
+    out = artifacts.validation_file(component, bucket, target)
     if device["device"] == NONE:
-        A.write_json(
+        artifacts.write_json(
             out,
             {
                 "component": component,
@@ -39,11 +39,11 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
             },
         )
         return
-    cfg = json.loads(A.model_config_file().read_text(encoding="utf-8"))
-    cases = load_cases(A.reference_file(component, bucket), component, bucket, cfg)
+    cfg = json.loads(artifacts.model_config_file().read_text(encoding="utf-8"))
+    cases = load_cases(artifacts.reference_file(component, bucket), component, bucket, cfg)
     lengths = lengths_for(component, bucket, emulated=device["emulated"])
     with open_session(device) as session:
-        lib = load_built(A.ROOT, component, bucket, target, session=session)
+        lib = load_built(artifacts.ROOT, component, bucket, target, session=session)
         rows = verdicts.check_cases(lib, component, {n: cases[n] for n in lengths})
     doc = verdicts.summary(component, bucket, target, rows)
     doc |= {
@@ -54,4 +54,4 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
         "weights_sha256": lib.weights_sha256,
     }
     verdicts.raise_if_failed(doc)
-    A.write_json(out, doc)
+    artifacts.write_json(out, doc)

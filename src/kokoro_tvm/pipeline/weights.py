@@ -8,8 +8,8 @@ benchmarks use (``voice.npy``).
 
 from __future__ import annotations
 
-from .. import artifacts as A
-from ..eval.reference import save_checkpoint
+from .. import artifacts
+from ..eval.eager import save_checkpoint
 from ..model.checkpoint import load
 from ..model.components import component_weights
 from ..params import Params
@@ -21,12 +21,12 @@ def run(prm: Params) -> None:
     cfg, km = load(prm.model_config, prm.checkpoint, prm.seed)
     for component in COMPONENTS:
         arrays = {k: v.numpy() for k, v in component_weights(component, km).items()}
-        A.save_weights(A.weights_file(component), arrays)
-    save_checkpoint(km, cfg, A.kokoro_checkpoint_file(), A.model_config_file())
+        artifacts.save_weights(artifacts.weights_file(component), arrays)
+    save_checkpoint(km, cfg, artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
     voice, name = reference_voice(prm.checkpoint, prm.seed, 2 * cfg["style_dim"])
-    A.save_array(A.voice_file(), voice)
-    A.write_json(
-        A.weights_dir() / "weights.json",
+    artifacts.save_array(artifacts.voice_file(), voice)
+    artifacts.write_json(
+        artifacts.weights_dir() / "weights.json",
         {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed, "voice": name},
     )
 

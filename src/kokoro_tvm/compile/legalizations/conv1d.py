@@ -71,7 +71,7 @@ def _conv1d_lane_padded(bb, call):
     """A stride-1 conv1d whose output width and output channels both miss the vector lanes
     (conv_post: 22 channels x 120m+1 samples) as a conv over a right-padded input of a width
     that divides by ``WIDTH_SPAN``, then a crop. Without it the register tile needs a lane
-    predicate, which LLVM scalarizes (README, "Measurements behind the code")."""
+    predicate, which LLVM scalarizes (docs/measurements.md, "Lane-padded conv_post")."""
     from tvm import ir, relax
 
     attrs = call.attrs
@@ -185,8 +185,8 @@ def _conv1d_symbolic_width(bb, call):
 #: Output channels a bounded conv's channel tiles span on every target: AVX-512's 2 x 16 lanes
 #: (AVX2's 16 and NEON's 8 divide it). ``conv_post``'s 22 channels over 120 (n + 1) samples put
 #: the vectors along the width instead, where 120 is no multiple of 16: a tail, accumulators out of
-#: the registers, 14 % of the FMA peak on AVX-512 (27 % on AVX2), 69 ms of a 510-phoneme utterance
-#: (AMD EPYC Zen 5, README "Measurements behind the code").
+#: the registers, and a small fraction of the FMA peak (docs/measurements.md, "Whole channel
+#: tiles").
 CHANNEL_SPAN = 32
 #: Padding to whole channel tiles only where it adds at most this share of FLOPs (not the F0/N
 #: projections' single channel).

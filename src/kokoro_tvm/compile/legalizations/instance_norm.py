@@ -6,8 +6,9 @@ from __future__ import annotations
 def instance_norm_two_pass(bb, call):
     """``nn.instance_norm`` with the variance of the centred values. TOPI's (TVM 0.27) takes one
     pass, ``E[x^2] - E[x]^2`` in float32, which cancels on long axes: a bounded decoder (kokoro's
-    own ``InstanceNorm1d``; padded graphs use ``lengths.Padded.instance_norm``, two passes already) missed
-    validation at 1024 frames, 37.4 dB log-mel against float32 kokoro's 41.2.
+    own ``InstanceNorm1d``; padded graphs use ``lengths.Padded.instance_norm``, two passes
+    already) missed validation at 1024 frames (docs/measurements.md, "Centred instance-norm
+    variance").
 
     Over the last axis (every norm of kokoro's AdaIN, batch one) the variance is one reduction
     that reads ``x`` and its mean (``centred_var``): written as Relax ops, ``x - mean`` and its

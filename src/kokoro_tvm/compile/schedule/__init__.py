@@ -1,7 +1,7 @@
 """CPU schedule pass: rule-based (no tuning) schedules for every PrimFunc of a legalized module.
 
 ``phases.LEGALIZE`` leaves naive loop nests (one scalar loop per tensor axis); ``tvm.compile``
-on those runs 40-100x slower than PyTorch eager. ``apply`` gives each PrimFunc the first rule
+on those runs many times slower than PyTorch eager. ``apply`` gives each PrimFunc the first rule
 that matches its structure:
 
 ========== ==============================================================================

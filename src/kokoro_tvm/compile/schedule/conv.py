@@ -20,13 +20,13 @@ from .tile import OuterProduct, Tile, match, pick_tile, tile_reduction
 #: Output width from which a conv keeps its output channels in the vector lanes (weights packed,
 #: ``Tile.along_rows``) on a 16-register CPU, with ``LONG_TILE``. ``pick_tile``'s score counts
 #: loads, not where they come from. On the decoder's long convs, 5 samples x 2 vectors of channels
-#: ran faster than its choice, and below ``LONG_WIDTH`` its choice was ahead (README,
-#: "Measurements behind the code": ``benchmarks/kernels.py --tiles``).
+#: ran faster than its choice, and below ``LONG_WIDTH`` its choice was ahead
+#: (docs/measurements.md, "Long conv tile").
 LONG_WIDTH = 256
 LONG_TILE = Tile(rows=5, vectors=2, along_rows=True)
 #: The same for a symbolic width on AVX-512 (32 channels, 12 of 32 registers): bounded decoder
-#: convs ran 1.03-1.10x as fast as with ``LONG_TILE`` (README, "Measurements behind the code":
-#: AMD EPYC Zen 5, ``benchmarks/kernels.py --conv-tiles 5x2 --mcpu x86-64-v4``).
+#: convs ran faster than with ``LONG_TILE`` at every shape measured (docs/measurements.md,
+#: "AVX-512 conv tile").
 LONG_TILE_AVX512 = Tile(rows=6, vectors=2, along_rows=True)
 #: Register tiles along a symbolic length per parallel block (``length_block``).
 LENGTH_BLOCK = 8
@@ -141,9 +141,8 @@ def pad_to_tiles(
 
     With a tail predicate on both axes TVM 0.27's ``CompactBufferAllocation`` cannot bound the
     accumulators to one tile: they stay an ``n x n`` buffer that LLVM keeps in memory, not in
-    registers: duration-512's QK^T ran at 17 % of the FMA peak, and the library at 510 tokens in
-    455 ms, 348 ms padded (Intel Xeon model 167, x86_64_v4, 2 threads). ``pad_einsum`` moves the
-    predicates to the padding copies (``n x 64`` each) and the crop."""
+    registers (docs/measurements.md, "Attention scores over whole tiles"). ``pad_einsum`` moves
+    the predicates to the padding copies (``n x 64`` each) and the crop."""
     name = op.block.stmt.name_hint
     padding = [1] * len(op.block.stmt.iter_vars)
     padding[op.row] = tile.rows
@@ -160,10 +159,8 @@ def pack_streamed_panels(sch: s_tir.Schedule, op: OuterProduct, tile: Tile, cpu:
     """Write the padded copy of attention's streamed operand (``K^T``, ``[.., 64, n]``) in panels
     of one column tile, ``[.., n / span, 64, span]``: the copy is made anyway, and a tile's
     reduction then reads one contiguous panel (4 KB on AVX2) instead of 64 rows ``4 n`` bytes
-    apart, which at n = 512 (2 KB) fall into two of L1's 64 sets and miss on every tile. The
-    kernel alone (a one-off A/B): duration-512's ``QK^T + mask`` 5.0 -> 4.4-4.6 ms per call at
-    512 tokens, the same at 200; the whole library (``benchmarks/library_ab.py``): 0.99x the time
-    at 510 tokens (AMD EPYC Zen 3, x86_64_v3, 2 threads)."""
+    apart, which at n = 512 (2 KB) fall into two of L1's 64 sets and miss on every tile
+    (docs/measurements.md, "Attention Kᵀ panels")."""
     source = op.block.stmt.reads[op.streamed].source
     (copy,) = [
         b
@@ -202,21 +199,17 @@ def length_block(cpu: CPU, op: OuterProduct, tile: Tile) -> int:
 
     There a tile holds 16 output channels, so a 128-channel conv has 8 channel tiles. With the
     channel tiles outermost each of them streams the whole input again (128 rows, each a page
-    or more apart, too many streams for the prefetchers): the generator's last stage ran at 28 %
-    (kernel 3) to 54 % (kernel 11) of the FMA peak (AMD EPYC Zen 3, x86_64_v3). Blocks of the
-    length outermost fetch a block's input columns once for every channel tile, and each channel
-    tile's weights once per block (README, "Measurements behind the code"). On AVX-512
+    or more apart, too many streams for the prefetchers), and the generator's convs ran far below
+    the FMA peak. Blocks of the length outermost fetch a block's input columns once for every
+    channel tile, and each channel tile's weights once per block. On AVX-512
     (``LONG_TILE_AVX512``: 32 channels, 4 tiles of a 128-channel conv) the generator's convs
-    gained 1.03-1.17x, 128 channels at kernel 7 the most (AMD EPYC Zen 5).
+    gain too.
 
     Blocks trade the input's re-streaming for the weights' re-reading (once per block), so only a
-    conv whose input outweighs its weights (``LENGTH_BLOCK_INPUT_OVER_WEIGHTS``) is blocked. The
-    generator's convs (0.2-2.9 MB of weights) gained 1.1-2.2x (one 256-channel shape 0.98x at a
-    tenth of its bound); blocked, the text encoder's 512-channel kernel-5 convs (5.2 MB of
-    weights, a 1 MB input at 512 tokens) ran 0.72x as fast, the decoder body's 1024-channel ones
-    (12.6 MB) 0.96-1.17x at 1280 frames but 0.51x at 192, and its 512-channel ones at twice the
-    frame rate (3.1 MB, input 2x the weights at the bound) 0.99-1.70x at 2560 but 0.66x at 384
-    (``benchmarks/kernels.py --blocks``, four runs, AMD EPYC Zen 3)."""
+    conv whose input outweighs its weights (``LENGTH_BLOCK_INPUT_OVER_WEIGHTS``) is blocked: the
+    generator's small convs gain, while blocking the convs whose weights are as large as their
+    input (the text encoder's 512-channel ones, the decoder body's 1024-channel ones at short
+    lengths) slows them (docs/measurements.md, "Conv length blocks", and "AVX-512 conv tile")."""
     if (
         (cpu.registers == 16 or cpu.lanes == 16)
         and tile.along_rows

@@ -30,9 +30,9 @@ from .analysis import (
 
 #: Fewest static tiles a bounded kernel with one symbolic axis runs in parallel: with fewer (a
 #: 128-channel conv is 4 tiles of 32 channels on AVX-512) the tiles of its symbolic length are the
-#: parallel loop, so a 16-core CPU gets work for every core, not 4 (README, "Measurements behind
-#: the code"). Attention (two symbolic axes) keeps its heads parallel: its query tiles, one
-#: parallel launch per head, cost duration-512 4.5 % at 2 threads.
+#: parallel loop, so a 16-core CPU gets work for every core, not 4. Attention (two symbolic axes)
+#: keeps its heads parallel: its query tiles, one parallel launch per head, were slower at 2
+#: threads (docs/measurements.md, "Parallel length tiles").
 MIN_PARALLEL_TILES = 16
 
 
@@ -122,10 +122,9 @@ def pick_tile(cpu: CPU, rows_extent: int, cols_extent: int, can_pack_rows: bool)
     A tile holds ``rows * vectors`` accumulators, the ``vectors`` streamed vectors every row
     reuses, and one broadcast: all of them must fit the registers, or LLVM spills in the inner
     loop (``registers_needed``). With a flat 4 registers left for loads, AVX2's 16 allowed 3 x 4,
-    17 registers, which spilled at about half the speed of 6 x 2 or 2 x 4 (README, "Measurements
-    behind the code"). The
-    vector axis must divide by ``vectors * lanes`` (no lane predicate); the unrolled axis may have
-    a tail.
+    17 registers, which spilled and ran at about half the speed of 6 x 2 or 2 x 4
+    (docs/measurements.md, "Register tiles fit the register file"). The vector axis must divide
+    by ``vectors * lanes`` (no lane predicate); the unrolled axis may have a tail.
     """
 
     def best(
@@ -367,7 +366,8 @@ def _pack_map(ndim: int, pos: int, span: int):
 
 
 #: Largest streamed panel (reduction extent x tile columns x 4 bytes) that column-tile-outermost
-#: order keeps in L2 while it walks the row tiles (half of a 512 KB Zen 2 L2; Intel has more).
+#: order keeps in L2 while it walks the row tiles: half of a 512 KB L2, the smallest the project
+#: targets (docs/measurements.md, "Loop order by operand size").
 PANEL_BYTES = 256 * 1024
 
 

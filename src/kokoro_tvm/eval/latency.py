@@ -1,14 +1,13 @@
 """Latency of one compiled library against PyTorch eager and ONNX Runtime, in one process.
 
 The three runners get the same weights (the manifest's checkpoint), the same full-bucket inputs
-and the same thread count (``runtime.num_threads``), and are
-timed in interleaved rounds whose order rotates, so load from other processes on a shared
-machine hits all three alike. The inputs are the reference stage's full-bucket case, and each
-runner's first outputs are judged against kokoro in float64 there, by validation's criterion
-(``eval.verdicts``): a speedup of a library that computes something else is worthless. Judging
-against eager float32 instead (a 20 dB log-mel floor, before) refused correct libraries: float32
-kokoro is itself chaotic on voiced audio, and with random weights two correct float32 decoders
-agreed to 10-20 dB while both met the float64 criterion.
+and the same thread count (``runtime.num_threads``), and are timed in interleaved rounds whose
+order rotates, so load from other processes on a shared machine hits all three alike. The inputs
+are the reference stage's full-bucket case, and each runner's first outputs are judged against
+kokoro in float64 there, by validation's criterion (``eval.verdicts``): a speedup of a library
+that computes something else is worthless. Eager float32 is no yardstick: float32 kokoro is
+itself chaotic on voiced audio, and two correct float32 decoders can disagree by more than a
+fixed log-mel floor allows while both meet the float64 criterion.
 
 Each call includes the runtime's own host<->tensor conversions (numpy in, numpy out for ORT and
 TVM), i.e. what a caller of that runtime pays.
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import artifacts as A
+from .. import artifacts
 from ..errors import KokoroTVMError
 from ..params import Params
 from ..spec import lookup
@@ -36,10 +35,9 @@ RUNNERS = ("eager", "ort", "tvm")
 #: They amortize first-call costs (allocation, oneDNN primitives, thread-pool start) that last
 #: milliseconds. Eager's first call decides for all three runners: if it took ``WARM_AFTER_S`` or
 #: more, the agreement check's calls (each timed after the settle pause) are the first timed
-#: round, since milliseconds are lost in such calls and a further round of the large decoders
-#: costs the bench stage a minute: a long first call is barely slow, once, and a median of three
-#: absorbs it, while short first calls are slower by more and keep a warm-up (README,
-#: "Measurements behind the code": ``benchmarks/settle.py --first-calls``).
+#: round: a long first call is barely slow, once, and a median absorbs it, while a further round
+#: of the large decoders would lengthen every bench stage; short first calls are slower by more
+#: and keep a warm-up (docs/measurements.md, "No warm-up after a slow first call").
 DEFAULT_WARMUP = 2
 WARM_AFTER_S = 1.0
 #: Runners whose float64 verdict must pass for the bench to report anything: the library under
@@ -60,7 +58,7 @@ def _tvm_runner(lib, inputs):
 
 def _eager_runner(component: str, bucket: int, km, inputs, cfg: dict[str, Any]):
     """kokoro's own modules (packed LSTMs, TorchSTFT) at full length: what users run today."""
-    from .reference import reference
+    from .eager import reference
 
     return lambda: [o.numpy() for o in reference(component, km, inputs, bucket, cfg)]
 
@@ -77,15 +75,15 @@ def ort_runner(
 
 
 def full_bucket_case(
-    component: str, bucket: int, cfg: dict[str, Any], root: Path = A.ROOT
+    component: str, bucket: int, cfg: dict[str, Any], root: Path = artifacts.ROOT
 ) -> dict[str, Any]:
     """The reference stage's case at the full bucket: inputs, float64 and float32 kokoro outputs."""
     from .case_files import load_cases
 
-    path = A.reference_file(component, bucket, root)
+    path = artifacts.reference_file(component, bucket, root)
     cases = load_cases(path, component, bucket, cfg)
     if bucket not in cases:
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"{path} has no full-bucket case (lengths {sorted(cases)}); rerun its reference stage"
         )
     return cases[bucket]
@@ -111,7 +109,7 @@ VERDICT_KEYS = (
 
 
 def measure(
-    component: str, bucket: int, target: str, prm: Params, root: Path = A.ROOT, model=None
+    component: str, bucket: int, target: str, prm: Params, root: Path = artifacts.ROOT, model=None
 ) -> dict[str, Any]:
     """Median ms of eager, ORT and TVM on ``component`` at full ``bucket`` length, and ratios.
 
@@ -125,13 +123,15 @@ def measure(
     import torch
 
     from ..runtime.built import load_built
-    from .reference import load_kokoro
+    from .eager import load_kokoro
 
     lookup(component)  # an unknown name, and below a missing library, fail before the slow part
     threads = apply_threads(prm.num_threads)
     lib = load_built(root, component, bucket, target, validated=True)
-    cfg, km = model or load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
-    pack = A.load_array(A.voice_file(root))
+    cfg, km = model or load_kokoro(
+        artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root)
+    )
+    pack = artifacts.load_array(artifacts.voice_file(root))
     case = full_bucket_case(component, bucket, cfg, root)
     inputs = tuple(torch.from_numpy(np.ascontiguousarray(x)) for x in case["inputs"])
     runners = {
@@ -205,7 +205,10 @@ def roofline_of(
     flops = roofline.model_flops(runners["eager"])
     peak = roofline.fma_peak(target_spec, threads)
     kernels = roofline.kernel_profile(
-        lib.vm, runners["tvm"], A.load_ir(A.legalized_file(component, bucket, root)), peak["gflops"]
+        lib.vm,
+        runners["tvm"],
+        artifacts.load_ir(artifacts.legalized_file(component, bucket, root)),
+        peak["gflops"],
     )
     return roofline.summary(flops, ms, peak, kernels), kernels["top"]
 
@@ -216,7 +219,7 @@ def measure_on_board(
     target: str,
     prm: Params,
     device: dict[str, Any],
-    root: Path = A.ROOT,
+    root: Path = artifacts.ROOT,
 ) -> dict[str, Any]:
     """Median ms of the library on a board reached through an RPC tracker, at full ``bucket``
     length, timed there (``time_evaluator``: no transfer over the connection). kokoro and ONNX
@@ -224,10 +227,10 @@ def measure_on_board(
     from ..devices.session import open_session
     from ..runtime.built import load_built
     from .cases import inputs_for, inputs_model
-    from .reference import load_kokoro
+    from .eager import load_kokoro
 
-    cfg, km = load_kokoro(A.kokoro_checkpoint_file(root), A.model_config_file(root))
-    pack = A.load_array(A.voice_file(root))
+    cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
+    pack = artifacts.load_array(artifacts.voice_file(root))
     inputs = inputs_for(component, bucket, bucket, cfg, pack, inputs_model(component, km))
     with open_session(device) as session:
         lib = load_built(root, component, bucket, target, validated=True, session=session)
@@ -260,8 +263,9 @@ def quarter_scaling(
     km,
     repeats: int,
 ) -> dict[str, float]:
-    """A bounded library at n = B/4 against itself at n = B, interleaved (issue 17 asks for
-    <= 0.3): what it saves on inputs that do not fill their bucket, which a padded one cannot."""
+    """A bounded library at n = B/4 against itself at n = B, interleaved: what it saves on inputs
+    that do not fill their bucket, which a padded one cannot (docs/measurements.md, "Bounded
+    against padded libraries")."""
     from .cases import inputs_for, inputs_model
 
     n = max(lookup(component).min_length, bucket // 4)
@@ -315,27 +319,27 @@ def refuse_disagreement(component: str, checks: dict[str, dict[str, Any]]) -> No
         )
 
 
-def roofline_file(component: str, bucket: int, target: str, root: Path = A.ROOT) -> Path:
+def roofline_file(component: str, bucket: int, target: str, root: Path = artifacts.ROOT) -> Path:
     """Per-library top kernels: time, GFLOP/s and share of the FMA peak (DVC ``plots``). Here, not
     in ``artifacts`` (every stage depends on that module): only the bench stage writes it."""
     return root / "roofline" / target / f"{component}-{bucket}.json"
 
 
-def write_outputs(result: dict[str, Any], root: Path = A.ROOT) -> tuple[Path, Path, Path]:
+def write_outputs(result: dict[str, Any], root: Path = artifacts.ROOT) -> tuple[Path, Path, Path]:
     """The stage's three DVC outputs, each written atomically: metrics (the per-kernel rows
     aside), its plot row, and the roofline plot of its top kernels (empty where nothing ran here)."""
     comp, bucket, target = result["component"], result["bucket"], result["target"]
     paths = (
-        A.bench_file(comp, bucket, target, root),
-        A.bench_plot_file(comp, bucket, target, root),
+        artifacts.bench_file(comp, bucket, target, root),
+        artifacts.bench_plot_file(comp, bucket, target, root),
         roofline_file(comp, bucket, target, root),
     )
     kernels = [
         {"component": comp, "bucket": bucket, **row} for row in result.get("top_kernels", [])
     ]
-    A.write_json(paths[0], {k: v for k, v in result.items() if k != "top_kernels"})
-    A.write_json(paths[1], [_plot_row(result)])
-    A.write_json(paths[2], kernels)
+    artifacts.write_json(paths[0], {k: v for k, v in result.items() if k != "top_kernels"})
+    artifacts.write_json(paths[1], [_plot_row(result)])
+    artifacts.write_json(paths[2], kernels)
     return paths
 
 

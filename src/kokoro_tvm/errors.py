@@ -8,3 +8,8 @@ all of them); anything else is a bug and keeps its traceback.
 
 class KokoroTVMError(Exception):
     """An input, params, artifact or toolchain problem; the message names it and the fix."""
+
+
+class InputError(KokoroTVMError, ValueError):
+    """Input the model cannot synthesize (text, phonemes, speed, seed); the message says what
+    to change."""

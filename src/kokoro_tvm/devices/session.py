@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KokoroTVMError
+from . import watchdog
 from .resolve import HOST, NONE, QEMU, RPC
 
 
@@ -28,6 +29,10 @@ class LocalSession:
 
     emulated = False
     stateful = False  # the VM's functions are called directly
+
+    def bounded(self) -> contextlib.AbstractContextManager:
+        """A local call needs no bound: it cannot lose its device."""
+        return contextlib.nullcontext()
 
     def __init__(self) -> None:
         import tvm
@@ -50,13 +55,19 @@ class RemoteSession:
 
     stateful = True
 
-    def __init__(self, remote, emulated: bool) -> None:
-        self.remote, self.emulated = remote, emulated
+    def __init__(self, remote, emulated: bool, name: str = "the RPC device") -> None:
+        self.remote, self.emulated, self.name = remote, emulated, name
         self.dev = remote.cpu()
 
+    def bounded(self) -> contextlib.AbstractContextManager:
+        """Every remote call under ``watchdog.deadline``: a lost device ends the stage with an
+        error instead of blocking it for ever."""
+        return watchdog.deadline(self.name)
+
     def load_module(self, path: Path):
-        self.remote.upload(str(path))
-        return self.remote.load_module(Path(path).name)
+        with self.bounded():
+            self.remote.upload(str(path))
+            return self.remote.load_module(Path(path).name)
 
 
 @contextlib.contextmanager
@@ -69,7 +80,9 @@ def open_session(record: dict[str, Any]) -> Iterator[LocalSession | RemoteSessio
     elif kind == RPC:
         host, port = record["tracker"].rsplit(":", 1)
         yield RemoteSession(
-            request(host, int(port), record["key"], record.get("timeout_s", 60)), emulated=False
+            request(host, int(port), record["key"], record.get("timeout_s", 60)),
+            emulated=False,
+            name=f"the board '{record['key']}' of the tracker {record['tracker']}",
         )
     elif kind == QEMU:
         from tvm import rpc
@@ -77,7 +90,8 @@ def open_session(record: dict[str, Any]) -> Iterator[LocalSession | RemoteSessio
         from . import qemu
 
         with qemu.rpc_server() as (host, port):
-            yield RemoteSession(rpc.connect(host, port), emulated=True)
+            name = f"the qemu-user RPC server for {record['target']}"
+            yield RemoteSession(rpc.connect(host, port), emulated=True, name=name)
     elif kind == NONE:
         raise DeviceError(
             f"{record['target']}: no device runs it ({record['reason']}); {record['fix']}"

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import KokoroTVMError
+from .. import errors
 from .seams import join  # noqa: F401  (eval.e2e joins chunks with it)
 
 BOUNDARY_ID = 0  # kokoro wraps every utterance in this pad token: [0, *ids, 0]
@@ -48,8 +48,7 @@ SILENT_MARKS = frozenset("¿¡")
 FIRST_CLAUSE_LIMIT = 100  # phonemes: a first clause longer than this is not worth the cut
 
 
-class InputError(KokoroTVMError, ValueError):
-    """Input the model cannot synthesize; the message says what to change."""
+InputError = errors.InputError  # defined with the other errors, importable from the package
 
 
 @dataclass

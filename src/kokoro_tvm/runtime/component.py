@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import artifacts as A
+from ..errors import InputError, KokoroTVMError
 from ..manifest_entry import check_validated
 from ..spec import unpadded
 from .integrity import verify_file
@@ -96,11 +97,13 @@ class CompiledComponent:
         self.dev = weights.dev
         # an RPC device (``devices.session.RemoteSession``) takes calls one at a time
         self.stateful = weights.session.stateful
+        self._bounded = weights.session.bounded  # a bound on each call to a remote device
         self._module = weights.session.load_module(lib_path)
         first = self._new_vm()
         # Libraries with ``main_transform_params`` (LiftTransformParams) take transformed weights:
         # transform once here; weights it passes through stay the shared ComponentWeights tensors.
-        self.params = bind_params(first, weights.args(entry["params"]), self.stateful)
+        with self._bounded(), self._refused("the weights"):
+            self.params = bind_params(first, weights.args(entry["params"]), self.stateful)
         weights.release(entry["params"], self.params)
         return_freed_memory()
         #: the first VM, for single-threaded tools that drive a VM themselves (bench's timers)
@@ -156,9 +159,26 @@ class CompiledComponent:
         bucket-sized buffer is filled), and returns that length: its outputs' length axes are
         shorter than a padded library's, past-the-length values absent."""
         args = self.device_args(*inputs)
-        with self._vm() as vm:
+        with self._vm() as vm, self._bounded(), self._refused("the inputs"):
             out = invoke_stateful(vm, "main", args) if self.stateful else vm["main"](*args)
             return [out[i].numpy() for i in range(len(out))]
+
+    @contextlib.contextmanager
+    def _refused(self, what: str) -> Iterator[None]:
+        """A library that refuses what its manifest entry describes (its inputs or weights were
+        checked against the entry first) was not built for that entry: an edited or stale
+        manifest. Said so, with the fix, instead of TVM's own error."""
+        try:
+            yield
+        except (KokoroTVMError, MemoryError):
+            raise
+        except Exception as e:
+            first = (str(e).splitlines() or [""])[0][:200]
+            raise A.ArtifactError(
+                f"{self.entry['path']} refused {what} its manifest entry describes "
+                f"({type(e).__name__}: {first}); the manifest does not match the library: run "
+                "`dvc checkout` or `dvc repro`"
+            ) from e
 
     def device_args(self, *inputs: np.ndarray) -> list[Any]:
         """What ``vm["main"]`` takes for these inputs: checked, cut (bounded), on the device,
@@ -167,7 +187,7 @@ class CompiledComponent:
 
         specs = self.entry["inputs"]
         if len(inputs) != len(specs):
-            raise ValueError(
+            raise InputError(
                 f"{self.entry['component']} takes {len(specs)} inputs, got {len(inputs)}"
             )
         lengths = [
@@ -181,7 +201,7 @@ class CompiledComponent:
         for spec, x in zip(specs, inputs):
             x = np.ascontiguousarray(x, dtype=spec["dtype"])
             if list(x.shape) not in self._shapes(spec, n):
-                raise ValueError(
+                raise InputError(
                     f"{self.entry['component']} input '{spec['name']}' must have shape "
                     f"{' or '.join(map(str, self._shapes(spec, n)))}, got {list(x.shape)}"
                 )
@@ -214,7 +234,7 @@ class CompiledComponent:
         lo, hi = bounds or (1, bucket)
         bad = lengths[(lengths < lo) | (lengths > hi)]
         if bad.size:
-            raise ValueError(
+            raise InputError(
                 f"{self.entry['component']} bucket {bucket}: length {int(bad[0])} is outside "
                 f"{lo}..{hi}; pick a bucket that fits (or split the input)"
             )

@@ -62,21 +62,58 @@ def check_manifest(manifest: Any, path: Path | str = "manifest.json") -> None:
         )
     _expect(manifest, "model", dict, path)
     _expect(manifest["model"], "config", str, path, "model.")
+    _expect(manifest["model"], "checkpoint", str, path, "model.")
+    _expect(manifest["model"], "seed", int, path, "model.")
     _expect(manifest, "toolchain", dict, path)
     _expect(manifest, "targets", dict, path)
     _expect(manifest, "buckets", dict, path)
+    for axis in ("tokens", "frames"):
+        _expect(manifest["buckets"], axis, list, path, "buckets.")
+        if not all(
+            isinstance(b, int) and not isinstance(b, bool) for b in manifest["buckets"][axis]
+        ):
+            raise A.ArtifactError(f"{path}: buckets.{axis} should be bucket sizes; {rebuild}")
     _expect(manifest, "weights", dict, path)
     _expect(manifest, "libraries", list, path)
     for name, info in manifest["weights"].items():
         _expect(manifest["weights"], name, dict, path, "weights.")
-        _expect(info, "path", str, path, f"weights.{name}.")
-        _expect(info, "sha256", str, path, f"weights.{name}.")
+        for key, kind in (("path", str), ("sha256", str), ("bytes", int)):
+            _expect(info, key, kind, path, f"weights.{name}.")
+    for key in ("target_needs", "unvalidated"):
+        if key in manifest:
+            _expect(manifest, key, dict, path)
+    for target, needs in manifest.get("target_needs", {}).items():
+        _expect(manifest["target_needs"], target, dict, path, "target_needs.")
+        _expect(needs, "arch", str, path, f"target_needs.{target}.")
+        _expect(needs, "isa", list, path, f"target_needs.{target}.")
+        if not all(isinstance(f, str) for f in needs["isa"]):
+            raise A.ArtifactError(f"{path}: target_needs.{target}.isa should be names; {rebuild}")
     for i, entry in enumerate(manifest["libraries"]):
         where = f"libraries[{i}]."
         if not isinstance(entry, dict):
             raise A.ArtifactError(f"{path}: {where[:-1]} is not an object; {rebuild}")
         for key, kind in LIBRARY_FIELDS.items():
             _expect(entry, key, kind, path, where)
+        for key, kind in OPTIONAL_LIBRARY_FIELDS.items():
+            if key in entry:
+                _expect(entry, key, kind, path, where)
+        if entry.get("shapes", "padded") not in ("bounded", "padded"):
+            raise A.ArtifactError(f"{path}: {where}shapes should be bounded or padded; {rebuild}")
+        for name, axis in entry.get("length_axes", {}).items():
+            if not (
+                isinstance(axis, list)
+                and len(axis) == 2
+                and all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in axis)
+            ):
+                raise A.ArtifactError(
+                    f"{path}: {where}length_axes.{name} should be [axis, scale]; {rebuild}"
+                )
+        for j, spec in enumerate(entry["inputs"]):
+            _check_tensor_spec(spec, path, f"{where}inputs[{j}]", named=True)
+        for j, spec in enumerate(entry["outputs"]):
+            _check_tensor_spec(spec, path, f"{where}outputs[{j}]", named=False)
+        if not all(isinstance(p, str) for p in entry["params"]):
+            raise A.ArtifactError(f"{path}: {where}params should be weight names; {rebuild}")
         if entry["component"] not in manifest["weights"]:
             raise A.ArtifactError(
                 f"{path}: {where}component {entry['component']!r} has no weights entry; {rebuild}"
@@ -93,7 +130,42 @@ LIBRARY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "inputs": list,
     "outputs": list,
     "params": list,
+    "bytes": int,
 }
+#: fields only some entries have: bounded libraries, and what validation ran
+OPTIONAL_LIBRARY_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "shapes": str,
+    "length_axes": dict,
+    "validation": dict,
+}
+
+
+def _check_tensor_spec(spec: Any, path: Path | str, where: str, named: bool) -> None:
+    """One input (named) or output of a library signature: a shape of sizes (an output's may
+    name a symbolic length), a dtype, and for a lengths input its ``range``."""
+    ok = (
+        isinstance(spec, dict)
+        and (isinstance(spec.get("name"), str) or not named)
+        and isinstance(spec.get("dtype"), str)
+        and isinstance(spec.get("shape"), list)
+        and all(
+            (isinstance(d, int) and not isinstance(d, bool) and d >= 0)
+            or (isinstance(d, str) and not named)
+            for d in spec["shape"]
+        )
+    )
+    bounds = spec.get("range") if isinstance(spec, dict) else None
+    if ok and bounds is not None:
+        ok = (
+            isinstance(bounds, list)
+            and len(bounds) == 2
+            and all(isinstance(b, int) and not isinstance(b, bool) for b in bounds)
+        )
+    if not ok:
+        raise A.ArtifactError(
+            f"{path}: {where} is not a tensor signature (name, shape, dtype); rebuild the "
+            "artifacts with `dvc repro`"
+        )
 
 
 def _expect(

@@ -93,7 +93,10 @@ def utterances(
     libs: Libraries, source: Source, unknown: str = "warn", first_clause: bool = False
 ) -> list[Utterance]:
     """kokoro's utterances for phonemes (``chunking.phoneme_utterances``), or the given ones;
-    symbols outside the vocabulary are warned about (once) or refused."""
+    symbols outside the vocabulary are warned about (once) or refused.
+
+    An utterance left with no symbol of the vocabulary would be only the two boundary tokens,
+    shorter than any library takes: it is skipped with a warning (it holds nothing to say)."""
     if isinstance(source, str):
         utts = chunking.phoneme_utterances(source, first_clause)
     else:
@@ -101,7 +104,16 @@ def utterances(
         if not utts:
             raise chunking.InputError("empty input: nothing to say")
     chunking.check_symbols("".join(u.phonemes for u in utts), libs.vocab, unknown)
-    return utts
+    known = [any(c in libs.vocab for c in u.phonemes) for u in utts]
+    speakable = [u for u, k in zip(utts, known) if k]
+    if len(speakable) < len(utts):
+        skipped = [u.text or u.phonemes for u, k in zip(utts, known) if not k]
+        warnings.warn(
+            f"{len(skipped)} utterance(s) hold no symbol of the Kokoro vocabulary and were "
+            f"skipped: {', '.join(repr(t[:30]) for t in skipped[:3])}",
+            stacklevel=3,
+        )
+    return speakable
 
 
 def chunks(
@@ -122,7 +134,7 @@ def chunks(
         n = chunking.token_ids(utt.phonemes, libs.vocab).size - 2
         if n > max_phonemes:
             warned = warned or _warn_split(utt, f"{n + 2} tokens", "tokens", libs.token_buckets[-1])
-            pending[:0] = chunking.split_utterance(utt, max_phonemes)
+            pending[:0] = _speakable(libs, chunking.split_utterance(utt, max_phonemes))
             continue
         chunk = predict_durations(libs, utt, pack, speed)
         if chunk.n_frames <= libs.frame_buckets[-1]:
@@ -131,7 +143,13 @@ def chunks(
         warned = warned or _warn_split(
             utt, f"{chunk.n_frames} frames at speed {speed}", "frames", libs.frame_buckets[-1]
         )
-        pending[:0] = _split_for_frames(libs, chunk, utt, speed)
+        pending[:0] = _speakable(libs, _split_for_frames(libs, chunk, utt, speed))
+
+
+def _speakable(libs: Libraries, pieces: list[Utterance]) -> list[Utterance]:
+    """The pieces of a cut utterance that hold a symbol of the vocabulary (a piece of only
+    unknown symbols would be the two boundary tokens alone)."""
+    return [p for p in pieces if any(c in libs.vocab for c in p.phonemes)]
 
 
 def _warn_split(utt: Utterance, need: str, axis: str, bucket: int) -> bool:

@@ -446,3 +446,27 @@ def test_serve_options_are_checked_before_loading(artifacts, capsys):
         rc = cli.main(["serve", "--artifacts", str(artifacts), *argv])
         err = capsys.readouterr().err
         assert rc == 1 and err.startswith("error: ") and needle in err, err
+
+
+def test_readme_serve_examples_run(server):
+    """The README's curl line and openai example, as written but for the address."""
+    import re
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Serve\n", 1)[1].split("\n## ", 1)[0]
+    bash = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    curl = re.search(r"^curl .*\n(?:  .*\n)*", bash, re.M).group(0)
+    curl = curl.replace("\\\n", " ").replace("localhost:8880", server.url.split("//")[1])
+    out = Path(f"/tmp/kokoro-server-readme-{threading.get_ident()}")
+    argv = [a if a != "hello.mp3" else str(out) for a in shlex.split(curl)]
+    argv = [a.replace('"af_heart"', '"random"') for a in argv]  # this build's voice
+    subprocess.run(argv, check=True, timeout=120)
+    assert decode(out.read_bytes())[0].size > 0
+    code = re.search(r"```python\n(from openai import OpenAI.*?)```", section, re.S).group(1)
+    code = code.replace("http://127.0.0.1:8880", server.url).replace("...", "pieces.append(piece)")
+    ns: dict = {"pieces": []}
+    exec(compile(code, "README.md", "exec"), ns)
+    assert len(b"".join(ns["pieces"])) > 24000  # over half a second of 16-bit audio

@@ -220,7 +220,7 @@ def list_voices(args: argparse.Namespace) -> None:
             file=sys.stderr,
         )
         return
-    print(f"{len(rows)} voices ({origin}):")
+    print(f"{len(rows)} voice{'' if len(rows) == 1 else 's'} ({origin}):")
     for n, x in rows:
         lang = (
             f"{x.code}  {x.onnx:6s} {x.name}" if x else "?  (no language in its name: pass --lang)"

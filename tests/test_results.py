@@ -448,3 +448,17 @@ def test_isa_level_and_extensions_from_cpuinfo(text, isa, extras):
     cpu = machine.describe(text, cores=4)
     assert (cpu["isa"], cpu["isa_extensions"]) == (isa, extras)
     assert isa in cpu["label"] and isa.lower().replace(" ", "-") in cpu["id"]
+
+
+def test_a_run_beside_other_work_is_flagged_where_its_numbers_are(project):
+    assert main(args(project)) == 0
+    quiet = (project / "docs/results.md").read_text()
+    assert "load average 1.5 during the bench stages" in quiet and "passed the CPU" not in quiet
+    path = project / "artifacts/bench/x86_64_v3/decoder-128.json"
+    path.write_text(path.read_text().replace('"load_avg_1m": 1.5', '"load_avg_1m": 3.5'))
+    assert main(args(project)) == 0
+    page = (project / "docs/results.md").read_text()
+    assert "load average 1.5–3.5 during the bench stages, measured 20" in page
+    assert "**The load average passed the CPU's 2 cores**" in page
+    readme = (project / "README.md").read_text()
+    assert "| 2026-" in readme and ", load 1.5–3.5 |" in readme

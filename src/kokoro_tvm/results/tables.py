@@ -74,7 +74,26 @@ def where(rec: dict[str, Any]) -> str:
     if load:
         parts.append(f"load average {span(load, digits=1)} during the bench stages")
     parts.append(f"measured {rec['measured']}")
-    return ", ".join(parts)
+    text = ", ".join(parts)
+    if busy(rec):
+        text += (
+            f". **The load average passed the CPU's {rec['cpu']['cores']} cores**: other "
+            "processes shared them, so every time here is inflated and the ratios are noisy; "
+            "rerun the bench stages on a quiet machine"
+        )
+    return text
+
+
+def busy(rec: dict[str, Any]) -> bool:
+    """Whether other processes competed for the cores while the bench stages ran."""
+    load = rec.get("load_avg_1m")
+    return bool(load) and max(load) > rec["cpu"]["cores"]
+
+
+def measured(rec: dict[str, Any]) -> str:
+    """The day, and the load when it was more than the cores (the timings' caveat)."""
+    load = rec.get("load_avg_1m")
+    return rec["measured"] + (f", load {span(load, digits=1)}" if busy(rec) else "")
 
 
 def toolchain(rec: dict[str, Any]) -> str:
@@ -93,7 +112,7 @@ def summary_table(records: list[dict[str, Any]], headline_only: bool = False) ->
         total = rec["e2e"]["total"]
         cells = [rec["cpu"]["label"], f"`{rec['e2e']['target']}`, {rec['e2e']['threads']}"]
         cells += [ratio(total.get(f"speedup_vs_{n}")) for n in shown]
-        cells += [snr_span(rec), rec["measured"]]
+        cells += [snr_span(rec), measured(rec)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

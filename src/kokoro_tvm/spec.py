@@ -199,12 +199,23 @@ DECODER = Component(
     "decoder",
     Axis.FRAMES,
     (
-        Input("en", "float32", lambda b, cfg: (1, cfg["hidden_dim"] + cfg["style_dim"], b), 2),
-        Input("asr", "float32", lambda b, cfg: (1, cfg["hidden_dim"], b), 2),
+        Input(
+            "en",
+            "float32",
+            lambda b, cfg: (1, cfg["hidden_dim"] + cfg["style_dim"], b),
+            length_axis=2,
+        ),
+        Input("asr", "float32", lambda b, cfg: (1, cfg["hidden_dim"], b), length_axis=2),
         Input("frame_lengths", "int64", _one, is_length=True),
         Input("ref_s", "float32", lambda b, cfg: (1, 2 * cfg["style_dim"])),
         Input("rand_ini", "float32", lambda b, cfg: (1, HARMONICS)),
-        Input("noise", "float32", lambda b, cfg: (1, samples_per_frame(cfg) * b, HARMONICS), 1),
+        # samples_per_frame(cfg) samples per frame: a bounded decoder takes it as [1, n, spf, 9]
+        Input(
+            "noise",
+            "float32",
+            lambda b, cfg: (1, samples_per_frame(cfg) * b, HARMONICS),
+            length_axis=1,
+        ),
     ),
     Output.AUDIO,
     min_length=3,

@@ -13,6 +13,8 @@ import pytest
 import yaml
 from conftest import TINY_PARAMS, Project
 
+from kokoro_tvm.pipeline.code import kinds
+
 pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make test-fast`
 
 
@@ -99,18 +101,20 @@ def test_editing_a_module_every_stage_imports_reruns_every_stage(built_project: 
     """Negative control of the two above: an edit to the shared base must reach every stage, the
     per-library ones through every fingerprint."""
     ran, changed = _edit_code(built_project, "errors.py")
-    assert ran == set(_fingerprints(built_project)) and len(ran) == 14
+    assert ran == set(_fingerprints(built_project)) and len(ran) == len(
+        kinds(built_project.root / "stages")
+    )
     # every stage but the devices@ ones, which run on every repro anyway (``Project.changed``)
     assert changed == {s for s in built_project.stages() - {"code"} if not s.startswith("devices@")}
 
 
 def test_editing_the_runtime_reruns_what_runs_it(built_project: Project):
-    """The runtime is imported by the stages that synthesize (bench_e2e) and by those that load
-    libraries through its ``library`` module, never by the compile stages: the package's lazy
-    ``from kokoro_tvm import KokoroTVM`` must not make every stage depend on it."""
+    """The runtime is imported by the stages that synthesize (bench_e2e, bench_cold) and by those
+    that load libraries through its ``library`` module, never by the compile stages: the
+    package's lazy ``from kokoro_tvm import KokoroTVM`` must not make every stage depend on it."""
     ran, changed = _edit_code(built_project, "runtime/synthesizer.py")
-    assert ran == {"bench_e2e"}
-    assert changed == {"bench_e2e"}
+    assert ran == {"bench_e2e", "bench_cold"}
+    assert changed == {"bench_e2e", "bench_cold"}
 
 
 def test_temp_files_of_a_killed_write_are_ignored(built_project: Project):
@@ -271,11 +275,13 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
         _stage_names(built_project, "-10")
         | _stage_names(built_project, "bench_summary")
         | _stage_names(built_project, "bench_e2e")
+        | _stage_names(built_project, "bench_cold")
         | {"manifest"}
     )
     assert ran == expected, sorted(ran ^ expected)
-    # manifest + bench summary + e2e bench + (export, relax, legalize, reference, tune, build, validate, bench) x 2
-    assert len(expected) == 1 + 1 + 1 + 8 * 2
+    # manifest + bench summary + e2e and cold benches + (export, relax, legalize, reference, tune,
+    # build, validate, bench) x 2
+    assert len(expected) == 1 + 1 + 2 + 8 * 2
 
 
 def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):

@@ -51,7 +51,7 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(project: Project, tmp_pa
         ran = {
             s for s in re.findall(r"Running stage '([^']+)'", out) if not s.startswith("devices@")
         }
-        assert ran == own | {"manifest", "bench_e2e"}, sorted(ran)
+        assert ran == own | {"manifest", "bench_e2e", "bench_cold"}, sorted(ran)
         (line,) = [l for l in out.splitlines() if l.startswith("v3: built but NOT validated")]
         assert "lacks avx" in line and "Fix:" in line
         m = json.loads((proj.root / "artifacts/manifest.json").read_text())
@@ -61,15 +61,16 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(project: Project, tmp_pa
         # so no library is rebuilt)
         ran = proj.repro()
         validations = {s for s in own if s.startswith(("tune_", "validate_", "bench_"))}
-        assert ran == validations | {"manifest", "bench_e2e"}, sorted(ran)
+        assert ran == validations | {"manifest", "bench_e2e", "bench_cold"}, sorted(ran)
         m = json.loads((proj.root / "artifacts/manifest.json").read_text())
         assert {l["target"] for l in m["libraries"]} == {"generic", "v3"} and not m["unvalidated"]
     finally:
         del p["targets"]["v3"]
         proj.set_params(p)
     proj.run("python", "-m", "kokoro_tvm.pipeline.lockfile")
-    # the manifest listed v3's libraries and bench_e2e reads artifacts/build (v3's folder left it)
-    assert proj.changed() == {"manifest", "bench_e2e"}
+    # the manifest listed v3's libraries, and the e2e and cold benches read artifacts/build (v3's
+    # folder left it)
+    assert proj.changed() == {"manifest", "bench_e2e", "bench_cold"}
     assert (
-        proj.repro() <= {"manifest", "bench_e2e"} and proj.up_to_date()
+        proj.repro() <= {"manifest", "bench_e2e", "bench_cold"} and proj.up_to_date()
     )  # or restored from the run-cache

@@ -1,0 +1,151 @@
+"""Stage ``bench_cold``: one sentence in a process that starts, speaks and exits, as a CLI user or a
+worker process pays for it, beside kokoro-onnx as its users run it (``eval.cold_start``): cold
+wall and CPU time, time to the first streamed byte, peak RSS, the warm call, and the pages two
+processes on the same artifacts share. DVC metrics, with the CPU, its ISA, the load average
+before and after, the input and the voice.
+
+The runtime is timed through its installed ``kokoro-tvm`` command, beside the interpreter that
+runs this stage (the project's venv, the path users take first) or another one
+(``runtime_python``: a runtime-only install, ``benchmarks/cold_start_probe.py --runtime-venv``).
+Rounds: params ``bench.repeats``; kokoro-onnx runs beside it with ``bench.onnxruntime`` (it needs
+ONNX Runtime, the ``bench`` extra). The voice is ``jf_alpha`` on Kokoro-82M, whose voice it is,
+and kokoro-onnx speaks it from the registry's voices file; another model config (the tests' tiny
+one) has no real voice, and its runtime speaks ``random``. The processes run the runtime's CLI
+and API, not code this process calls, so ``runtime.cli`` is imported here for the stage's code
+fingerprint (``pipeline.code`` reads imports) to cover every file they run.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import artifacts
+from ..eval import cold_start
+from ..eval.kokoro_onnx_package import INSTALL, VERSION, PackageMissingError
+from ..model.onnx_checkpoint.registry import REGISTRY_MODEL_SHA256, registry_onnx_bytes
+from ..params import Params
+from ..runtime import cli as timed_cli
+from ..runtime.manifest import explain_pick, read_manifest
+from ..runtime.threads import available_cores
+from ..runtime.voices import read_named_file, registry_voices_file
+
+
+def metrics_file(root: Path = artifacts.ROOT) -> Path:
+    return root / "bench_cold.json"
+
+
+def run(
+    prm: Params,
+    root: Path = artifacts.ROOT,
+    out: Path | None = None,
+    rounds: int | None = None,
+    phonemes: str = cold_start.SENTENCE,
+    voice: str | None = None,
+    onnx_voice: str = cold_start.VOICE,
+    runtime_python: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Measure and write the metrics (``out``, default ``artifacts/bench_cold.json``).
+
+    ``voice`` is the runtime's (default: see the module docstring); kokoro-onnx gets
+    ``onnx_voice`` from the registry's voices file. ``root`` is the artifact directory the
+    runtime loads."""
+    root = Path(root).resolve()
+    manifest = read_manifest(root)  # no manifest: the runtime's own clear error, before any run
+    target, why = explain_pick(manifest)
+    runtime_python = Path(runtime_python or sys.executable)
+    if voice is None:
+        voice = cold_start.VOICE if manifest["model"]["config"] == "kokoro-82m" else "random"
+    rounds = rounds or prm.bench_repeats
+    with_onnx = prm.bench_onnxruntime
+    runners = cold_start.RUNNERS if with_onnx else cold_start.RUNNERS[:1]
+    if with_onnx:
+        _check_kokoro_onnx()
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
+        work = Path(tmp)
+        setup = cold_start.Setup(
+            root=root,
+            phonemes=phonemes,
+            voice=voice,
+            onnx_voice=onnx_voice,
+            onnx_model=work / "kokoro-v1.0.int8.onnx",
+            onnx_voices=_onnx_voices(onnx_voice) if with_onnx else work / "unused",
+            runtime_python=runtime_python,
+            onnx_python=Path(sys.executable),
+            workdir=work,
+            env=cold_start.user_env(),
+        )
+        if not setup.kokoro_tvm.is_file():
+            raise cold_start.ColdStartError(
+                f"no `kokoro-tvm` command beside {runtime_python}: install the package in that "
+                "environment (`pip install -e .`, or `pip install --no-deps -e .` in a "
+                "runtime-only venv)"
+            )
+        if with_onnx:
+            setup.onnx_model.write_bytes(registry_onnx_bytes())
+        before = cold_start.load_average()
+        log(f"bench_cold: {why[-1]}; load average {before}")
+        measured = cold_start.measure(setup, rounds, runners, log)
+        after = cold_start.load_average()
+    report = {
+        "cpu": cold_start.machine(),
+        "target": target,
+        "picked": why,
+        "threads": available_cores(),
+        "load_avg_before": before,
+        "load_avg_after": after,
+        "input": {
+            "phonemes": phonemes,
+            "n_phonemes": len(phonemes),
+            "voice": voice,
+            "onnx_voice": onnx_voice if with_onnx else None,
+        },
+        "rounds": rounds,
+        "kokoro_tvm": {
+            "command": f"kokoro-tvm synth --phonemes ... --voice {voice} -o x.wav",
+            "python": str(runtime_python),
+            "torch_installed": cold_start.has_torch(runtime_python),
+            "cli_module": timed_cli.__name__,
+        },
+        "kokoro_onnx": {
+            "version": VERSION,
+            "model": "kokoro-v1.0.int8.onnx",
+            "model_sha256": REGISTRY_MODEL_SHA256,
+            "python": sys.executable,
+        }
+        if with_onnx
+        else None,
+        "peak_rss_from": "wait4 ru_maxrss of the child, forked from a bare launcher",
+        **measured,
+    }
+    artifacts.write_json(out or metrics_file(), report)
+    return report
+
+
+def _check_kokoro_onnx() -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("kokoro-onnx")
+    except PackageNotFoundError as e:
+        raise PackageMissingError(
+            f"bench_cold times kokoro-onnx, which is not installed; `{INSTALL}`"
+        ) from e
+    if found != VERSION:
+        raise PackageMissingError(
+            f"kokoro-onnx {found} is installed; the bench pins {VERSION}: `{INSTALL}`"
+        )
+
+
+def _onnx_voices(name: str) -> Path:
+    """The registry's kokoro-onnx voices file, which must hold ``name``."""
+    path = registry_voices_file()
+    if name not in read_named_file(path):
+        raise cold_start.ColdStartError(
+            f"kokoro-onnx's voices file {path} has no voice {name!r}; pass one it has"
+        )
+    return path

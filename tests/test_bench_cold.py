@@ -1,0 +1,200 @@
+"""Stage ``bench_cold`` on the tiny runtime build: whole processes of ``kokoro-tvm synth`` beside
+kokoro-onnx's script, a well-formed metrics file, the peak RSS of the child and not of this
+process, and a runtime that fails to start as an error rather than a number."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from runtime_project import runtime_artifacts
+
+from kokoro_tvm.artifacts import ArtifactError
+from kokoro_tvm.eval import cold_start
+from kokoro_tvm.params import load
+from kokoro_tvm.pipeline import bench_cold
+
+pytest.importorskip("kokoro_onnx", reason="needs kokoro-onnx (`make setup`)")
+
+#: short (the tiny build splits it in two chunks, so a first byte comes before the end); kokoro-onnx
+#: speaks it with a registry voice
+PHONEMES = "həlˈO wˈɜɹld"
+
+
+def _run(artifacts: Path, out: Path, params: Path | None = None, onnx: bool = True) -> dict:
+    prm = load(params or artifacts.parent / "params.yaml")
+    return bench_cold.run(
+        dataclasses.replace(prm, bench_onnxruntime=onnx),
+        root=artifacts,
+        out=out,
+        rounds=1,
+        phonemes=PHONEMES,
+    )
+
+
+def _numbers(tree) -> list[float]:
+    if isinstance(tree, dict):
+        return [x for v in tree.values() for x in _numbers(v)]
+    if isinstance(tree, list):
+        return [x for v in tree for x in _numbers(v)]
+    return [float(tree)] if isinstance(tree, (int, float)) and not isinstance(tree, bool) else []
+
+
+def test_stage_body_writes_positive_metrics_for_both_runners(tmp_path, tmp_path_factory):
+    artifacts = runtime_artifacts(tmp_path_factory)
+    out = tmp_path / "bench_cold.json"
+    _run(artifacts, out)
+    m = json.loads(out.read_text())
+
+    for measure, keys in {
+        "cold": ("wall_s", "cpu_s", "peak_rss_mb", "audio_s"),
+        "stream": ("first_byte_s", "wall_s", "audio_s"),
+        "warm": ("warm_s", "first_create_s", "peak_rss_mb"),
+    }.items():
+        for key in keys:
+            row = m[measure][key]
+            for name in (*cold_start.RUNNERS, "ratio"):
+                assert math.isfinite(row[name]) and row[name] > 0, (measure, key, name, row)
+        for runner in cold_start.RUNNERS:
+            assert len(m["samples"][measure][runner]) == 1
+    # the first byte comes before the process ends, and a process is more than its interpreter
+    for runner in cold_start.RUNNERS:
+        s = m["samples"]["stream"][runner][0]
+        assert 0 < s["first_byte_s"] <= s["wall_s"]
+        assert m["cold"]["peak_rss_mb"][runner] > 20
+    # the launcher's wait4 peak is the child's own high-water mark, which the warm process reads
+    # just before it exits (they may differ by the kernel's per-thread RSS counters not yet
+    # folded in, far less than a peak taken from this process would be off)
+    for runner in cold_start.RUNNERS:
+        w = m["samples"]["warm"][runner][0]
+        assert abs(w["peak_rss_mb"] - w["self_peak_rss_mb"]) < 0.02 * w["self_peak_rss_mb"] + 2, w
+
+    cpu = m["cpu"]
+    assert cpu["model_name"] and cpu["family"] and cpu["model"] and cpu["logical_cpus"] >= 1
+    assert cpu["isa"] in ("x86-64", "x86-64-v3", "x86-64-v4", "ARMv8-A", "ARMv8-A NEON")
+    assert m["target"] == "generic" and m["threads"] >= 1 and m["rounds"] == 1
+    for when in ("load_avg_before", "load_avg_after"):
+        assert set(m[when]) == {"1m", "5m", "15m"} and all(v >= 0 for v in m[when].values())
+    assert m["input"] == {
+        "phonemes": PHONEMES,
+        "n_phonemes": len(PHONEMES),
+        "voice": "random",  # the tiny model has no real voice
+        "onnx_voice": cold_start.VOICE,  # kokoro-onnx speaks Kokoro-82M's
+    }
+    assert m["kokoro_tvm"]["python"] == sys.executable and m["kokoro_tvm"]["torch_installed"]
+
+    for runner in cold_start.RUNNERS:
+        sh = m["shared_pages"][runner]
+        assert len(sh["pair"]) == 2
+        for p in [sh["alone"], *sh["pair"]]:
+            assert 0 < p["pss_mb"] <= p["rss_mb"]
+        # a second process on the same files shares at least the interpreter's own pages
+        assert sh["pair"][0]["pss_mb"] < sh["alone"]["pss_mb"]
+        assert sh["pair_shared_mb"] > 0
+    assert all(math.isfinite(x) and x >= 0 for x in _numbers(m))
+
+
+def test_without_onnxruntime_the_runtime_is_timed_alone(tmp_path, tmp_path_factory):
+    """``bench.onnxruntime: false`` (no ONNX Runtime installed): the runtime's numbers, no peer
+    and no ratio."""
+    out = tmp_path / "bench_cold.json"
+    _run(runtime_artifacts(tmp_path_factory), out, onnx=False)
+    m = json.loads(out.read_text())
+    assert m["kokoro_onnx"] is None and m["input"]["onnx_voice"] is None
+    for measure in ("cold", "stream", "warm"):
+        assert set(m["samples"][measure]) == {"kokoro_tvm"}
+        for row in m[measure].values():
+            assert set(row) == {"kokoro_tvm"} and row["kokoro_tvm"] > 0
+    assert set(m["shared_pages"]) == {"kokoro_tvm"}
+
+
+@pytest.mark.parametrize("broken", ["library", "manifest"])
+def test_a_runtime_that_fails_to_start_is_an_error_not_a_metric(broken, tmp_path, tmp_path_factory):
+    """Libraries whose bytes changed (the CLI refuses them, exit 1) or no manifest at all: the
+    stage raises with the runtime's own message and writes no metrics file."""
+    built = runtime_artifacts(tmp_path_factory)
+    artifacts = tmp_path / "artifacts"
+    shutil.copytree(built, artifacts)
+    if broken == "library":
+        for lib in (artifacts / "build").rglob("*.so"):  # every bucket: whichever one it loads
+            data = bytearray(lib.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            lib.write_bytes(bytes(data))
+        expected, message = cold_start.ColdStartError, r"exited with status 1(.|\n)*sha256"
+    else:
+        (artifacts / "manifest.json").unlink()
+        expected, message = ArtifactError, "manifest.json is missing"
+    out = tmp_path / "bench_cold.json"
+    with pytest.raises(expected, match=message):
+        _run(artifacts, out, built.parent / "params.yaml")
+    assert not out.exists()
+
+
+def test_peak_rss_is_the_childs_not_the_parents(tmp_path):
+    """This process holds 300 MB more than a bare interpreter; a child spawned the obvious way
+    (``subprocess``, then ``wait4``) reports that as its own peak, the launcher's does not."""
+    import os
+    import subprocess
+
+    ballast = bytearray(300 * 2**20)
+    ballast[::4096] = b"\x01" * len(ballast[::4096])  # touched: resident
+    small = [sys.executable, "-I", "-S", "-c", "x = bytearray(40 * 2**20)"]
+    s = cold_start.timed(small, tmp_path, cold_start.user_env(), "a 40 MB child")
+    assert 40 < s.peak_rss_mb < 40 + 40, s
+    assert s.wall_s > 0 and s.cpu_s > 0
+    # the control: the naive way reads this process's pages as the child's
+    p = subprocess.Popen(small)
+    _, _, ru = os.wait4(p.pid, 0)
+    assert ru.ru_maxrss / 1024 > 300
+    del ballast
+
+
+def test_a_child_that_fails_raises_with_its_stderr(tmp_path):
+    argv = [sys.executable, "-c", "import sys; sys.exit('no such model')"]
+    with pytest.raises(cold_start.ColdStartError, match="exited with status 1(.|\n)*no such model"):
+        cold_start.timed(argv, tmp_path, cold_start.user_env(), "a failing child")
+    with pytest.raises(cold_start.ColdStartError, match="status 127(.|\n)*cannot start"):
+        cold_start.timed(
+            [str(tmp_path / "missing")], tmp_path, cold_start.user_env(), "a missing command"
+        )
+
+
+def test_ratio_is_the_median_of_per_round_ratios():
+    """Not the ratio of the medians: each round's pair ran under the same load."""
+    by_runner = {
+        "kokoro_tvm": [{"t": 1.0}, {"t": 4.0}, {"t": 9.0}],
+        "kokoro_onnx": [{"t": 1.0}, {"t": 1.0}, {"t": 3.0}],
+    }
+    row = cold_start.summary(by_runner)["t"]
+    assert row["kokoro_tvm"] == 4.0 and row["kokoro_onnx"] == 1.0
+    assert row["ratio"] == 3.0  # pairs 1, 4, 3 (the medians' ratio would be 4)
+    assert (row["ratio_min"], row["ratio_max"]) == (1.0, 4.0)
+
+
+def test_user_env_drops_what_only_the_pipeline_sets():
+    env = cold_start.user_env({"TVM_NUM_THREADS": "2", "TVM_USE_RUNTIME_LIB": "1", "HOME": "/h"})
+    assert env == {"HOME": "/h"}
+
+
+def test_machine_reads_family_model_and_isa(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+        "model name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 bmi1 bmi2 f16c fma movbe\n"
+    )
+    assert cold_start.machine(info) | {"logical_cpus": 0} == {
+        "model_name": "AMD EPYC",
+        "family": "25",
+        "model": "17",
+        "isa": "x86-64-v3",
+        "logical_cpus": 0,
+    }
+    info.write_text(info.read_text().replace("movbe", "movbe avx512f avx512bw avx512cd avx512dq"))
+    assert cold_start.machine(info)["isa"] == "x86-64-v3"  # avx512vl missing
+    info.write_text(info.read_text().replace("avx512dq", "avx512dq avx512vl"))
+    assert cold_start.machine(info)["isa"] == "x86-64-v4"

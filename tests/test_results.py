@@ -308,6 +308,7 @@ def test_collects_this_cpus_repro_and_renders_it_with_cpu_and_isa(project, capsy
     assert "| 510 | 40.80 | 5.100 | 2.50× |" in page  # bench_e2e's 510-phoneme row
     assert "| decoder-128 | `x86_64_v3` | host | 300.0 | 600.0 | 450.0 | 2.00× | 1.50× |" in page
     assert "| decoder-128 | `x86_64_v4` | none: not validated | not timed |" in page
+    assert "### Cold start" not in page  # no bench_cold in this repro
     for png in (project / "docs/results").glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -462,3 +463,35 @@ def test_a_run_beside_other_work_is_flagged_where_its_numbers_are(project):
     assert "**The load average passed the CPU's 2 cores**" in page
     readme = (project / "README.md").read_text()
     assert "| 2026-" in readme and ", load 1.5–3.5 |" in readme
+
+
+def bench_cold(cpu: str) -> dict:
+    """``bench_cold``'s document: its measures summarized by the stage's own ``summary``."""
+    from kokoro_tvm.eval import cold_start
+
+    rounds = {
+        "cold": [({"wall_s": 2.0, "peak_rss_mb": 700.0}, {"wall_s": 4.0, "peak_rss_mb": 350.0})]
+        * 3,
+        "stream": [({"first_byte_s": 1.0}, {"first_byte_s": 2.5})] * 3,
+        "warm": [({"warm_s": 0.3}, {"warm_s": 0.5})] * 3,
+    }
+    doc = {
+        name: cold_start.summary(
+            {"kokoro_tvm": [a for a, _ in rows], "kokoro_onnx": [b for _, b in rows]}
+        )
+        for name, rows in rounds.items()
+    }
+    cpu_doc = {"model_name": cpu, "family": "25", "model": "1", "isa": "x86-64-v3"}
+    return {"cpu": cpu_doc, "input": {"n_phonemes": 60}, "rounds": 3, "threads": 2, **doc}
+
+
+def test_cold_start_is_shown_where_bench_cold_ran(project, capsys):
+    write(project / "artifacts/bench_cold.json", bench_cold("Test CPU 9000"))
+    assert main(args(project)) == 0
+    page = (project / "docs/results.md").read_text()
+    assert "### Cold start" in page and "one sentence (60 phonemes)" in page
+    assert "| cold `wall_s` | 2.000 | 4.000 | 0.50 (0.50–0.50) |" in page
+    assert "| stream `first_byte_s` | 1.000 | 2.500 | 0.40 (0.40–0.40) |" in page
+    write(project / "artifacts/bench_cold.json", bench_cold("Another CPU"))
+    err = refused(project, capsys)
+    assert "bench_cold was measured on 'Another CPU'" in err

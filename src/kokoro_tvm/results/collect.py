@@ -3,7 +3,7 @@
 What is read is what the stages write, for every library ``params.yaml`` builds: the device
 record (``devices@T``), the validation metrics (``validate@C-B-T``), the bench metrics and the
 roofline's top kernels (``bench@C-B-T``), the build time and size (``build@C-B-T``), the
-toolchain, and ``bench_e2e``. A missing file is an error naming the stage that writes it: a
+toolchain, ``bench_e2e``, and ``bench_cold`` where it ran. A missing file is an error naming the stage that writes it: a
 results file reports one complete ``dvc repro``. The metrics must come from this CPU (the bench
 stages record its name): a cache restored from another machine's run is refused, since the
 record would file that machine's timings under this one.
@@ -118,6 +118,31 @@ def e2e(root: Path) -> dict[str, Any]:
     }
 
 
+#: bench_cold's measures, each ``{key: {kokoro_tvm, kokoro_onnx, ratio}}`` (``eval.cold_start``)
+COLD_MEASURES = ("cold", "stream", "warm")
+
+
+def cold_start(root: Path, cpu: dict[str, Any]) -> dict[str, Any] | None:
+    """``bench_cold``'s medians and per-round ratios, where the stage ran (it is optional here:
+    a results file can predate it)."""
+    path = root / "bench_cold.json"
+    if not path.exists():
+        return None
+    doc = read_metric(path, "bench_cold")
+    name = (doc.get("cpu") or {}).get("model_name")
+    if name != cpu["model_name"]:
+        raise MetricsError(
+            f"{path}: bench_cold was measured on {name!r}, but this machine is "
+            f"{cpu['model_name']!r}; run `make results` where `dvc repro` ran"
+        )
+    return {
+        "n_phonemes": (doc.get("input") or {}).get("n_phonemes"),
+        "rounds": doc.get("rounds"),
+        "threads": doc.get("threads"),
+        "measures": {m: doc[m] for m in COLD_MEASURES if isinstance(doc.get(m), dict)},
+    }
+
+
 def measured_on(paths: list[Path]) -> str:
     """The day the newest metrics file was written (UTC): when this record's repro measured."""
     newest = max(p.stat().st_mtime for p in paths if p.exists())
@@ -158,6 +183,9 @@ def collect(root: Path, prm: Params, cpu: dict[str, Any]) -> dict[str, Any]:
         "libraries": libraries,
     }
     refuse_other_cpu(cpu, rec, root)
+    cold = cold_start(root, cpu)
+    if cold:
+        rec["cold_start"] = cold
     loads = [
         lib["bench"]["load_avg_1m"]
         for lib in libraries

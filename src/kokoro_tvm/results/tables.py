@@ -215,6 +215,28 @@ def fidelity_table(rec: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cold_table(rec: dict[str, Any]) -> list[str]:
+    """``bench_cold``: whole processes, the runtime beside kokoro-onnx, and their ratio."""
+    cold = rec.get("cold_start") or {}
+    head = ["measure", "kokoro-tvm", "kokoro-onnx", "kokoro-tvm / kokoro-onnx (per round)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for measure, keys in cold.get("measures", {}).items():
+        for key, row in keys.items():
+            if not isinstance(row, dict) or "kokoro_tvm" not in row:
+                continue
+            onnx = row.get("kokoro_onnx")
+            spread = (
+                f"{row['ratio']:.2f} ({row['ratio_min']:.2f}–{row['ratio_max']:.2f})"
+                if "ratio_min" in row
+                else "–"
+            )
+            lines.append(
+                f"| {measure} `{key}` | {row['kokoro_tvm']:.3f} | "
+                f"{'–' if onnx is None else f'{onnx:.3f}'} | {spread} |"
+            )
+    return lines if len(lines) > 2 else []
+
+
 def kernel_lines(rec: dict[str, Any]) -> list[str]:
     lines = []
     for lib in rec["libraries"]:
@@ -268,6 +290,19 @@ def cpu_section(rec: dict[str, Any], figures: dict[str, str]) -> list[str]:
     kernels = kernel_lines(rec)
     if kernels:
         out += [f"Top kernels by time on {cpu['label']} (kernel profile):", "", *kernels, ""]
+    cold = cold_table(rec)
+    if cold:
+        n = rec["cold_start"].get("n_phonemes")
+        out += [
+            "### Cold start",
+            "",
+            f"On {cpu['label']}: one sentence ({n} phonemes) in whole processes that start, speak "
+            "and exit, `kokoro-tvm synth` beside kokoro-onnx's own script on its int8 model, "
+            "alternated (`bench_cold`); seconds and MB, medians.",
+            "",
+            *cold,
+            "",
+        ]
     out += [
         "### Fidelity",
         "",

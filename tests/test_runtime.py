@@ -179,7 +179,9 @@ def test_tampered_library_is_refused(artifacts, tmp_path):
         KokoroTVM.from_manifest(copy).plan("hə", "random")
 
 
-def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch):
+def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch, tmp_path):
+    """Without packed weights (a manifest that lists none), a component's raw weights are read
+    once for all its buckets and each library transforms them at load, keeping nothing twice."""
     import kokoro_tvm.runtime.libraries as R
     from kokoro_tvm.runtime.component import ComponentWeights
 
@@ -190,7 +192,13 @@ def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch):
         return ComponentWeights(root, info)
 
     monkeypatch.setattr(R, "ComponentWeights", counted)
-    tts = KokoroTVM.from_manifest(artifacts)
+    raw = tmp_path / "raw"
+    shutil.copytree(artifacts, raw, ignore=shutil.ignore_patterns("packed"))
+    manifest = json.loads((raw / "manifest.json").read_text())
+    for entry in manifest["libraries"]:
+        entry.pop("packed", None)
+    (raw / "manifest.json").write_text(json.dumps(manifest))
+    tts = KokoroTVM.from_manifest(raw)
     libs = tts.libraries
     assert libs._libs == {} and loads == []
     tts.plan("ab", "random")  # 4 tokens: bucket 6
@@ -404,10 +412,10 @@ def test_e2e_lengths_cover_every_bucket_and_short_inputs(buckets, lengths):
 
 
 def test_e2e_bench_refuses_to_time_audio_that_differs(tts, km, km64, monkeypatch):
-    from kokoro_tvm.eval import e2e, validate
+    from kokoro_tvm.eval import e2e, verdicts
 
-    monkeypatch.setattr(validate, "SNR_CAP_DB", 1e9)  # no audio can pass: the row is not ok
-    monkeypatch.setattr(validate, "SNR_SLACK_DB", -1e9)
+    monkeypatch.setattr(verdicts, "SNR_CAP_DB", 1e9)  # no audio can pass: the row is not ok
+    monkeypatch.setattr(verdicts, "SNR_SLACK_DB", -1e9)
     with pytest.raises(e2e.E2EError, match=r"4 phonemes: runtime audio differs from kokoro"):
         e2e.measure_rtf(tts, km, km64, [4], repeats=1, warmup=0, settle_s=0)
 

@@ -83,11 +83,11 @@ def test_torch_free_venv_synthesizes_what_the_full_environment_does(
 
 
 def test_torch_free_runtime_loads_tvm_without_its_compiler(runtime_venv):
-    """The compiler library costs a runtime process ~110 MB resident and ~0.8 s to start
+    """The compiler library costs a runtime process memory and start-up time
     (``runtime.tvm_import``); ``TVM_USE_RUNTIME_LIB=0`` keeps it where a process wants it."""
     py = str(runtime_venv / "bin" / "python")
     script = (
-        "import kokoro_tvm.runtime, tvm\n"
+        "import kokoro_tvm.runtime.synthesizer, tvm\n"
         "print('tvm_compiler' in tvm.base._LOADED_LIBS, kokoro_tvm.runtime.tvm_import.runtime_only(tvm))\n"
     )
     p = subprocess.run([py, "-c", script], capture_output=True, text=True)
@@ -101,6 +101,25 @@ def test_torch_free_runtime_loads_tvm_without_its_compiler(runtime_venv):
     )
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.split() == ["True", "False"]
+
+
+def test_the_command_line_loads_tvm_without_its_compiler_beside_torch():
+    """``kokoro-tvm`` never compiles, so even in the build venv (torch installed) it imports
+    TVM's runtime library alone (``tvm_import.prefer_runtime_only``)."""
+    script = (
+        "import sys\nfrom kokoro_tvm.runtime import cli\n"
+        "cli.main(['voices', '--artifacts', '/nonexistent'])\n"
+        "import kokoro_tvm.runtime.synthesizer, tvm\n"
+        "print('tvm_compiler' in tvm.base._LOADED_LIBS, 'torch' in sys.modules)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"},
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split() == ["False", "False"]
 
 
 def test_build_environment_keeps_the_compiler_after_the_runtime_loads():

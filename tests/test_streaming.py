@@ -58,7 +58,7 @@ def streamed(tts, pack):
             warnings.simplefilter("always")
             parts = [
                 (p, (len(decoded), len(predicted)))
-                for p in tts.stream(LONG, pack, speed=1.1, seed=5)
+                for p in tts.stream(LONG, pack, speed=1.1, seed=5, keep_draws=True)
             ]
     return [p for p, _ in parts], [n for _, n in parts], caught
 

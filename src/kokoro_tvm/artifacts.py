@@ -104,6 +104,12 @@ def validation_file(component: str, bucket: int, target: str, root: Path = ROOT)
     return root / "validate" / target / f"{component}-{bucket}.json"
 
 
+def packed_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+    """A library's weights in the layout it takes them (``kokoro_tvm.packed``), written where
+    the library was validated, for the runtime to map."""
+    return root / "packed" / target / f"{component}-{bucket}.bin"
+
+
 def manifest_file(root: Path = ROOT) -> Path:
     return root / "manifest.json"
 

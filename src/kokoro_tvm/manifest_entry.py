@@ -46,10 +46,16 @@ def bounded_fields(signature: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_validated(
-    validation: dict[str, Any], library_sha256: str, weights_sha256: str, path: Path | str
+    validation: dict[str, Any],
+    library_sha256: str,
+    weights_sha256: str,
+    path: Path | str,
+    weights_key: str = "weights_sha256",
 ) -> None:
-    """Refuse a library whose validation ran other bytes, of the library or of its weights."""
-    ran = (validation.get("library_sha256"), validation.get("weights_sha256"))
+    """Refuse a library whose validation ran other bytes, of the library or of its weights
+    (``weights_key``: the raw weights validation transformed, or ``packed_sha256``, the file
+    it wrote of them in the library's layout)."""
+    ran = (validation.get("library_sha256"), validation.get(weights_key))
     if ran != (library_sha256, weights_sha256):
         raise ArtifactError(
             f"{path} (or its weights) is not what was built and validated (tampered, or a stage "

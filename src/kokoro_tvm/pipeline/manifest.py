@@ -33,6 +33,10 @@ def _library(
             "tampered, or a stage was skipped); run `dvc repro` to rebuild and revalidate it"
         )
     check_validated(check, sha, weights_sha[component], lib)
+    packed = A.packed_file(component, bucket, target)
+    if not packed.exists():
+        raise A.ArtifactError(f"{packed} is missing; run `dvc repro`")
+    check_validated(check, sha, A.sha256(packed), packed, weights_key="packed_sha256")
     sig = info["signature"]
     validation = {k: v for k, v in check.items() if k.startswith("worst_") or k.endswith("_sha256")}
     validation |= {
@@ -50,6 +54,11 @@ def _library(
         bytes=lib.stat().st_size,
         lstm_strategy=sig["info"]["lstm_strategy"],
         validation=validation,
+        packed={
+            "path": packed.relative_to(A.ROOT).as_posix(),
+            "sha256": check["packed_sha256"],
+            "bytes": packed.stat().st_size,
+        },
     )
 
 

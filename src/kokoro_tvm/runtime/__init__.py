@@ -4,8 +4,7 @@
 ``libraries`` (a target's verified libraries), ``planner`` (utterances and durations),
 ``decoder`` (one chunk's audio) and ``stream`` (chunks out, joined, timed). ``cli`` is the
 ``kokoro-tvm`` command.
+
+TVM is imported by ``synthesizer`` (``tvm_import``), not here, so that the command line can ask
+for TVM's runtime library alone before anything imports it.
 """
-
-from .tvm_import import import_tvm
-
-import_tvm()

@@ -336,7 +336,9 @@ def serve(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from ..commands import exit_status
+    from .tvm_import import prefer_runtime_only
 
+    prefer_runtime_only()  # nothing here compiles: TVM's runtime library alone starts faster
     args = parser().parse_args(argv)
     return exit_status(lambda: _run(args))
 

@@ -30,14 +30,16 @@ from .vm import bind_params, invoke_stateful
 
 
 class ComponentWeights:
-    """One component's weights, verified once, read into device tensors when a library binds them.
+    """One component's raw weights, verified once, read into device tensors when a library binds
+    them: what validation and the benchmarks load, and the runtime for a manifest without
+    packed weights (``PackedWeights`` is the runtime's usual path).
 
     A library built with ``LiftTransformParams`` binds transformed copies of most weights (packed,
     transposed, weight-normed); the raw tensors it transformed are then released (``release``), so
-    the process holds each weight once rather than raw and transformed (a quarter of the peak
-    RSS of a long utterance: README, "Measurements behind the code"). Weights a library passes through stay here,
-    shared by every bucket; another bucket of the component re-reads the released ones from the
-    file, checked against the verified hash again.
+    the process holds each weight once rather than raw and transformed (docs/measurements.md,
+    "Raw weights released"). Weights a library passes through stay here, shared by every bucket;
+    another bucket of the component re-reads the released ones from the file, checked against
+    the verified hash again.
     """
 
     def __init__(self, root: Path, info: dict[str, Any], session=None):
@@ -75,6 +77,37 @@ class ComponentWeights:
                 del self.tensors[n]
 
 
+class PackedWeights:
+    """One library's weights in the layout it takes them (``kokoro_tvm.packed``): the outputs
+    its ``main_transform_params`` gave on the target's device at build time, mapped from the
+    file, verified by sha256, and never transformed or copied here."""
+
+    def __init__(self, root: Path, info: dict[str, Any], session=None):
+        self.path = Path(root) / info["path"]
+        self.sha256 = str(info["sha256"])
+        self.session = session or local_session()
+        self.dev = self.session.dev
+
+    def tensors(self) -> list[Any]:
+        """``main``'s weight arguments: views of the mapping on this CPU (no copy), or copies
+        on a remote device."""
+        import tvm
+
+        from .. import packed
+
+        try:
+            arrays = packed.map_arrays(self.path, self.sha256)
+        except FileNotFoundError:
+            raise A.ArtifactError(
+                f"{self.path} is missing; run `dvc repro` (or `dvc pull`)"
+            ) from None
+        except packed.PackedError as e:
+            raise A.ArtifactError(str(e)) from e
+        if self.session.stateful:
+            return [tvm.runtime.tensor(a, self.dev) for a in arrays]
+        return [tvm.runtime.from_dlpack(a) for a in arrays]
+
+
 class CompiledComponent:
     """One library (component x bucket x target) with its weights bound."""
 
@@ -82,17 +115,18 @@ class CompiledComponent:
         self,
         root: Path,
         entry: dict[str, Any],
-        weights: dict[str, Any] | ComponentWeights,
+        weights: dict[str, Any] | ComponentWeights | PackedWeights,
         session=None,
     ):
         self.entry = entry
         lib_path = Path(root) / entry["path"]
         verify_file(lib_path, entry["sha256"], entry.get("sha256_source", "its manifest"))
-        if not isinstance(weights, ComponentWeights):
+        if not isinstance(weights, (ComponentWeights, PackedWeights)):
             weights = ComponentWeights(root, weights, session)
         validation = entry.get("validation")
         if validation is not None:
-            check_validated(validation, entry["sha256"], weights.sha256, lib_path)
+            key = "packed_sha256" if isinstance(weights, PackedWeights) else "weights_sha256"
+            check_validated(validation, entry["sha256"], weights.sha256, lib_path, key)
         self.weights_sha256 = weights.sha256
         self.dev = weights.dev
         # an RPC device (``devices.session.RemoteSession``) takes calls one at a time
@@ -100,12 +134,16 @@ class CompiledComponent:
         self._bounded = weights.session.bounded  # a bound on each call to a remote device
         self._module = weights.session.load_module(lib_path)
         first = self._new_vm()
-        # Libraries with ``main_transform_params`` (LiftTransformParams) take transformed weights:
-        # transform once here; weights it passes through stay the shared ComponentWeights tensors.
-        with self._bounded(), self._refused("the weights"):
-            self.params = bind_params(first, weights.args(entry["params"]), self.stateful)
-        weights.release(entry["params"], self.params)
-        return_freed_memory()
+        if isinstance(weights, PackedWeights):  # already in final layout: map, bind nothing
+            self.params = weights.tensors()
+        else:
+            # A library with ``main_transform_params`` (LiftTransformParams) takes transformed
+            # weights: transform once here; weights it passes through stay the shared
+            # ComponentWeights tensors.
+            with self._bounded(), self._refused("the weights"):
+                self.params = bind_params(first, weights.args(entry["params"]), self.stateful)
+            weights.release(entry["params"], self.params)
+            return_freed_memory()
         #: the first VM, for single-threaded tools that drive a VM themselves (bench's timers)
         self.vm = first
         self._idle = [first]  # VMs no caller holds; every VM binds the same ``params``

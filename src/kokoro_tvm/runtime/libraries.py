@@ -14,7 +14,7 @@ from .. import artifacts as A
 from ..config import load_model_config
 from ..errors import KokoroTVMError
 from ..spec import samples_per_frame
-from .component import CompiledComponent, ComponentWeights
+from .component import CompiledComponent, ComponentWeights, PackedWeights
 from .manifest import find_entry
 
 COMPONENTS = ("duration", "text_encoder", "decoder")
@@ -57,11 +57,15 @@ class Libraries:
         with self._load_lock:
             if key not in self._libs:
                 entry = find_entry(self.manifest, component, bucket, self.target)
-                if component not in self._weights:
-                    self._weights[component] = ComponentWeights(
-                        self.root, self.manifest["weights"][component]
-                    )
-                self._libs[key] = CompiledComponent(self.root, entry, self._weights[component])
+                if "packed" in entry:  # weights in the library's own layout, mapped
+                    weights = PackedWeights(self.root, entry["packed"])
+                else:  # the component's raw weights, transformed at load
+                    if component not in self._weights:
+                        self._weights[component] = ComponentWeights(
+                            self.root, self.manifest["weights"][component]
+                        )
+                    weights = self._weights[component]
+                self._libs[key] = CompiledComponent(self.root, entry, weights)
             return self._libs[key]
 
     def loaded(self) -> list[CompiledComponent]:

@@ -97,6 +97,9 @@ def check_manifest(manifest: Any, path: Path | str = "manifest.json") -> None:
         for key, kind in OPTIONAL_LIBRARY_FIELDS.items():
             if key in entry:
                 _expect(entry, key, kind, path, where)
+        if "packed" in entry:
+            _expect(entry["packed"], "path", str, path, f"{where}packed.")
+            _expect(entry["packed"], "sha256", str, path, f"{where}packed.")
         if entry.get("shapes", "padded") not in ("bounded", "padded"):
             raise A.ArtifactError(f"{path}: {where}shapes should be bounded or padded; {rebuild}")
         for name, axis in entry.get("length_axes", {}).items():
@@ -137,6 +140,7 @@ OPTIONAL_LIBRARY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "shapes": str,
     "length_axes": dict,
     "validation": dict,
+    "packed": dict,
 }
 
 

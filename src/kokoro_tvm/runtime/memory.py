@@ -10,8 +10,8 @@ def return_freed_memory() -> None:
 
     glibc keeps freed blocks in its heap (its mmap threshold rises with every large block freed,
     so most weights come from the heap), and the raw weights a library transformed stayed
-    resident: 196 of the decoder's 640 MB after loading, once its conv weights were packed at
-    load (README, "Measurements behind the code"). Where the C library has no ``malloc_trim``
+    resident after loading (docs/measurements.md, "malloc_trim after binding"). Only libraries
+    without packed weights transform at load. Where the C library has no ``malloc_trim``
     (musl, macOS), nothing to do."""
     try:
         trim = ctypes.CDLL(None).malloc_trim

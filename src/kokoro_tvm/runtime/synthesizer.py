@@ -30,6 +30,9 @@ from .libraries import BucketError, Libraries
 from .manifest import check_toolchain, explain_pick, pick_target, read_manifest
 from .planner import BucketSplitWarning, Chunk, Source
 from .stream import ChunkAudio, Progress, Synthesis
+from .tvm_import import import_tvm
+
+import_tvm()  # before anything imports ``tvm`` whole: runtime-only where nothing compiles
 
 __all__ = [
     "BucketError",

@@ -1,17 +1,19 @@
-"""Load TVM's runtime library alone where this process cannot build anything.
+"""Load TVM's runtime library alone where this process builds nothing.
 
-``import tvm`` loads the compiler library too (``libtvm_compiler.so``, 260 MB with LLVM): its
-static initializers alone cost ~110 MB of resident memory and ~0.8 s per process start, and the
-runtime needs none of it (the VM, module loading and tensors live in ``libtvm_runtime.so``;
-``runtime.component`` already keeps to them). apache-tvm loads the runtime alone when
-``TVM_USE_RUNTIME_LIB=1`` is set at import. A runtime install has no torch (the build side needs
-it), so there the runtime imports TVM that way, first, without leaving the variable set for other
-processes. ``TVM_USE_RUNTIME_LIB=0`` (or importing ``tvm`` before ``kokoro_tvm.runtime``) keeps
-the compiler, for a torch-free process that also compiles with TVM.
+``import tvm`` loads the compiler library too (``libtvm_compiler.so``, with LLVM): its static
+initializers cost resident memory and start-up time in every process (docs/measurements.md,
+"Runtime library alone"), and the runtime needs none of it: the VM, module loading and tensors
+live in ``libtvm_runtime.so``, and ``runtime.component`` keeps to them. apache-tvm loads the
+runtime alone when ``TVM_USE_RUNTIME_LIB=1`` is set at import. The runtime imports TVM that way,
+first, without leaving the variable set for other processes, where no build side (torch) is
+installed, and wherever an entry point that never compiles says so (``prefer_runtime_only``:
+the ``kokoro-tvm`` command and its server). ``TVM_USE_RUNTIME_LIB=0`` (or importing ``tvm``
+before ``kokoro_tvm.runtime.synthesizer``) keeps the compiler.
 """
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import os
 import sys
@@ -20,13 +22,37 @@ from types import ModuleType
 VARIABLE = "TVM_USE_RUNTIME_LIB"
 
 
+#: set by entry points that never compile (the ``kokoro-tvm`` command, the server)
+_never_compiles = False
+
+
+def prefer_runtime_only() -> None:
+    """This process only loads and runs libraries: import TVM's runtime library alone even where
+    the build side is installed (the project's own venv), if nothing imported ``tvm`` yet."""
+    global _never_compiles
+    _never_compiles = True
+
+
 def runtime_only_wanted() -> bool:
-    """No ``tvm`` imported yet, no choice made in the environment, and no build side installed."""
+    """No ``tvm`` imported yet, no choice made in the environment, and either no build side
+    installed or an entry point that never compiles."""
     return (
         "tvm" not in sys.modules
         and VARIABLE not in os.environ
-        and importlib.util.find_spec("torch") is None
+        and (_never_compiles or importlib.util.find_spec("torch") is None)
     )
+
+
+class _WithoutTorch(importlib.abc.MetaPathFinder):
+    """Refuses ``torch`` while TVM imports. tvm-ffi 0.1.14 imports torch whenever it is
+    installed (a workaround for a symbol clash on one Windows build, and for a faster torch
+    DLPack path): in the build venv that is torch's whole start-up in every runtime process,
+    for nothing the runtime calls. tvm-ffi carries on without it, as where torch is absent."""
+
+    def find_spec(self, name, path, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(f"{name} is not imported by kokoro_tvm's runtime-only TVM")
+        return None
 
 
 def import_tvm() -> ModuleType:
@@ -36,10 +62,15 @@ def import_tvm() -> ModuleType:
 
         return tvm
     os.environ[VARIABLE] = "1"
+    blocker = None if "torch" in sys.modules else _WithoutTorch()
+    if blocker is not None:
+        sys.meta_path.insert(0, blocker)
     try:
         import tvm
     finally:
         del os.environ[VARIABLE]
+        if blocker is not None:
+            sys.meta_path.remove(blocker)
     return tvm
 
 

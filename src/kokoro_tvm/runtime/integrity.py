@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import artifacts as A
+from .. import artifacts
 
 
 def verify_file(path: Path, expected: str, source: str) -> str:
     """The file's sha256, after checking it is ``expected`` (what ``source`` recorded)."""
     if not path.exists():
-        raise A.ArtifactError(f"{path} is missing; run `dvc repro` (or `dvc pull`)")
-    actual = A.sha256(path)
+        raise artifacts.ArtifactError(f"{path} is missing; run `dvc repro` (or `dvc pull`)")
+    actual = artifacts.sha256(path)
     if actual != expected:
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"{path} does not match the sha256 recorded in {source} (tampered or stale); "
             "run `dvc checkout` or `dvc repro`"
         )

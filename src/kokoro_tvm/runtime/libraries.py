@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .. import artifacts as A
+from .. import artifacts
 from ..config import load_model_config
 from ..errors import KokoroTVMError
 from ..spec import samples_per_frame
@@ -39,7 +39,7 @@ class Libraries:
         }
         missing = [c for c, b in buckets.items() if not b]
         if missing:
-            raise A.ArtifactError(
+            raise artifacts.ArtifactError(
                 f"target {target!r} has no library for {missing}; run `dvc repro`"
             )
         self.token_buckets = sorted(set(buckets["duration"]) & set(buckets["text_encoder"]))

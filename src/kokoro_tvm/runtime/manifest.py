@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import artifacts as A
+from .. import artifacts
 from ..devices import isa
 from ..toolchain import ToolchainError, runtime_versions
 
@@ -33,12 +33,12 @@ def read_manifest(root: Path) -> dict[str, Any]:
     and keys this runtime reads, with a fix in every error."""
     root = Path(root)
     if not root.is_dir():
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"artifact directory {root} does not exist; run `dvc repro` (or `dvc pull`) "
             "in the pipeline checkout, or pass the directory that holds manifest.json"
         )
-    path = A.manifest_file(root)
-    manifest = A.read_json(path, "library index")
+    path = artifacts.manifest_file(root)
+    manifest = artifacts.read_json(path, "library index")
     check_manifest(manifest, path)
     return manifest
 
@@ -50,12 +50,14 @@ def check_manifest(manifest: Any, path: Path | str = "manifest.json") -> None:
     fails at once with one message, not deep inside a load with a ``KeyError``."""
     rebuild = "rebuild the artifacts with `dvc repro` (or `dvc pull` the ones built for this code)"
     if not isinstance(manifest, dict):
-        raise A.ArtifactError(f"{path} is not a kokoro-tvm manifest (not a JSON object); {rebuild}")
+        raise artifacts.ArtifactError(
+            f"{path} is not a kokoro-tvm manifest (not a JSON object); {rebuild}"
+        )
     missing = [f"'{k}' ({why})" for k, why in REQUIRED.items() if k not in manifest]
     if missing:
-        raise A.ArtifactError(f"{path} lacks {', '.join(missing)}; {rebuild}")
+        raise artifacts.ArtifactError(f"{path} lacks {', '.join(missing)}; {rebuild}")
     if manifest["format"] not in FORMATS:
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"{path} has format {manifest['format']!r}, and this runtime reads format "
             f"{' or '.join(map(str, FORMATS))}; install the kokoro-tvm-pipeline version that "
             f"built it, or {rebuild}"
@@ -72,7 +74,9 @@ def check_manifest(manifest: Any, path: Path | str = "manifest.json") -> None:
         if not all(
             isinstance(b, int) and not isinstance(b, bool) for b in manifest["buckets"][axis]
         ):
-            raise A.ArtifactError(f"{path}: buckets.{axis} should be bucket sizes; {rebuild}")
+            raise artifacts.ArtifactError(
+                f"{path}: buckets.{axis} should be bucket sizes; {rebuild}"
+            )
     _expect(manifest, "weights", dict, path)
     _expect(manifest, "libraries", list, path)
     for name, info in manifest["weights"].items():
@@ -87,11 +91,13 @@ def check_manifest(manifest: Any, path: Path | str = "manifest.json") -> None:
         _expect(needs, "arch", str, path, f"target_needs.{target}.")
         _expect(needs, "isa", list, path, f"target_needs.{target}.")
         if not all(isinstance(f, str) for f in needs["isa"]):
-            raise A.ArtifactError(f"{path}: target_needs.{target}.isa should be names; {rebuild}")
+            raise artifacts.ArtifactError(
+                f"{path}: target_needs.{target}.isa should be names; {rebuild}"
+            )
     for i, entry in enumerate(manifest["libraries"]):
         where = f"libraries[{i}]."
         if not isinstance(entry, dict):
-            raise A.ArtifactError(f"{path}: {where[:-1]} is not an object; {rebuild}")
+            raise artifacts.ArtifactError(f"{path}: {where[:-1]} is not an object; {rebuild}")
         for key, kind in LIBRARY_FIELDS.items():
             _expect(entry, key, kind, path, where)
         for key, kind in OPTIONAL_LIBRARY_FIELDS.items():
@@ -101,14 +107,16 @@ def check_manifest(manifest: Any, path: Path | str = "manifest.json") -> None:
             _expect(entry["packed"], "path", str, path, f"{where}packed.")
             _expect(entry["packed"], "sha256", str, path, f"{where}packed.")
         if entry.get("shapes", "padded") not in ("bounded", "padded"):
-            raise A.ArtifactError(f"{path}: {where}shapes should be bounded or padded; {rebuild}")
+            raise artifacts.ArtifactError(
+                f"{path}: {where}shapes should be bounded or padded; {rebuild}"
+            )
         for name, axis in entry.get("length_axes", {}).items():
             if not (
                 isinstance(axis, list)
                 and len(axis) == 2
                 and all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in axis)
             ):
-                raise A.ArtifactError(
+                raise artifacts.ArtifactError(
                     f"{path}: {where}length_axes.{name} should be [axis, scale]; {rebuild}"
                 )
         for j, spec in enumerate(entry["inputs"]):
@@ -116,9 +124,11 @@ def check_manifest(manifest: Any, path: Path | str = "manifest.json") -> None:
         for j, spec in enumerate(entry["outputs"]):
             _check_tensor_spec(spec, path, f"{where}outputs[{j}]", named=False)
         if not all(isinstance(p, str) for p in entry["params"]):
-            raise A.ArtifactError(f"{path}: {where}params should be weight names; {rebuild}")
+            raise artifacts.ArtifactError(
+                f"{path}: {where}params should be weight names; {rebuild}"
+            )
         if entry["component"] not in manifest["weights"]:
-            raise A.ArtifactError(
+            raise artifacts.ArtifactError(
                 f"{path}: {where}component {entry['component']!r} has no weights entry; {rebuild}"
             )
 
@@ -166,7 +176,7 @@ def _check_tensor_spec(spec: Any, path: Path | str, where: str, named: bool) -> 
             and all(isinstance(b, int) and not isinstance(b, bool) for b in bounds)
         )
     if not ok:
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"{path}: {where} is not a tensor signature (name, shape, dtype); rebuild the "
             "artifacts with `dvc repro`"
         )
@@ -178,7 +188,7 @@ def _expect(
     value = doc.get(key)
     if isinstance(value, bool) or not isinstance(value, kind):
         what = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"{path}: '{where}{key}' should be a {what}, found {type(value).__name__} "
             f"{str(value)[:40]!r}; rebuild the artifacts with `dvc repro`"
         )
@@ -207,7 +217,7 @@ def target_needs(manifest: dict[str, Any], target: str) -> dict[str, Any]:
     """What the libraries of ``target`` need of a CPU (``isa.requirements``, recorded at build)."""
     needs = manifest.get("target_needs", {}).get(target)
     if needs is None:
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"the manifest records no CPU needs for target {target!r} (built before they were "
             "recorded); rebuild with `dvc repro`"
         )
@@ -238,13 +248,13 @@ def explain_pick(manifest: dict[str, Any], target: str | None = None) -> tuple[s
     ]
     if target is not None:
         if target not in built:
-            raise A.ArtifactError(
+            raise artifacts.ArtifactError(
                 f"target {target!r} was not built and validated (validated targets: {built}); "
                 "add it to params.yaml 'targets' and run `dvc repro` on a machine that can "
                 "validate it (params.yaml 'devices')"
             )
         if lacks[target]:
-            raise A.ArtifactError(
+            raise artifacts.ArtifactError(
                 f"target {target!r} needs CPU features this machine lacks "
                 f"({', '.join(lacks[target])}); pick one that runs here: "
                 f"{[t for t in built if not lacks[t]]}"
@@ -252,7 +262,7 @@ def explain_pick(manifest: dict[str, Any], target: str | None = None) -> tuple[s
         return target, why + [f"picked {target}: asked for"]
     usable = [t for t in built if not lacks[t]]
     if not usable:
-        raise A.ArtifactError(
+        raise artifacts.ArtifactError(
             f"none of the validated targets {built} runs on this CPU ({'; '.join(why)}); add a "
             "target this machine runs to params.yaml 'targets' and run `dvc repro`"
         )
@@ -267,7 +277,7 @@ def find_entry(
         if (entry["component"], entry["bucket"], entry["target"]) == (component, bucket, target):
             return entry
     built = sorted({e["target"] for e in manifest["libraries"]})
-    raise A.ArtifactError(
+    raise artifacts.ArtifactError(
         f"no library for {component} bucket {bucket} target {target!r} "
         f"(built targets: {built}); add it to params.yaml and run `dvc repro`"
     )

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import artifacts as A
+from .. import artifacts
 from . import chunking, languages, planner, stream, threads, voices
 from .chunking import InputError, Utterance
 from .libraries import BucketError, Libraries
@@ -58,7 +58,10 @@ class KokoroTVM:
 
     @classmethod
     def from_manifest(
-        cls, path: str | Path = A.ROOT, target: str | None = None, num_threads: int | None = None
+        cls,
+        path: str | Path = artifacts.ROOT,
+        target: str | None = None,
+        num_threads: int | None = None,
     ) -> KokoroTVM:
         """Open an artifact directory (or its ``manifest.json``) for one target.
 
@@ -318,7 +321,7 @@ def describe(manifest: dict[str, Any], root: Path) -> dict[str, Any]:
         )
     try:
         picked, why = explain_pick(manifest)
-    except A.ArtifactError as e:  # none runs here: info still lists what was built
+    except artifacts.ArtifactError as e:  # none runs here: info still lists what was built
         picked, why = None, [str(e)]
     return {
         "artifacts": str(root),

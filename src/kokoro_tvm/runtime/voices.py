@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import artifacts as A
+from .. import artifacts
 from ..errors import KokoroTVMError
 from ..installed import distribution_file
 from .integrity import verify_file
@@ -68,7 +68,7 @@ class VoiceSet:
             self.langs: dict[str, str | None] = {v["name"]: v.get("lang") for v in entry["voices"]}
             self.shape = tuple(int(n) for n in entry["shape"])
         except (KeyError, TypeError, ValueError) as e:
-            raise A.ArtifactError(
+            raise artifacts.ArtifactError(
                 f"the manifest's 'voices' entry is malformed ({type(e).__name__}: {e}); rebuild "
                 "it with `dvc repro`"
             ) from e
@@ -103,7 +103,7 @@ class VoiceSet:
                 verify_file(self.path, self.sha256, "the manifest")
                 packs = np.load(self.path, mmap_mode="r", allow_pickle=False)
                 if packs.shape != self.shape or packs.dtype != np.float32:
-                    raise A.ArtifactError(
+                    raise artifacts.ArtifactError(
                         f"{self.path} holds {packs.dtype} {list(packs.shape)}, not the float32 "
                         f"{list(self.shape)} the manifest lists; run `dvc repro`"
                     )

@@ -2,7 +2,7 @@
 VENV ?= .venv
 PYTHON ?= python3.11
 PY := $(VENV)/bin/python
-EXTRAS := build,weights,text,serve,test,lint,bench,tune,cross,ci,docs
+EXTRAS := build,weights,text,text-zh,text-ja,serve,test,lint,bench,tune,cross,ci,docs
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: setup repro test test-fast test-slow lint format lock results

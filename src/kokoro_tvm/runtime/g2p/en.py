@@ -99,6 +99,27 @@ def text_utterances(
     for paragraph in re.split(r"\n+", str(text).strip()):
         if not paragraph.strip():
             continue
-        _, tokens = g2p(paragraph)
-        utts += utterances_from_tokens(tokens, first=first_clause and not utts)
+        for piece in pieces(paragraph):
+            _, tokens = g2p(piece)
+            utts += utterances_from_tokens(tokens, first=first_clause and not utts)
     return utts
+
+
+#: the longest text handed to the G2P at once: spaCy refuses more than 1,000,000 characters
+#: (its ``nlp.max_length``), and parses in memory proportional to what it is given
+MAX_PIECE_CHARS = 100_000
+
+
+def pieces(paragraph: str, limit: int = MAX_PIECE_CHARS) -> list[str]:
+    """A paragraph as kokoro gives it to misaki, or, past ``limit`` characters (where kokoro's
+    own call would fail in spaCy), cut after the last sentence end before the limit (else the
+    last space, else at the limit). Sentences stay whole, so the utterances are kokoro's."""
+    out = []
+    while len(paragraph) > limit:
+        head = paragraph[:limit]
+        cut = max(head.rfind(mark) for mark in (". ", "! ", "? ", "; "))
+        cut = cut + 1 if cut > 0 else head.rfind(" ")
+        cut = cut if cut > 0 else limit
+        out.append(paragraph[:cut])
+        paragraph = paragraph[cut:].lstrip()
+    return [*out, paragraph] if paragraph.strip() else out

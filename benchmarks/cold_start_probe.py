@@ -19,7 +19,8 @@ absent, as ``make_runtime_venv`` says):
   ``from_manifest``, the first ``create()``, the second), time and RSS after each; inside the
   first and second calls, the time (inclusive and self, excluding probed calls nested in it), call
   count and RSS after the last call of each part: integrity hashes, ``np.load`` and npz member
-  reads (the weights), host-to-TVM copies, library loads (``tvm.runtime.load_module`` or
+  reads (the weights), host-to-TVM copies, packed weights (mapped, hashed, DLPack views: where the
+  runtime maps weights in their final layout), library loads (``tvm.runtime.load_module`` or
   ``tvm_ffi.load_module``), VM creation, ``main_transform_params`` (``runtime.vm.bind_params``),
   the library calls (``CompiledComponent.__call__``: the first kernels), ``malloc_trim``. A part
   the code no longer has is listed as absent. The parts are patched in as their modules are
@@ -50,12 +51,19 @@ PARTS = {
     "kokoro_tvm.runtime.integrity": [("verify_file", "integrity (sha256)")],
     "numpy": [("load", "np.load")],
     "numpy.lib._npyio_impl": [("NpzFile.__getitem__", "npz member read (weights)")],
-    "tvm.runtime._tensor": [("tensor", "numpy -> TVM tensor")],
+    "tvm.runtime._tensor": [
+        ("tensor", "numpy -> TVM tensor"),
+        ("from_dlpack", "DLPack views (no copy)"),
+    ],
+    "kokoro_tvm.packed": [("map_arrays", "packed weights: map + sha256")],
     "tvm.runtime.module": [("load_module", "library load (.so)")],
     "tvm_ffi.module": [("load_module", "library load (tvm_ffi)")],
     "tvm.runtime.vm": [("VirtualMachine.__init__", "VM creation")],
     "kokoro_tvm.runtime.vm": [("bind_params", "main_transform_params (bind_params)")],
-    "kokoro_tvm.runtime.component": [("CompiledComponent.__call__", "library calls (kernels)")],
+    "kokoro_tvm.runtime.component": [
+        ("CompiledComponent.__call__", "library calls (kernels)"),
+        ("PackedWeights.tensors", "packed weights, all (map, hash, views)"),
+    ],
     "kokoro_tvm.runtime.memory": [("return_freed_memory", "malloc_trim")],
     "kokoro_tvm.runtime.voices": [("VoiceSet._mapped", "voices (verify + map)")],
 }
@@ -343,8 +351,9 @@ def main() -> int:
         from kokoro_tvm.pipeline import bench_cold
 
         out = a.out or Path("bench_cold.json")
+        params = root.parent / "params.yaml"  # the project that built the artifacts
         report = bench_cold.run(
-            load(REPO / "params.yaml"),
+            load(params if params.exists() else REPO / "params.yaml"),
             root=root,
             out=out,
             rounds=a.rounds,

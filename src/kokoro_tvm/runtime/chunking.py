@@ -243,7 +243,7 @@ def split_utterance(utt: Utterance, limit: int) -> list[Utterance]:
 
 def check_chunk_limits(limits: int | Sequence[int]) -> tuple[int, ...]:
     """``limits`` as a non-empty tuple of positive phoneme counts, or an ``InputError``."""
-    caps = (limits,) if isinstance(limits, int) else tuple(limits)
+    caps = (limits,) if not isinstance(limits, (tuple, list)) else tuple(limits)
     if not caps or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in caps):
         raise InputError(
             f"chunk_limits must be a positive number of phonemes or a sequence of them "
@@ -260,8 +260,10 @@ def limit_chunks(utts: Sequence[Utterance], limits: int | Sequence[int]) -> list
     other stream sharing the cores waits, and a short first chunk is heard sooner. An utterance
     over its limit ends where kokoro's grouping ends a group of that size (the last sentence
     mark, else clause mark, that leaves a remainder within the limit; else at the last word
-    that fits), and the remainder is recut at the next chunk's limit. Not kokoro's chunking:
-    each cut changes the audio near it, as any cut does (module docstring)."""
+    that fits), and the remainder is recut at the next chunk's limit; punctuation that would
+    start the next chunk stays with this one, past the limit (a chunk of marks says nothing).
+    Not kokoro's chunking: each cut changes the audio near it, as any cut does (module
+    docstring)."""
     caps = check_chunk_limits(limits)
     out: list[Utterance] = []
     pending = list(utts)
@@ -272,8 +274,17 @@ def limit_chunks(utts: Sequence[Utterance], limits: int | Sequence[int]) -> list
             out.append(utt)
             continue
         first, *rest = split_utterance(utt, cap)
-        out.append(first)
         tokens = [t for piece in rest for t in piece.tokens]
+        marks = 0
+        while marks < len(tokens) and _ps(tokens[marks]) and _ps(tokens[marks]) in PUNCTUATION:
+            marks += 1
+        if marks:
+            kept = first.tokens + tokens[:marks]
+            first = replace(
+                first, phonemes=tokens_to_ps(kept), tokens=kept, text=tokens_to_text(kept)
+            )
+            tokens = tokens[marks:]
+        out.append(first)
         if tokens_to_ps(tokens):
             rest_ps, rest_text = tokens_to_ps(tokens), tokens_to_text(tokens)
             pending.insert(0, replace(utt, phonemes=rest_ps, tokens=tokens, text=rest_text))

@@ -81,14 +81,37 @@ class ChunkStream(StreamingResponse):
             self.on_close(reason)
 
 
+class CountRequests:
+    """Counts requests by route and status (plain ASGI: the body passes through untouched)."""
+
+    def __init__(self, app, metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def sent(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        finally:
+            path = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.inc("requests_total", path=path, status=str(status))
+
+
 def create_app(engine: Engine) -> FastAPI:
     app = FastAPI(
-        title="kokoro-tvm",
-        summary="OpenAI-compatible speech from Kokoro-82M compiled with TVM",
-        lifespan=None,
+        title="kokoro-tvm", summary="OpenAI-compatible speech from Kokoro-82M compiled with TVM"
     )
     metrics = engine.metrics
-    metrics.counter("requests_total", "HTTP requests by path and status.")
+    metrics.counter("requests_total", "HTTP requests by path and status.", labelled=True)
     metrics.histogram(
         "time_to_first_audio_seconds",
         "Seconds from a speech request's arrival to its first audio bytes leaving.",
@@ -96,13 +119,7 @@ def create_app(engine: Engine) -> FastAPI:
     metrics.counter("streams_completed_total", "Speech streams that sent their last chunk.")
     metrics.counter("stream_errors_total", "Speech streams that failed after they started.")
 
-    @app.middleware("http")
-    async def count(request: Request, call_next):
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        metrics.inc("requests_total", path=path, status=str(response.status_code))
-        return response
+    app.add_middleware(CountRequests, metrics=metrics)
 
     @app.exception_handler(APIError)
     async def api_error(_: Request, e: APIError) -> JSONResponse:

@@ -51,8 +51,12 @@ class Metrics:
         self._families: dict[str, _Family] = {}
         self._gauges: dict[str, tuple[str, Callable[[], float]]] = {}
 
-    def counter(self, name: str, help: str) -> None:
-        self._families[name] = _Family(PREFIX + name, "counter", help)
+    def counter(self, name: str, help: str, labelled: bool = False) -> None:
+        """A counter; one without labels is exported (as 0) from the start."""
+        fam = _Family(PREFIX + name, "counter", help)
+        if not labelled:
+            fam.values[()] = 0.0
+        self._families[name] = fam
 
     def histogram(self, name: str, help: str, buckets: tuple[float, ...] = LATENCY_BUCKETS):
         self._families[name] = _Family(PREFIX + name, "histogram", help, tuple(sorted(buckets)))

@@ -438,8 +438,14 @@ class Scheduler:
             "playing in real time from the first chunk ran dry).",
         )
         m.counter("late_seconds_total", "Seconds by which late chunks missed their deadline.")
-        m.counter("streams_cancelled_total", "Streams ended before their last chunk.")
-        m.counter("requests_rejected_total", "Requests refused by admission control or limits.")
+        m.counter(
+            "streams_cancelled_total", "Streams ended before their last chunk.", labelled=True
+        )
+        m.counter(
+            "requests_rejected_total",
+            "Requests refused by admission control or limits.",
+            labelled=True,
+        )
         m.histogram("chunk_compute_seconds", "Compute seconds per chunk.")
         m.gauge("queue_depth", "Streams whose next chunk waits for a worker.", self.queue_depth)
         m.gauge("streams_open", "Streams open (admitted and not yet closed).", self.open_streams)

@@ -108,12 +108,15 @@ def main() -> int:
 
 def _side(tts, libs, text, pack, args, seed, limits, km, chunks=None) -> dict:
     """One synthesis: the runtime's (``km`` None) or kokoro's on the runtime's chunks and draws;
-    its audio and its words' spans (word text, start, end in samples)."""
+    its audio and its words' spans (word text, start, end in samples). With ``limits`` the
+    audio is what the server sends: its pauses at cuts inside a sentence shortened
+    (``server.seams``, on each side's own durations)."""
     import torch
 
     from kokoro_tvm.eval.e2e import eager_chunk
     from kokoro_tvm.runtime import stream as S
     from kokoro_tvm.runtime import timestamps as T
+    from kokoro_tvm.server.seams import PauseTrimmer
 
     if chunks is None:  # the text as KokoroTVM.__call__ reads it, with the draws kept for kokoro
         source = tts._source(text, args.lang, False, limits is not None)
@@ -121,6 +124,7 @@ def _side(tts, libs, text, pack, args, seed, limits, km, chunks=None) -> dict:
             tts.stream(source, pack, 1.0, seed, keep_draws=True, chunk_limits=limits or None)
         )
         chunks = [p.chunk for p in parts]
+    trim = PauseTrimmer(libs.samples_per_frame, None if limits is None else 1)
     audio, words, offset = [], [], 0
     for i, c in enumerate(chunks):
         if km is None:
@@ -128,14 +132,26 @@ def _side(tts, libs, text, pack, args, seed, limits, km, chunks=None) -> dict:
         else:
             with torch.no_grad():
                 a, dur = eager_chunk(km, c, 1.0)
-        a = S.seams.segment(a, i == 0, i == len(chunks) - 1)
+        last = i == len(chunks) - 1
+        a = S.seams.segment(a, i == 0, last)
+        view = copy.copy(c)
+        view.durations = np.asarray(dur)
+        piece = trim(_Part(c.phonemes, view, a, last))
         per_symbol = T.symbol_durations(c.phonemes, np.asarray(dur), libs.vocab)
-        for w in T.word_times(c.words, per_symbol, offset, libs.samples_per_frame, 24000, i):
+        for w in T.word_times(c.words, per_symbol, 0, libs.samples_per_frame, 24000, i):
             if w.start is not None and w.end is not None and w.text.strip(".,!?;:—… "):
-                words.append((w.text, int(w.start * 24000), int(w.end * 24000), i))
-        audio.append(a)
-        offset += a.size
+                start = offset + int(w.start * 24000) - piece.head
+                words.append((w.text, start, offset + int(w.end * 24000) - piece.head, i))
+        audio.append(piece.audio)
+        offset += piece.audio.size
     return {"audio": np.concatenate(audio), "words": words, "chunks": copy.copy(chunks)}
+
+
+class _Part:
+    """A chunk's audio and durations as ``PauseTrimmer`` reads a runtime ``ChunkAudio``."""
+
+    def __init__(self, phonemes, chunk, audio, last):
+        self.phonemes, self.chunk, self.audio, self.last = phonemes, chunk, audio, last
 
 
 def _seam_words(limited: dict, ref: dict) -> set[int]:

@@ -33,6 +33,7 @@ from kokoro_tvm.runtime import voices
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 from kokoro_tvm.server.engine import DEFAULT_CHUNK_LIMITS
 from kokoro_tvm.server.metrics import parse
+from kokoro_tvm.server.seams import PauseTrimmer
 
 TEXT = "Hello world."  # 3 chunks on this build
 PHONEMES = "həlˈO wˈɜɹld"  # 2 chunks
@@ -90,7 +91,8 @@ def client(server):
 
 
 def reference(tts, text, voice="random", seed=0, speed=1.0, phonemes=False, lang="en-us"):
-    """The runtime's own audio for what the server is asked (the server's chunking)."""
+    """The runtime's own audio for what the server is asked: the server's chunking, and its
+    pauses at cuts inside a sentence (``server.seams``, tested in ``test_server_seams.py``)."""
     parts = tts(
         text,
         voice=voice,
@@ -101,7 +103,8 @@ def reference(tts, text, voice="random", seed=0, speed=1.0, phonemes=False, lang
         first_clause=True,
         chunk_limits=DEFAULT_CHUNK_LIMITS,
     )
-    return np.concatenate([p.audio for p in parts])
+    trim = PauseTrimmer(tts.libraries.samples_per_frame)
+    return np.concatenate([trim(p).audio for p in parts])
 
 
 def metrics(server) -> dict[str, float]:

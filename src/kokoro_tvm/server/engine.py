@@ -16,6 +16,7 @@ from ..errors import KokoroTVMError
 from .metrics import Metrics
 from .scheduler import Scheduler
 from .schema import SpeechRequest
+from .seams import KEEP_FRAMES, PauseTrimmer
 from .voices import RANDOM_VOICE, VoiceBook
 
 log = logging.getLogger("kokoro_tvm.server")
@@ -46,6 +47,7 @@ class ServerConfig:
     admission: bool = True
     chunk_limits: tuple[int, ...] = DEFAULT_CHUNK_LIMITS
     max_ahead: int = 2  # chunks a stream may run ahead of its client
+    cut_pause_frames: int | None = KEEP_FRAMES  # None: kokoro's pauses at every cut (seams.py)
     voices_dir: Path | None = None
     warmup: bool = True
 
@@ -106,7 +108,10 @@ class Engine:
         g2p = self.prep.submit(self._warm_g2p)
         warmup = None
         if self.config.warmup:
-            pack = self.tts.voice_pack(RANDOM_VOICE)
+            # a real voice on a trained build: a random style's durations are not speech's
+            names = [n for n in self.voices.names() if n != RANDOM_VOICE]
+            trained = names and not self.voices.random_voice
+            pack = self.voices.resolve(names[0]).pack if trained else RANDOM_VOICE
             warmup = lambda: self.tts.stream(
                 WARMUP_PHONEMES, pack, chunk_limits=self.config.chunk_limits
             )
@@ -125,6 +130,10 @@ class Engine:
         self.scheduler.stop()
         self.prep.shutdown(wait=False, cancel_futures=True)
         self.encode.shutdown(wait=False, cancel_futures=True)
+
+    def trimmer(self) -> PauseTrimmer:
+        """A new stream's pause trimmer (``seams``)."""
+        return PauseTrimmer(self.tts.libraries.samples_per_frame, self.config.cut_pause_frames)
 
     def open(self, req: SpeechRequest) -> Iterator[Any]:
         """The runtime stream for a request (on the prep thread: voice, G2P and every input

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import KokoroTVMError
 from .engine import DEFAULT_CHUNK_LIMITS, ServerConfig
+from .seams import KEEP_FRAMES
 
 SERVE_PACKAGES = ("fastapi", "uvicorn", "av")
 INSTALL_HINT = "pip install 'kokoro-tvm-pipeline[serve]'"
@@ -93,6 +94,12 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
         help="a folder of extra voices (.pt, .npy, or one-voice .npz/.bin), each served by "
         "its file name without the suffix",
     )
+    p.add_argument(
+        "--keep-cut-pauses",
+        action="store_true",
+        help="keep kokoro's sentence-end pause at every cut, also inside a sentence (default: "
+        "a cut the chunk limits make inside a sentence pauses one frame each side)",
+    )
     p.add_argument("--no-warmup", action="store_true", help="skip warming the workers up")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--access-log", action="store_true", help="log every request")
@@ -136,6 +143,7 @@ def config(args: argparse.Namespace) -> ServerConfig:
         chunk_limits=limits,
         voices_dir=args.voices_dir,
         warmup=not args.no_warmup,
+        cut_pause_frames=None if args.keep_cut_pauses else KEEP_FRAMES,
     )
 
 

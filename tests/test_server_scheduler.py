@@ -292,3 +292,16 @@ def test_cost_model_learns_overhead_and_rate():
     assert m.r == pytest.approx(0.12, rel=0.02)
     assert m.c0 == pytest.approx(0.03, abs=0.01)
     assert m.per_char == pytest.approx(0.08, rel=0.1)
+
+
+def test_a_worker_that_cannot_warm_up_stops_the_start():
+    from kokoro_tvm.errors import KokoroTVMError
+
+    def broken():
+        raise KokoroTVMError("the libraries are missing; run `dvc repro`")
+        yield
+
+    sched = Scheduler(Metrics(), workers=2)
+    with pytest.raises(KokoroTVMError, match="dvc repro"):
+        sched.start(broken)
+    assert not any(t.is_alive() for t in sched._threads)

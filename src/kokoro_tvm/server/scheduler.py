@@ -177,6 +177,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._stopping = False
         self._threads: list[threading.Thread] = []
+        self._start_error: BaseException | None = None
         self._register_metrics()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -191,6 +192,9 @@ class Scheduler:
             t.start()
             self._threads.append(t)
         ready.wait()
+        if self._start_error is not None:  # a worker could not warm up: no server without it
+            self.stop()
+            raise self._start_error
 
     def stop(self) -> None:
         with self._cond:
@@ -247,7 +251,9 @@ class Scheduler:
         """The response ended: a stream still producing is cancelled (its chunks not yet run
         are dropped), and it leaves the schedule."""
         with self._cond:
-            if not s.finished:
+            if s.gen is None and not s.finished:  # refused while it was being prepared
+                s.cancelled = s.finished = True
+            elif not s.finished:
                 self._cancel(s, reason)
             self.streams.pop(s.id, None)
 
@@ -309,8 +315,12 @@ class Scheduler:
                 self.worker_setup()
             if warmup is not None:
                 self._warm(warmup)
+        except Exception as e:
+            self._start_error = e
         finally:
             ready.wait()
+        if self._start_error is not None:
+            return
         while True:
             with self._cond:
                 s = self._pop()

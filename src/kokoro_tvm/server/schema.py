@@ -47,7 +47,7 @@ class SpeechRequest:
 def parse_json(body: bytes) -> Any:
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise invalid(
             f"the request body is not valid JSON ({e}); send a JSON object such as "
             '{"model": "kokoro", "input": "Hello.", "voice": "af_heart"}',

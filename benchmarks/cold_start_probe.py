@@ -248,15 +248,22 @@ def steps(python: Path, root: Path, phonemes: str, voice: str) -> dict:
 
 
 def sizes(root: Path) -> dict:
-    """Bytes on disk the picked target's process reads: its libraries and the weights."""
+    """Bytes on disk: the picked target's libraries, each target's packed weights (the libraries'
+    weights in their final layout, where the manifest lists them), the raw weights."""
     from kokoro_tvm.runtime.manifest import explain_pick, read_manifest
 
     m = read_manifest(root)
     target, _ = explain_pick(m)
     libs = [e for e in m["libraries"] if e["target"] == target]
+    packed: dict[str, float] = {}
+    for e in m["libraries"]:
+        if "packed" in e:
+            size = (root / e["packed"]["path"]).stat().st_size / 2**20
+            packed[e["target"]] = round(packed.get(e["target"], 0.0) + size, 1)
     return {
         "target": target,
         "libraries_mb": round(sum((root / e["path"]).stat().st_size for e in libs) / 2**20, 2),
+        "packed_weights_mb_per_target": packed,
         "weights_mb": {
             c: round((root / w["path"]).stat().st_size / 2**20, 1) for c, w in m["weights"].items()
         },

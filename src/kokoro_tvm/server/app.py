@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hmac
 import json
 import logging
 import time
@@ -106,6 +107,29 @@ class CountRequests:
             self.metrics.inc("requests_total", path=path, status=str(status))
 
 
+class RequireKey:
+    """``--api-key``: every ``/v1/`` request must carry ``Authorization: Bearer KEY`` (as the
+    ``openai`` client sends its ``api_key``); the page, ``/health`` and ``/metrics`` stay open."""
+
+    def __init__(self, app, key: str) -> None:
+        self.app, self.expected = app, f"Bearer {key}".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                err = APIError(
+                    401,
+                    "missing or wrong API key: send 'Authorization: Bearer <key>' (the openai "
+                    "client's api_key) with the key this server was started with",
+                    code="invalid_api_key",
+                )
+                response = JSONResponse(err.body(), status_code=401)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(engine: Engine) -> FastAPI:
     app = FastAPI(
         title="kokoro-tvm", summary="OpenAI-compatible speech from Kokoro-82M compiled with TVM"
@@ -119,6 +143,18 @@ def create_app(engine: Engine) -> FastAPI:
     metrics.counter("streams_completed_total", "Speech streams that sent their last chunk.")
     metrics.counter("stream_errors_total", "Speech streams that failed after they started.")
 
+    cfg = engine.config
+    if cfg.api_key:
+        app.add_middleware(RequireKey, key=cfg.api_key)
+    if cfg.allow_origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cfg.allow_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
     app.add_middleware(CountRequests, metrics=metrics)
 
     @app.exception_handler(APIError)

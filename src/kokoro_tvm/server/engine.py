@@ -50,6 +50,8 @@ class ServerConfig:
     cut_pause_frames: int | None = KEEP_FRAMES  # None: kokoro's pauses at every cut (seams.py)
     voices_dir: Path | None = None
     warmup: bool = True
+    api_key: str | None = None  # required as a bearer token on /v1/ when set
+    allow_origins: tuple[str, ...] = ()  # CORS: web pages on these origins may call the API
 
     @property
     def max_body_bytes(self) -> int:

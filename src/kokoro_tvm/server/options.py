@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 from pathlib import Path
 
 from ..errors import KokoroTVMError
@@ -100,6 +101,18 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
         help="keep kokoro's sentence-end pause at every cut, also inside a sentence (default: "
         "a cut the chunk limits make inside a sentence pauses one frame each side)",
     )
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("KOKORO_TVM_API_KEY"),
+        help="require this bearer token on /v1/ (the openai client's api_key; default: "
+        "$KOKORO_TVM_API_KEY, else none)",
+    )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        help="a web origin whose pages may call the API (CORS); repeat for more, '*' for any",
+    )
     p.add_argument("--no-warmup", action="store_true", help="skip warming the workers up")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--access-log", action="store_true", help="log every request")
@@ -144,6 +157,8 @@ def config(args: argparse.Namespace) -> ServerConfig:
         voices_dir=args.voices_dir,
         warmup=not args.no_warmup,
         cut_pause_frames=None if args.keep_cut_pauses else KEEP_FRAMES,
+        api_key=args.api_key or None,
+        allow_origins=tuple(args.allow_origin),
     )
 
 

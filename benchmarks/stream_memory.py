@@ -26,9 +26,13 @@ CHUNK_PHONEMES = 400
 
 
 def utterance() -> str:
-    """~400 phonemes of English, ending a sentence, so kokoro's chunking makes it one chunk."""
-    text = samples.phonemes(CHUNK_PHONEMES).rstrip()
-    return text if text[-1] in ".!?" else text + "."
+    """~400 phonemes of English as one sentence (its inner sentence ends made commas), so that
+    kokoro's chunking makes each copy exactly one chunk: every chunk of a run is the same size,
+    and a longer run can only differ by holding more of them."""
+    text = samples.phonemes(CHUNK_PHONEMES).rstrip(" .!?,;:")
+    for mark in ".!?;:":
+        text = text.replace(mark, ",")
+    return text + "."
 
 
 def run(artifacts: str, voice: str, chunks: int) -> tuple[float, float, int]:

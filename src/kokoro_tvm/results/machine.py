@@ -123,7 +123,7 @@ def count_processors(text: str) -> int:
 
 
 def label(cpu: dict[str, Any]) -> str:
-    """``AMD EPYC (family 25 model 17, 2 cores), x86-64-v4 + VNNI, BF16``: how figures name it."""
+    """``<model name> (family F model M, N cores), <ISA level> + <extras>``: how figures name a CPU."""
     if cpu["arch"] == "aarch64":
         where = f"implementer {cpu['family']} part {cpu['model']}"
     else:

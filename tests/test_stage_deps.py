@@ -59,9 +59,10 @@ def test_fingerprint_changes_with_exactly_the_files_a_stage_runs(tmp_path):
     )
     stages, src = tmp_path / "stages", tmp_path / "src"
     before = fingerprint("legalize", stages, src)
-    assert {"stages/legalize.py", "stages/_common.py", f"{CODE}/compile/phases.py"} <= set(
+    assert {"stages/legalize.py", "stages/_common.py", f"{CODE}/compile/phase_legalize.py"} <= set(
         before["files"]
     )
+    assert not any("schedule" in f or "phase_build" in f for f in before["files"])
     for rel, changes in [
         ("eval/latency.py", False),
         ("compile/torch_export.py", False),

@@ -5,7 +5,7 @@ runtime checks before loading it."""
 from __future__ import annotations
 
 from .. import artifacts
-from ..compile.phases import build
+from ..compile.phase_build import build
 from ..devices import cross, isa
 from ..params import Params
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import artifacts
-from ..compile.phases import legalize
+from ..compile.phase_legalize import legalize
 from ..params import Params
 
 

@@ -26,6 +26,7 @@ from ..manifest_entry import check_validated
 from ..spec import unpadded
 from .integrity import verify_file
 from .memory import return_freed_memory
+from .transfer import to_device, to_host
 from .vm import bind_params, invoke_stateful
 
 
@@ -53,7 +54,6 @@ class ComponentWeights:
         self.reads = 0  # file reads after the first: what releasing costs a second bucket
 
     def args(self, names: list[str]) -> list[Any]:
-        import tvm
 
         missing = [n for n in names if n not in self.names]
         if missing:
@@ -66,7 +66,7 @@ class ComponentWeights:
                 verify_file(self.path, self.sha256, "the hash it had when first read")
             self.reads += 1
             with np.load(self.path) as z:
-                self.tensors.update({n: tvm.runtime.tensor(z[n], self.dev) for n in need})
+                self.tensors.update({n: to_device(z[n], self.dev) for n in need})
         return [self.tensors[n] for n in names]
 
     def release(self, names: list[str], bound: list[Any]) -> None:
@@ -104,7 +104,7 @@ class PackedWeights:
         except packed.PackedError as e:
             raise artifacts.ArtifactError(str(e)) from e
         if self.session.stateful:
-            return [tvm.runtime.tensor(a, self.dev) for a in arrays]
+            return [to_device(a, self.dev) for a in arrays]
         return [tvm.runtime.from_dlpack(a) for a in arrays]
 
 
@@ -199,7 +199,7 @@ class CompiledComponent:
         args = self.device_args(*inputs)
         with self._vm() as vm, self._bounded(), self._refused("the inputs"):
             out = invoke_stateful(vm, "main", args) if self.stateful else vm["main"](*args)
-            return [out[i].numpy() for i in range(len(out))]
+            return [to_host(out[i]) for i in range(len(out))]
 
     @contextlib.contextmanager
     def _refused(self, what: str) -> Iterator[None]:
@@ -221,7 +221,6 @@ class CompiledComponent:
     def device_args(self, *inputs: np.ndarray) -> list[Any]:
         """What ``vm["main"]`` takes for these inputs: checked, cut (bounded), on the device,
         followed by the bound weights."""
-        import tvm
 
         specs = self.entry["inputs"]
         if len(inputs) != len(specs):
@@ -246,7 +245,7 @@ class CompiledComponent:
             arrays[spec["name"]] = x
         if self.bounded:
             arrays = self._unpadded(arrays)
-        return [*(tvm.runtime.tensor(x, self.dev) for x in arrays.values()), *self.params]
+        return [*(to_device(x, self.dev) for x in arrays.values()), *self.params]
 
     def _shapes(self, spec: dict[str, Any], n: int | None) -> list[list[int]]:
         """Accepted shapes of one input: the bucket's; for a bounded library's length-axis

@@ -106,6 +106,8 @@ def check_manifest(manifest: Any, path: Path | str = "manifest.json") -> None:
         if "packed" in entry:
             _expect(entry["packed"], "path", str, path, f"{where}packed.")
             _expect(entry["packed"], "sha256", str, path, f"{where}packed.")
+        if "validation" in entry:
+            _check_validation(entry["validation"], path, f"{where}validation.")
         if entry.get("shapes", "padded") not in ("bounded", "padded"):
             raise artifacts.ArtifactError(
                 f"{path}: {where}shapes should be bounded or padded; {rebuild}"
@@ -152,6 +154,25 @@ OPTIONAL_LIBRARY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "validation": dict,
     "packed": dict,
 }
+
+
+def _check_validation(v: dict[str, Any], path: Path | str, where: str) -> None:
+    """What ``info`` prints of a validation: its worst errors are numbers, its lengths integers."""
+    bad = [
+        k
+        for k, x in v.items()
+        if k.startswith("worst_") and (isinstance(x, bool) or not isinstance(x, int | float))
+    ]
+    lengths = v.get("lengths", [])
+    if not isinstance(lengths, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) for n in lengths
+    ):
+        bad.append("lengths")
+    if bad:
+        raise artifacts.ArtifactError(
+            f"{path}: {where}{bad[0]} is not a number (or a list of lengths); rebuild the "
+            "artifacts with `dvc repro`"
+        )
 
 
 def _check_tensor_spec(spec: Any, path: Path | str, where: str, named: bool) -> None:

@@ -1,0 +1,91 @@
+"""What a compile phase is made of: passes (``(module, Context) -> module``), the ``Context``
+they share, and running a phase's passes in order with IR dumps after those
+``$KOKORO_TVM_DUMP_IR`` names. The phases themselves are ``phase_legalize`` and ``phase_build``;
+``phases`` shows both in order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DUMP_ENV, DUMP_DIR_ENV = "KOKORO_TVM_DUMP_IR", "KOKORO_TVM_DUMP_DIR"
+
+
+@dataclass
+class Context:
+    """What the passes of one run share."""
+
+    target: Any = None  # tvm.target.Target (build phase)
+    tune_db: Path | None = None
+    label: str = ""  # component-bucket[-target], names the dump directory
+    tuned: set[str] = field(default_factory=set)  # kernels the tuning database scheduled
+    report: Any = None  # schedule.ScheduleReport, once ScheduleRules ran
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[Any, Context], Any]
+    doc: str
+
+    @staticmethod
+    def of(name: str, run: Callable[[Any, Context], Any]) -> Pass:
+        """A pass whose description is the first paragraph of ``run``'s docstring."""
+        return Pass(name, run, re.sub(r"\s+", " ", (run.__doc__ or "").strip().split("\n\n")[0]))
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    passes: tuple[Pass, ...]
+
+
+def tvm_relax(name: str, doc: str) -> Pass:
+    """One of TVM's own Relax module passes, ``relax.transform.<name>()``, by its TVM name."""
+
+    def run(mod, _ctx: Context):
+        from tvm import relax
+
+        return getattr(relax.transform, name)()(mod)
+
+    return Pass(name, run, f"TVM: {doc}")
+
+
+def run(phase: Phase, mod, ctx: Context):
+    """Apply ``phase``'s passes in order, dumping the module after those ``$KOKORO_TVM_DUMP_IR``
+    names."""
+    wanted = _dump_names()
+    if wanted - {"all"} - {p.name for p in phase.passes}:
+        _check_dump_names(wanted)
+    for i, p in enumerate(phase.passes):
+        mod = p.run(mod, ctx)
+        if "all" in wanted or p.name in wanted:
+            _dump(mod, ctx, f"{phase.name}-{i:02d}-{p.name}")
+    return mod
+
+
+def _check_dump_names(wanted: set[str]) -> None:
+    """Refuse a name no phase has. The other phase is imported by name (``importlib``) so that a
+    stage's code fingerprint covers its own phase's passes only: the names just check a debugging
+    variable and never change what is built."""
+    every = importlib.import_module(f"{__package__}.phases").PHASES
+    names = {p.name for ph in every for p in ph.passes}
+    unknown = wanted - names - {"all"}
+    if unknown:
+        raise ValueError(f"{DUMP_ENV} names no pass {sorted(unknown)}; passes are {sorted(names)}")
+
+
+def _dump_names() -> set[str]:
+    return {n.strip() for n in os.environ.get(DUMP_ENV, "").split(",") if n.strip()}
+
+
+def _dump(mod, ctx: Context, stem: str) -> None:
+    root = Path(os.environ.get(DUMP_DIR_ENV) or Path("ir-dump") / (ctx.label or "module"))
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"{stem}.py").write_text(mod.script(), encoding="utf-8")

@@ -220,7 +220,9 @@ class Scheduler:
                     too_many=True,
                 )
             now = time.monotonic()
-            if self.admission and not self._fits(open_streams, chars, speed, now):
+            # an idle server admits anyone: refusing helps no listener, and its audio comes as
+            # soon as this machine can make it
+            if self.admission and open_streams and not self._fits(open_streams, chars, speed, now):
                 self.metrics.inc("requests_rejected_total", reason="overloaded")
                 raise Overloaded(
                     "the server cannot start this stream now without making it or the streams "
@@ -381,6 +383,10 @@ class Scheduler:
         self.metrics.observe("chunk_compute_seconds", item.compute)
 
     def _warm(self, warmup) -> None:
+        """Run ``warmup`` twice, learning from the second run only: the first one's chunks pay
+        for creating the VMs and the thread pool, which no request pays again."""
+        for _ in warmup():
+            pass
         t0 = time.monotonic()
         for part in warmup():
             t1 = time.monotonic()
@@ -407,7 +413,9 @@ class Scheduler:
             else:
                 needs.append((s.buffered(now), remaining, chunk))
         remaining = chars * m.per_char / speed
-        needs.append((self.first_audio, remaining, min(remaining, self._chunk_audio(0) / speed)))
+        first = min(remaining, self._chunk_audio(0) / speed)
+        # its first audio is due at ``first_audio``, or when its first chunk alone can be ready
+        needs.append((max(self.first_audio, m.cost(first)), remaining, first))
         busy = sum(
             max(0.0, (s.last_cost or m.c0) - (now - s.run_started))
             for s in open_streams

@@ -114,8 +114,7 @@ def _side(tts, libs, text, pack, args, seed, limits, km, chunks=None) -> dict:
     import torch
 
     from kokoro_tvm.eval.e2e import eager_chunk
-    from kokoro_tvm.runtime import stream as S
-    from kokoro_tvm.runtime import timestamps as T
+    from kokoro_tvm.runtime import stream, timestamps
     from kokoro_tvm.server.seams import PauseTrimmer
 
     if chunks is None:  # the text as KokoroTVM.__call__ reads it, with the draws kept for kokoro
@@ -133,12 +132,12 @@ def _side(tts, libs, text, pack, args, seed, limits, km, chunks=None) -> dict:
             with torch.no_grad():
                 a, dur = eager_chunk(km, c, 1.0)
         last = i == len(chunks) - 1
-        a = S.seams.segment(a, i == 0, last)
+        a = stream.seams.segment(a, i == 0, last)
         view = copy.copy(c)
         view.durations = np.asarray(dur)
         piece = trim(_Part(c.phonemes, view, a, last))
-        per_symbol = T.symbol_durations(c.phonemes, np.asarray(dur), libs.vocab)
-        for w in T.word_times(c.words, per_symbol, 0, libs.samples_per_frame, 24000, i):
+        per_symbol = timestamps.symbol_durations(c.phonemes, np.asarray(dur), libs.vocab)
+        for w in timestamps.word_times(c.words, per_symbol, 0, libs.samples_per_frame, 24000, i):
             if w.start is not None and w.end is not None and w.text.strip(".,!?;:—… "):
                 start = offset + int(w.start * 24000) - piece.head
                 words.append((w.text, start, offset + int(w.end * 24000) - piece.head, i))

@@ -42,9 +42,9 @@ def voice_packs(source: str | None, names: list[str]) -> dict[str, object]:
     """``name -> pack`` from ``--voices``, or the names themselves (the manifest's voices)."""
     if source is None:
         return {n: n for n in names}
-    from kokoro_tvm.pipeline import voices as S
+    from kokoro_tvm.pipeline import voices
 
-    packs, _ = S.read_source(source, 256)
+    packs, _ = voices.read_source(source, 256)
     return {n: packs[n] for n in names}
 
 

@@ -39,7 +39,7 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from kokoro_tvm import params as P
+    from kokoro_tvm import params
     from kokoro_tvm.eval import latency
     from kokoro_tvm.eval.timing import time_interleaved, timed_call
     from kokoro_tvm.model.checkpoint import load as load_model
@@ -47,7 +47,7 @@ def main() -> None:
     from kokoro_tvm.runtime.built import load_built
 
     torch.set_num_threads(a.threads)
-    prm = P.load(a.params)
+    prm = params.load(a.params)
     lib = load_built(Path(a.artifacts), a.component, a.bucket, a.target)
     cfg, km = load_model(prm.model_config, prm.checkpoint, prm.seed)
     inputs = example_inputs(a.component, a.bucket, cfg)

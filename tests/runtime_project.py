@@ -64,11 +64,17 @@ def write_voice_packs(folder: Path, names=TEST_VOICES, width: int = 256) -> Path
 
 def _graph_files(component: str, bucket: int, root: Path) -> list[Path]:
     """What the stages before build make of one (component, bucket): the same for every target."""
-    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import artifacts
 
     return [
         f(component, bucket, root)
-        for f in (A.export_file, A.relax_file, A.signature_file, A.legalized_file, A.reference_file)
+        for f in (
+            artifacts.export_file,
+            artifacts.relax_file,
+            artifacts.signature_file,
+            artifacts.legalized_file,
+            artifacts.reference_file,
+        )
     ]
 
 
@@ -80,7 +86,7 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
     not made again; what is left of the stages (build, validate) runs for ``params``' targets."""
     import shutil
 
-    from kokoro_tvm import artifacts as A
+    from kokoro_tvm import artifacts
     from kokoro_tvm.pipeline import (
         build,
         devices,
@@ -109,7 +115,7 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
         prm = setup("params.yaml")
         toolchain.run(prm)
         if reuse is not None:
-            shutil.copytree(A.weights_dir(reuse), A.weights_dir())
+            shutil.copytree(artifacts.weights_dir(reuse), artifacts.weights_dir())
         else:
             weights.run(prm)
         for target in prm.targets:
@@ -118,7 +124,7 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
             for bucket in prm.buckets(component):
                 kept = _graph_files(component, bucket, reuse) if reuse is not None else []
                 if kept and all(f.exists() for f in kept):
-                    for f, to in zip(kept, _graph_files(component, bucket, A.ROOT)):
+                    for f, to in zip(kept, _graph_files(component, bucket, artifacts.ROOT)):
                         to.parent.mkdir(parents=True, exist_ok=True)
                         shutil.copy2(f, to)
                 else:

@@ -269,15 +269,15 @@ def test_manifest_fields_raise_only_our_errors(artifacts, tmp_path):
 def test_the_manifest_fuzzing_finds_a_planted_bare_exception(artifacts, tmp_path, monkeypatch):
     """Negative control: with the manifest check taught to ignore the types of a library
     entry's fields, the fuzzer finds a crash that a wrong type then causes."""
-    from kokoro_tvm.runtime import manifest as M
+    from kokoro_tvm.runtime import manifest
 
-    real = M._expect
+    real = manifest._expect
 
     def lax(doc, key, kind, path, where=""):
         if not where.startswith("libraries["):
             real(doc, key, kind, path, where)
 
-    monkeypatch.setattr(M, "_expect", lax)
+    monkeypatch.setattr(manifest, "_expect", lax)
     with pytest.raises(Exception) as caught:
         check_manifest(artifacts, tmp_path, examples=80)
     assert not isinstance(caught.value, KokoroTVMError)

@@ -16,7 +16,7 @@ import pytest
 from kokoro.pipeline import ALIASES, LANG_CODES, KPipeline
 
 from kokoro_tvm.runtime import g2p as G
-from kokoro_tvm.runtime import languages as L
+from kokoro_tvm.runtime import languages
 from kokoro_tvm.runtime.chunking import FIRST_CLAUSE_LIMIT, MAX_PHONEMES, InputError
 from kokoro_tvm.runtime.g2p import loaders, scripts, sentences
 
@@ -76,27 +76,30 @@ def kokoro(code: str, text: str) -> list[tuple[str, str]]:
 def test_language_table_is_kokoros():
     """Every lang_code and alias kokoro takes names the same language here; kokoro-onnx's lang
     strings too; a voice name's first letter is its language."""
-    assert set(L.LANGUAGES) == set(LANG_CODES)
+    assert set(languages.LANGUAGES) == set(LANG_CODES)
     for alias, code in ALIASES.items():
-        assert L.resolve(alias).code == code, alias
+        assert languages.resolve(alias).code == code, alias
     for code in LANG_CODES:
-        assert L.resolve(code).code == L.resolve(code.upper()).code == code
+        assert languages.resolve(code).code == languages.resolve(code.upper()).code == code
     onnx = ["en-us", "en-gb", "es", "fr-fr", "hi", "it", "ja", "pt-br", "cmn"]
-    assert [L.resolve(x).code for x in onnx] == list("abefhijpz")
-    assert [L.LANGUAGES[c].onnx for c in "abefhijpz"] == onnx
+    assert [languages.resolve(x).code for x in onnx] == list("abefhijpz")
+    assert [languages.LANGUAGES[c].onnx for c in "abefhijpz"] == onnx
     # espeak's language for each espeak-family language is kokoro's LANG_CODES value
-    for code, lang in L.LANGUAGES.items():
+    for code, lang in languages.LANGUAGES.items():
         if lang.g2p == "espeak":
             assert lang.espeak == LANG_CODES[code]
-    assert L.of_voice("af_heart").code == "a" and L.of_voice("zm_yunxi").name == "Mandarin Chinese"
-    assert L.of_voice("heart") is None and L.of_voice("xf_new") is None
-    assert {L.of_voice(v).code for v in L.VOICES} == set(LANG_CODES)
-    assert [x.word_timestamps for x in L.LANGUAGES.values()] == [True, True] + [False] * 7
+    assert (
+        languages.of_voice("af_heart").code == "a"
+        and languages.of_voice("zm_yunxi").name == "Mandarin Chinese"
+    )
+    assert languages.of_voice("heart") is None and languages.of_voice("xf_new") is None
+    assert {languages.of_voice(v).code for v in languages.VOICES} == set(LANG_CODES)
+    assert [x.word_timestamps for x in languages.LANGUAGES.values()] == [True, True] + [False] * 7
 
 
 def test_unknown_lang_is_an_error_listing_the_languages():
     with pytest.raises(InputError, match=r"lang 'klingon' is not a language Kokoro speaks.*cmn"):
-        L.resolve("klingon")
+        languages.resolve("klingon")
 
 
 # -- phonemes equal kokoro's ------------------------------------------------------------------------
@@ -135,9 +138,9 @@ def test_unreadable_script_is_left_out_with_a_warning(code):
     assert ours == kokoro(code, text)
     assert kokoro(code, mixed) != ours  # control: kokoro reads it as something
     (message,) = [str(w.message) for w in caught]
-    assert word in message and L.LANGUAGES[code].name in message
+    assert word in message and languages.LANGUAGES[code].name in message
     if other:
-        assert f"lang {other} ({L.LANGUAGES[other].name})" in message
+        assert f"lang {other} ({languages.LANGUAGES[other].name})" in message
     else:
         assert "no language Kokoro speaks reads Cyrillic" in message
 
@@ -162,8 +165,8 @@ def test_script_filter_keeps_what_each_language_reads():
         "z": "汉字，iPhone。",
     }
     for code, text in keep.items():
-        assert scripts.readable(text, L.LANGUAGES[code]).text == text
-    f = scripts.readable("a 東京 b, c (привет) 🙂", L.LANGUAGES["a"])
+        assert scripts.readable(text, languages.LANGUAGES[code]).text == text
+    f = scripts.readable("a 東京 b, c (привет) 🙂", languages.LANGUAGES["a"])
     assert f.text == "a b, c ()" and set(f.dropped) == {"Han", "Cyrillic", "emoji"}
 
 
@@ -200,7 +203,7 @@ def test_unpunctuated_text_is_cut_at_spaces_then_characters():
     assert len(utts) > 1 and all(len(u.phonemes) <= 100 for u in utts)
     assert " ".join(u.text for u in utts) == words
     han = "我们" * 80
-    pieces = sentences.fit(han, L.LANGUAGES["z"], G.load("z"), 60)
+    pieces = sentences.fit(han, languages.LANGUAGES["z"], G.load("z"), 60)
     assert len(pieces) > 1 and all(len(ps) <= 60 for _, ps in pieces)
     assert "".join(t for t, _ in pieces) == han
     assert len(g2p(words)) > 100  # control: uncut, it would not fit
@@ -275,11 +278,13 @@ def test_readme_table_is_the_language_table():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Languages and voices", 1)[1].split("\n## ", 1)[0]
     rows = [r for r in section.splitlines() if r.startswith("| ") and "`" in r]
-    assert len(rows) == len(L.LANGUAGES)
-    for row, (code, lang) in zip(rows, L.LANGUAGES.items()):
+    assert len(rows) == len(languages.LANGUAGES)
+    for row, (code, lang) in zip(rows, languages.LANGUAGES.items()):
         name, codes, voices, _, extra = (c.strip() for c in row.strip("|").split("|"))
         assert name == lang.name and codes == f"`{code}` / `{lang.onnx}`"
-        count = sum(v[0] == code for v in L.VOICES)
+        count = sum(v[0] == code for v in languages.VOICES)
         assert voices.startswith(f"{count}: ")
-        assert all(L.of_voice(v).code == code for v in re.findall(r"`([a-z]{2}_\w+)`", voices))
+        assert all(
+            languages.of_voice(v).code == code for v in re.findall(r"`([a-z]{2}_\w+)`", voices)
+        )
         assert extra == f"`{lang.extra}`"

@@ -10,8 +10,7 @@ from typing import Any
 
 from .. import atomic
 from ..commands import exit_status
-from . import figures, machine, tables
-from . import record as R
+from . import figures, machine, record, tables
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -42,7 +41,7 @@ def run(args: argparse.Namespace) -> list[Path]:
     readme = Path(args.readme)
     new = None if args.render_only else collected(args)
     have = folder.is_dir() and any(folder.glob("*.json"))
-    records = {r["cpu"]["id"]: r for r in R.load_all(folder)} if have or new is None else {}
+    records = {r["cpu"]["id"]: r for r in record.load_all(folder)} if have or new is None else {}
     if new is not None:
         records[new["cpu"]["id"]] = new  # a CPU's newer run replaces its file
     ordered = [records[k] for k in sorted(records)]
@@ -56,7 +55,9 @@ def run(args: argparse.Namespace) -> list[Path]:
             links[cpu_id][kind] = f"results/{cpu_id}-{kind}.png"
     page = tables.results_page(ordered, links)
     if not readme.exists():
-        raise R.RecordError(f"{readme}: not found; pass --readme or run from the repository root")
+        raise record.RecordError(
+            f"{readme}: not found; pass --readme or run from the repository root"
+        )
     text = tables.replace_readme_block(
         readme.read_text(encoding="utf-8"), tables.readme_table(ordered), str(readme)
     )

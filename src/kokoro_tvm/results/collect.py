@@ -18,7 +18,7 @@ from typing import Any
 
 from ..params import Params
 from ..spec import COMPONENTS
-from . import record as R
+from . import record
 
 #: Kernels of a library's roofline kept in the record (the stage keeps more).
 TOP_KERNELS = 5
@@ -26,7 +26,7 @@ TOP_KERNELS = 5
 KERNEL_KEYS = ("kernel", "calls", "ms", "share", "gflops", "of_peak")
 
 
-class MetricsError(R.RecordError):
+class MetricsError(record.RecordError):
     """A stage's metrics are missing or were measured elsewhere."""
 
 
@@ -176,7 +176,7 @@ def collect(root: Path, prm: Params, cpu: dict[str, Any]) -> dict[str, Any]:
         for bucket in prm.buckets(component)
     ]
     rec = {
-        "schema": R.SCHEMA,
+        "schema": record.SCHEMA,
         "cpu": cpu,
         "toolchain": read_metric(root / "toolchain.json", "toolchain"),
         "e2e": e2e(root),
@@ -195,4 +195,4 @@ def collect(root: Path, prm: Params, cpu: dict[str, Any]) -> dict[str, Any]:
     rec["measured"] = measured_on(
         [root / "bench_e2e.json"] + list((root / "bench").glob("*/*.json"))
     )
-    return R.check(rec, f"the metrics in {root}")
+    return record.check(rec, f"the metrics in {root}")

@@ -17,7 +17,7 @@ import io
 from typing import Any
 
 from ..errors import KokoroTVMError
-from . import record as R
+from . import record
 from .tables import RUNNERS, peers
 
 KINDS = ("e2e", "roofline", "fidelity")
@@ -114,7 +114,7 @@ def roofline(rec: dict[str, Any]) -> bytes:
         key=lambda n: [lib["library"] for lib in rec["libraries"]].index(n),
     )
     if not names:
-        raise R.RecordError(
+        raise record.RecordError(
             f"{rec['cpu']['id']}: no library was timed on this CPU; nothing to plot"
         )
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4.2), squeeze=False)
@@ -169,7 +169,7 @@ def fidelity(rec: dict[str, Any]) -> bytes:
     )
     for ax, name in zip(axes[0], names):
         libs = [lib for lib in checked if lib["library"] == name]
-        ours, f32 = R.fidelity_metric(libs[0]["validation"]["lengths"], name)
+        ours, f32 = record.fidelity_metric(libs[0]["validation"]["lengths"], name)
         # float32 kokoro is the same reference for every target: drawn from the one run at most lengths
         widest = max(libs, key=lambda lib: len(lib["validation"]["lengths"]))
         for lib in libs:

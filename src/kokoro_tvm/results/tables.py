@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import record as R
+from . import record
 
 #: bench_e2e's runner names -> what a reader knows them as
 RUNNERS = {
@@ -194,7 +194,7 @@ def fidelity_table(rec: dict[str, Any]) -> list[str]:
         if not lib.get("validated"):
             continue
         lengths = lib["validation"]["lengths"]
-        ours, f32 = R.fidelity_metric(lengths, lib["library"])
+        ours, f32 = record.fidelity_metric(lengths, lib["library"])
         order = sorted(lengths, key=int)
         if ours.endswith("_db"):
             cells = [
@@ -364,7 +364,7 @@ def replace_readme_block(text: str, block: str, where: str = "README.md") -> str
     """``text`` with the part between the results markers replaced by ``block``."""
     start, end = text.find(README_BEGIN), text.find(README_END)
     if start < 0 or end < start:
-        raise R.RecordError(
+        raise record.RecordError(
             f"{where} has no results block: put the lines\n{README_BEGIN}\n{README_END}\n"
             "where the table goes, and run `make results` again"
         )

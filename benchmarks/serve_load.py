@@ -42,6 +42,7 @@ import math
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -492,6 +493,7 @@ def main() -> int:
     finally:
         if server is not None:
             server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)  # fastkokoro's model and voices copies
     rates = [v for v in levels if v.name.endswith("/s")]
     crowds = [v for v in levels if v.name.endswith("within 2 s")]
     best_rate = max((float(v.name[:-2]) for v in rates if v.on_time), default=None)

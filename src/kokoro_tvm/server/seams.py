@@ -38,25 +38,11 @@ class Piece:
     shift: int = 0  # samples by which this piece's audio comes earlier than the runtime's
     head: int = 0  # samples cut from this piece's start
 
-    @property
-    def sample_rate(self) -> int:
-        return self.part.sample_rate
-
-    @property
-    def graphemes(self) -> str:
-        return self.part.graphemes
-
-    @property
-    def phonemes(self) -> str:
-        return self.part.phonemes
-
-    @property
-    def index(self) -> int:
-        return self.part.index
-
-    @property
-    def chunk(self) -> Any:
-        return self.part.chunk
+    def __getattr__(self, name: str) -> Any:
+        """The runtime chunk's own fields (sample_rate, graphemes, phonemes, index, chunk, ...)."""
+        if name == "part":  # not set yet (copying, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.part, name)
 
     @property
     def start(self) -> int:

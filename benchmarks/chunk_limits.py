@@ -1,6 +1,6 @@
 """What the server's chunk limits cost in fidelity, judged against float64 kokoro.
 
-usage: python benchmarks/chunk_limits.py [--artifacts artifacts] [--limits 24,60,150]
+usage: python benchmarks/chunk_limits.py [--artifacts artifacts] [--limits 16,60,150]
            [--voice jf_alpha] [--lang en-us] [--seed 0] [--threads 0] [--out chunk_limits.json]
 
 ``kokoro-tvm serve`` cuts the first chunk short (``first_clause``, then ``chunking.limit_chunks``
@@ -64,10 +64,10 @@ def main() -> int:
     warnings.filterwarnings("ignore", message=".*weight_norm.* is deprecated")
     from kokoro_tvm import artifacts
     from kokoro_tvm.eval.eager import as_float64, load_kokoro
+    from kokoro_tvm.runtime.chunking import LISTENER_CHUNK_LIMITS
     from kokoro_tvm.runtime.synthesizer import KokoroTVM
-    from kokoro_tvm.server.engine import DEFAULT_CHUNK_LIMITS
 
-    limits = tuple(int(x) for x in args.limits.split(",")) if args.limits else DEFAULT_CHUNK_LIMITS
+    limits = tuple(int(x) for x in args.limits.split(",")) if args.limits else LISTENER_CHUNK_LIMITS
     if args.threads:
         torch.set_num_threads(args.threads)
     root = Path(args.artifacts)

@@ -397,3 +397,10 @@ def test_split_utterance_always_fits_and_ends():
         ps for _ in range(300) for ps in [p for _, p, _ in kokoro_groups(random_tokens(rng, 300))]
     ]
     assert max(map(len, over)) > 510
+
+
+def test_what_ends_a_sentence():
+    assert chunking.ends_sentence("nˈun.") and chunking.ends_sentence("ɹˈIt?”")
+    assert chunking.ends_sentence("wˈA!) ") and chunking.ends_sentence("。")
+    assert not chunking.ends_sentence("ðə tɹˈeɪn,") and not chunking.ends_sentence("æt")
+    assert not chunking.ends_sentence("")

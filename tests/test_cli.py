@@ -189,8 +189,17 @@ def test_stream_wav_equals_whole_wav_and_stdout_is_raw_pcm(capsysbinary, artifac
         return rc, out.out.decode(), out.err.decode()
 
     common = ["--phonemes", "ɐn", "--voice", "random", "--seed", "3", "--artifacts", str(artifacts)]
-    rc, _, err = run("synth", *common, "-o", str(tmp_path / "whole.wav"))
+    rc, _, err = run(
+        "synth",
+        *common,
+        "-o",
+        str(tmp_path / "whole.wav"),
+        "--timestamps",
+        str(tmp_path / "0.json"),
+    )
     assert rc == 0, err
+    lead = json.loads((tmp_path / "0.json").read_text())["tokens"][0]
+    head = round((lead["end"] - lead["start"]) * 24000 / 600)  # kokoro's frames before the word
     rc, stdout, err = run(
         "synth",
         *common,
@@ -202,11 +211,13 @@ def test_stream_wav_equals_whole_wav_and_stdout_is_raw_pcm(capsysbinary, artifac
     )
     assert rc == 0, err
     assert "chunk 1:" in err and "out at" in err and "first audio after" in stdout
-    whole = (tmp_path / "whole.wav").read_bytes()
-    assert (tmp_path / "s.wav").read_bytes() == whole  # header patched to the same sizes
+    whole, streamed = (tmp_path / "whole.wav").read_bytes(), (tmp_path / "s.wav").read_bytes()
+    # --stream keeps 2 frames of kokoro's silence before the first word
+    assert head > 2 and len(whole) - len(streamed) == 2 * (head - 2) * 600
+    assert read_wav(tmp_path / "s.wav")[0].size == (len(streamed) - 44) // 2  # header patched
     doc = json.loads((tmp_path / "t.json").read_text())
     assert (
-        doc["samples"] == (len(whole) - 44) // 2
+        doc["samples"] == (len(streamed) - 44) // 2
         and doc["tokens"][-1]["end"] == doc["samples"] / 24000
     )
     assert [t["text"] for t in doc["tokens"]] == ["", "ɐ", "n", ""] and [
@@ -215,6 +226,8 @@ def test_stream_wav_equals_whole_wav_and_stdout_is_raw_pcm(capsysbinary, artifac
     assert doc["chunks"] == [
         {"index": 0, "start": 0.0, "end": doc["samples"] / 24000, "phonemes": "ɐn", "text": "ɐn"}
     ]
+    assert cli.main(["synth", *common, "-o", "-", "-q", "--stream"]) == 0
+    assert capsysbinary.readouterr().out == streamed[44:]
     assert cli.main(["synth", *common, "-o", "-", "-q"]) == 0
     out = capsysbinary.readouterr()
     assert out.out == whole[44:]  # s16le samples, no header

@@ -63,8 +63,9 @@ def test_torch_free_venv_synthesizes_what_the_full_environment_does(
         f"code = main(['synth', '--phonemes', {PHONEMES!r}, '--voice', 'random', '--artifacts', {str(artifacts)!r}, "
         f"'-o', {str(out)!r}, '-q'])\n"
         "assert 'torch' not in sys.modules, 'the runtime imported torch'\n"
-        "import os, tvm\nassert tvm.base._RUNTIME_ONLY, tvm.base._LOADED_LIBS\n"
-        "assert 'TVM_USE_RUNTIME_LIB' not in os.environ\nsys.exit(code)\n"
+        "from kokoro_tvm.runtime import tvm_runtime\n"
+        "assert 'tvm' not in sys.modules and tvm_runtime.loaded_directly()\n"
+        "import os\nassert 'TVM_USE_RUNTIME_LIB' not in os.environ\nsys.exit(code)\n"
     )
     p = subprocess.run(
         [str(runtime_venv / "bin" / "kokoro-tvm"), "--help"], capture_output=True, text=True
@@ -82,35 +83,46 @@ def test_torch_free_venv_synthesizes_what_the_full_environment_does(
     np.testing.assert_array_equal(got, want)
 
 
-def test_torch_free_runtime_loads_tvm_without_its_compiler(runtime_venv):
-    """The compiler library costs a runtime process memory and start-up time
-    (``runtime.tvm_import``); ``TVM_USE_RUNTIME_LIB=0`` keeps it where a process wants it."""
+def _speak(artifacts: Path) -> str:
+    """A script that speaks once from ``artifacts`` through the Python API."""
+    return (
+        "import sys\nfrom kokoro_tvm.runtime.synthesizer import KokoroTVM\n"
+        f"KokoroTVM.from_manifest({str(artifacts)!r}).synthesize({PHONEMES!r}, 'random')\n"
+        "from kokoro_tvm.runtime import tvm_runtime\n"
+    )
+
+
+def test_torch_free_runtime_runs_without_the_tvm_package(runtime_venv, tmp_path_factory):
+    """The ``tvm`` package's import costs a runtime process start-up time and its compiler
+    library memory (``runtime.tvm_runtime``); ``TVM_USE_RUNTIME_LIB=0`` keeps them where a
+    process wants them."""
     py = str(runtime_venv / "bin" / "python")
-    script = (
-        "import kokoro_tvm.runtime.synthesizer, tvm\n"
-        "print('tvm_compiler' in tvm.base._LOADED_LIBS, kokoro_tvm.runtime.tvm_import.runtime_only(tvm))\n"
+    script = _speak(runtime_artifacts(tmp_path_factory)) + (
+        "print('tvm' in sys.modules, tvm_runtime.loaded_directly())\n"
     )
     p = subprocess.run([py, "-c", script], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.split() == ["False", "True"]
     p = subprocess.run(
-        [py, "-c", script + "from tvm import relax\n"],
+        [py, "-c", script + "import tvm\nprint('tvm_compiler' in tvm.base._LOADED_LIBS)\n"],
         capture_output=True,
         text=True,
         env={**os.environ, "TVM_USE_RUNTIME_LIB": "0"},
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    assert p.stdout.split() == ["True", "False"]
+    assert p.stdout.split() == ["True", "False", "True"]  # control: the package, whole
 
 
-def test_the_command_line_loads_tvm_without_its_compiler_beside_torch():
+def test_the_command_line_runs_without_the_tvm_package_beside_torch(tmp_path_factory, tmp_path):
     """``kokoro-tvm`` never compiles, so even in the build venv (torch installed) it imports
-    TVM's runtime library alone (``tvm_import.prefer_runtime_only``)."""
+    neither the ``tvm`` package nor torch (``tvm_import.prefer_runtime_only``)."""
+    artifacts = runtime_artifacts(tmp_path_factory)
     script = (
         "import sys\nfrom kokoro_tvm.runtime import cli\n"
-        "cli.main(['voices', '--artifacts', '/nonexistent'])\n"
-        "import kokoro_tvm.runtime.synthesizer, tvm\n"
-        "print('tvm_compiler' in tvm.base._LOADED_LIBS, 'torch' in sys.modules)\n"
+        f"assert cli.main(['synth', '--phonemes', {PHONEMES!r}, '--voice', 'random', "
+        f"'--artifacts', {str(artifacts)!r}, '-o', {str(tmp_path / 'a.wav')!r}, '-q']) == 0\n"
+        "from kokoro_tvm.runtime import tvm_runtime\n"
+        "print('tvm' in sys.modules, 'torch' in sys.modules, tvm_runtime.loaded_directly())\n"
     )
     p = subprocess.run(
         [sys.executable, "-c", script],
@@ -119,7 +131,7 @@ def test_the_command_line_loads_tvm_without_its_compiler_beside_torch():
         env={k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"},
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    assert p.stdout.split() == ["False", "False"]
+    assert p.stdout.split() == ["False", "False", "True"]
 
 
 def test_build_environment_keeps_the_compiler_after_the_runtime_loads():

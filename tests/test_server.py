@@ -29,11 +29,9 @@ from runtime_project import runtime_artifacts
 from server_process import ServerProcess, align, decode, decode_s16, wait_for
 
 from kokoro_tvm.eval.metrics import log_mel_snr
-from kokoro_tvm.runtime import voices
+from kokoro_tvm.runtime import chunking, voices
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
-from kokoro_tvm.server.engine import DEFAULT_CHUNK_LIMITS
 from kokoro_tvm.server.metrics import parse
-from kokoro_tvm.server.seams import PauseTrimmer
 
 TEXT = "Hello world."  # 3 chunks on this build
 PHONEMES = "həlˈO wˈɜɹld"  # 2 chunks
@@ -92,7 +90,7 @@ def client(server):
 
 def reference(tts, text, voice="random", seed=0, speed=1.0, phonemes=False, lang="en-us"):
     """The runtime's own audio for what the server is asked: the server's chunking, and its
-    pauses at cuts inside a sentence (``server.seams``, tested in ``test_server_seams.py``)."""
+    shortened pauses (tested in ``test_streaming.py``)."""
     parts = tts(
         text,
         voice=voice,
@@ -101,10 +99,11 @@ def reference(tts, text, voice="random", seed=0, speed=1.0, phonemes=False, lang
         is_phonemes=phonemes,
         seed=seed,
         first_clause=True,
-        chunk_limits=DEFAULT_CHUNK_LIMITS,
+        chunk_limits=chunking.LISTENER_CHUNK_LIMITS,
+        cut_pauses=chunking.LISTENER_CUT_PAUSE,
+        lead_in=chunking.LISTENER_LEAD_IN,
     )
-    trim = PauseTrimmer(tts.libraries.samples_per_frame)
-    return np.concatenate([trim(p).audio for p in parts])
+    return np.concatenate([p.audio for p in parts])
 
 
 def metrics(server) -> dict[str, float]:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from runtime_project import runtime_artifacts
 
-from kokoro_tvm.runtime import planner, seams, stream
+from kokoro_tvm.runtime import chunking, planner, seams, stream
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 from kokoro_tvm.runtime.wav import AudioWriter, read_wav
 
@@ -234,3 +234,38 @@ def test_text_word_times_are_kokoros_on_the_predicted_durations(tts):
     shifted = stream.word_times(tts.libraries, chunks[0], 0)[0]
     chunks[0].offset = 600  # control: the chunk's place in the audio moves its words
     assert stream.word_times(tts.libraries, chunks[0], 0)[0].start == shifted.start + 600 / SR
+
+
+def _planned(tts, pack, phonemes, limit, **pauses):
+    utts = chunking.limit_chunks(chunking.phoneme_utterances(phonemes), limit)
+    return list(planner.chunks(tts.libraries, utts, pack, 1.0, **pauses))
+
+
+def test_pauses_at_cuts_inside_a_sentence_are_shortened_before_decoding(tts, pack):
+    ps = "ɐn ˈOpən wˈAt. ɐ n ɪ"  # cut at every word: inside both sentences, and at its end
+    kokoros = _planned(tts, pack, ps, 4)
+    cut = _planned(tts, pack, ps, 4, cut_pauses=1, lead_in=2)
+    assert [c.phonemes for c in cut] == [c.phonemes for c in kokoros]
+    shortened = 0
+    for i, (k, c) in enumerate(zip(kokoros, cut)):
+        assert np.array_equal(c.durations[1:-1], k.durations[1:-1])  # the words keep theirs
+        after_cut = i > 0 and not chunking.ends_sentence(cut[i - 1].phonemes)
+        head = 2 if i == 0 else 1 if after_cut else None
+        tail = 1 if i < len(cut) - 1 and not chunking.ends_sentence(c.phonemes) else None
+        for got, was, keep in (
+            (c.durations[0], k.durations[0], head),
+            (c.durations[-1], k.durations[-1], tail),
+        ):
+            assert got == (was if keep is None else min(was, keep))
+            shortened += keep is not None and was > keep
+    ends = [i for i, c in enumerate(cut[:-1]) if chunking.ends_sentence(c.phonemes)]
+    assert ends and all(cut[i].durations[-1] == kokoros[i].durations[-1] for i in ends)
+    assert shortened >= 4  # control: kokoro's own pauses there are longer, so the test can fail
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "1"])
+def test_a_pause_that_is_not_a_frame_count_is_refused(tts, pack, bad):
+    with pytest.raises(chunking.InputError, match="cut_pauses must be None"):
+        tts.stream("ɐn", pack, cut_pauses=bad)
+    with pytest.raises(chunking.InputError, match="lead_in must be None"):
+        tts.stream("ɐn", pack, lead_in=bad)

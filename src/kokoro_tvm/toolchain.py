@@ -31,13 +31,14 @@ def _dist(name: str) -> str:
         return "not-installed"
 
 
-def runtime_versions() -> dict[str, Any]:
+def runtime_versions(llvm: bool = True) -> dict[str, Any]:
     """What loading a library needs: the TVM runtime, its FFI and LLVM (the same apache-tvm
-    wheel always ships the same LLVM)."""
+    wheel always ships the same LLVM). ``llvm`` False: not asked (None), where a process will
+    load TVM's runtime library alone and so could not tell (``llvm_major``)."""
     return {
         "apache-tvm": _dist("apache-tvm"),
         "apache-tvm-ffi": _dist("apache-tvm-ffi"),
-        "llvm_major": llvm_major(),
+        "llvm_major": llvm_major() if llvm else None,
     }
 
 

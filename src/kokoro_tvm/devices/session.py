@@ -35,14 +35,14 @@ class LocalSession:
         return contextlib.nullcontext()
 
     def __init__(self) -> None:
-        import tvm
+        from ..runtime import tvm_runtime
 
-        self.dev = tvm.cpu()
+        self.dev = tvm_runtime.cpu()
 
     def load_module(self, path: Path):
-        import tvm
+        from ..runtime import tvm_runtime
 
-        return tvm.runtime.load_module(str(path))
+        return tvm_runtime.load_module(path)
 
 
 class RemoteSession:

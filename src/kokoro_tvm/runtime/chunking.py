@@ -46,6 +46,19 @@ CLAUSE_MARKS = frozenset(",;:.!?—…")  # where ``first_clause`` may end the f
 #: no sound, dropped as kokoro drops them, without a warning on every Spanish question
 SILENT_MARKS = frozenset("¿¡")
 FIRST_CLAUSE_LIMIT = 100  # phonemes: a first clause longer than this is not worth the cut
+#: How a stream is cut for a listener who plays it as it arrives (``synth --stream``, the
+#: server), where kokoro's own chunking would make the first audio wait for a whole sentence:
+#: phonemes per chunk (the first short, at a word boundary when its sentence has no clause mark
+#: early on; the next longer; then capped, since one chunk's decoding holds the cores), and the
+#: frames of silence kept at a cut inside a sentence and before the first word (kokoro's third
+#: of a second there is a wait, not a pause; Kokoro-FastAPI also starts a stream with 50 ms).
+LISTENER_CHUNK_LIMITS = (16, 60, 150)
+LISTENER_CUT_PAUSE = 1
+LISTENER_LEAD_IN = 2
+#: a chunk whose phonemes end with one of these (closing quotes and brackets aside) ends its
+#: sentence; any other chunk followed by another was cut inside one
+SENTENCE_ENDS = frozenset(".!?…。！？")
+CLOSERS = "\"'”’)]}»」』）"
 
 
 InputError = errors.InputError  # defined with the other errors, importable from the package
@@ -205,6 +218,11 @@ def first_clause(tokens: Sequence[Any], limit: int = FIRST_CLAUSE_LIMIT) -> int:
                 z += 1
             return z if tokens_to_ps(tokens[z:]) else 0
     return 0
+
+
+def ends_sentence(phonemes: str) -> bool:
+    """Whether an utterance ends its sentence (a cut after it falls where kokoro pauses)."""
+    return phonemes.rstrip().rstrip(CLOSERS)[-1:] in SENTENCE_ENDS
 
 
 def utterances_from_tokens(

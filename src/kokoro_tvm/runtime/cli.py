@@ -3,7 +3,7 @@
     kokoro-tvm synth --phonemes 'həlˈO wˈɜɹld' --voice af_heart -o out.wav
     kokoro-tvm synth --text 'Hello world.' --voice af_heart --speed 1.1 -o out.wav
     kokoro-tvm synth --text 'Bonjour le monde.' --voice ff_siwis -o out.wav   # the voice's language
-    kokoro-tvm synth --text - --voice af_heart --stream --first-clause -o - | aplay -f S16_LE -r 24000 -c 1
+    kokoro-tvm synth --text - --voice af_heart --stream -o - | aplay -f S16_LE -r 24000 -c 1
     kokoro-tvm voices    # every voice by name, with its language
     kokoro-tvm info
 
@@ -21,6 +21,7 @@ import time
 import warnings
 from pathlib import Path
 
+from . import chunking
 from .outputs import OutputError
 
 DEFAULT_ARTIFACTS = os.environ.get("KOKORO_TVM_ARTIFACTS", "artifacts")
@@ -59,7 +60,9 @@ def _source(args: argparse.Namespace, tts):
             "times and an empty 'words'",
             file=sys.stderr,
         )
-    utts = text_utterances(_read_arg(args.text), lang, first_clause=args.first_clause)
+    utts = text_utterances(
+        _read_arg(args.text), lang, first_clause=args.first_clause or args.stream
+    )
     for u in utts:
         _say(args, f"phonemes: {u.phonemes}")
     return utts
@@ -103,7 +106,15 @@ def synth(args: argparse.Namespace) -> None:
         f"{tts.libraries.frame_buckets}",
     )
     t0 = time.perf_counter()
-    parts = tts.stream(source, pack, args.speed, args.seed, unknown, args.first_clause)
+    listener = {}  # --stream: cut for a listener who plays it as it arrives (chunking)
+    if args.stream:
+        listener = dict(
+            chunk_limits=chunking.LISTENER_CHUNK_LIMITS,
+            cut_pauses=chunking.LISTENER_CUT_PAUSE,
+            lead_in=chunking.LISTENER_LEAD_IN,
+        )
+    first = args.first_clause or args.stream
+    parts = tts.stream(source, pack, args.speed, args.seed, unknown, first, **listener)
     w = write_speech(
         parts,
         tts.libraries,
@@ -273,8 +284,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--stream",
         action="store_true",
-        help="kept for scripts: every output is written chunk by chunk as it is decoded (to "
-        "stdout as it comes; a file appears whole once the last chunk is in)",
+        help="for a listener playing the audio as it arrives: a short first chunk (the first "
+        "clause, or the first words), chunks capped at "
+        f"{'/'.join(map(str, chunking.LISTENER_CHUNK_LIMITS))} phonemes, and kokoro's silences "
+        "at those cuts and before the first word shortened (every output is written chunk by "
+        "chunk either way; without --stream the chunks are kokoro's)",
     )
     s.add_argument(
         "--first-clause",

@@ -24,6 +24,7 @@ from .. import artifacts
 from ..errors import InputError, KokoroTVMError
 from ..manifest_entry import check_validated
 from ..spec import unpadded
+from . import tvm_runtime
 from .integrity import verify_file
 from .memory import return_freed_memory
 from .transfer import to_device, to_host
@@ -79,8 +80,8 @@ class ComponentWeights:
 
 class PackedWeights:
     """One library's weights in the layout it takes them (``kokoro_tvm.packed``): the outputs
-    its ``main_transform_params`` gave on the target's device at build time, mapped from the
-    file, verified by sha256, and never transformed or copied here."""
+    its ``main_transform_params`` gave on the target's device at build time, verified by sha256
+    (``integrity``), mapped from the file, and never transformed or copied here."""
 
     def __init__(self, root: Path, info: dict[str, Any], session=None):
         self.path = Path(root) / info["path"]
@@ -91,12 +92,11 @@ class PackedWeights:
     def tensors(self) -> list[Any]:
         """``main``'s weight arguments: views of the mapping on this CPU (no copy), or copies
         on a remote device."""
-        import tvm
-
         from .. import packed
 
+        verify_file(self.path, self.sha256, "its manifest")
         try:
-            arrays = packed.map_arrays(self.path, self.sha256)
+            arrays = packed.map_arrays(self.path)
         except FileNotFoundError:
             raise artifacts.ArtifactError(
                 f"{self.path} is missing; run `dvc repro` (or `dvc pull`)"
@@ -105,7 +105,7 @@ class PackedWeights:
             raise artifacts.ArtifactError(str(e)) from e
         if self.session.stateful:
             return [to_device(a, self.dev) for a in arrays]
-        return [tvm.runtime.from_dlpack(a) for a in arrays]
+        return [tvm_runtime.from_dlpack(a) for a in arrays]
 
 
 class CompiledComponent:
@@ -151,11 +151,7 @@ class CompiledComponent:
         self._vms = 1
 
     def _new_vm(self) -> Any:
-        # the VM from the runtime package: ``tvm.relax`` registers compiler ops, which a
-        # runtime-only TVM (``TVM_USE_RUNTIME_LIB=1``, the aarch64 install) lacks
-        from tvm.runtime.vm import VirtualMachine
-
-        return VirtualMachine(self._module, self.dev)
+        return tvm_runtime.virtual_machine(self._module, self.dev)
 
     @property
     def vms(self) -> int:

@@ -14,6 +14,7 @@ from .. import artifacts
 from ..config import load_model_config
 from ..errors import KokoroTVMError
 from ..spec import samples_per_frame
+from . import integrity
 from .component import CompiledComponent, ComponentWeights, PackedWeights
 from .manifest import find_entry
 
@@ -47,6 +48,22 @@ class Libraries:
         self._weights: dict[str, ComponentWeights] = {}
         self._libs: dict[tuple[str, int], CompiledComponent] = {}
         self._load_lock = threading.Lock()
+
+    def verify_ahead(self) -> None:
+        """Start hashing the files the first call will load (``integrity.verify_ahead``): each
+        component's libraries and the packed weights of a component built for one bucket (a
+        ladder's weights wait until their bucket is used)."""
+        paths = []
+        for component in COMPONENTS:  # in the order a call loads them
+            entries = [
+                e
+                for e in self.manifest["libraries"]
+                if e["target"] == self.target and e["component"] == component
+            ]
+            paths += [self.root / e["path"] for e in entries]
+            if len(entries) == 1 and "packed" in entries[0]:
+                paths.append(self.root / entries[0]["packed"]["path"])
+        integrity.verify_ahead(paths)
 
     def get(self, component: str, bucket: int) -> CompiledComponent:
         """The library of one bucket, loaded on first use."""

@@ -13,6 +13,7 @@ from typing import Any
 from .. import artifacts
 from ..devices import isa
 from ..toolchain import ToolchainError, runtime_versions
+from . import tvm_import
 
 #: manifest formats this runtime reads (``pipeline/manifest.py`` writes the newest)
 FORMATS = (3,)
@@ -221,7 +222,8 @@ def check_toolchain(manifest: dict[str, Any], found: dict[str, Any] | None = Non
     Only what loading needs is compared (``toolchain.runtime_versions``): torch, kokoro and
     transformers shape the *build* (DVC reruns stages when they change), not the loading."""
     built = manifest.get("toolchain", {})
-    found = runtime_versions() if found is None else found
+    if found is None:  # a runtime-only TVM cannot tell LLVM's version: not imported to ask
+        found = runtime_versions(llvm=not tvm_import.runtime_only_wanted())
     for key, have in found.items():
         if have is None:  # not knowable here (``toolchain.llvm_major``)
             continue

@@ -9,6 +9,17 @@ largest frame bucket are cut at the best boundary before the point where the cum
 durations fill it, and each piece is re-predicted (durations depend on the whole utterance)
 until every piece fits. Frames are never cut: the decoder's BiLSTM and norms see the whole
 utterance.
+
+Pauses at cuts inside a sentence (``cut_pauses``): kokoro wraps every utterance in a boundary
+token, and the model gives the first one about a third of a second of silence and the last one
+a frame or more: between two sentences a natural pause, inside one ("Please leave the package
+at ... the front door") a pause where a listener expects none. So where a chunk does not end its
+sentence and another follows, the boundary tokens on both sides of that cut keep at most
+``cut_pauses`` frames. The durations are shortened before decoding, not the audio after it: the
+decoder makes no frames that would be thrown away (the first chunk is heard that much sooner),
+and word times follow from the durations as always. Sentence ends keep kokoro's pause, a comma
+its own (it is a token with its duration, inside the chunk). ``lead_in`` likewise shortens the
+silence before the first chunk, which a listener waits through before the first word.
 """
 
 from __future__ import annotations
@@ -116,12 +127,42 @@ def utterances(
     return speakable
 
 
+def check_pause(frames: int | None, what: str) -> None:
+    if frames is not None and (
+        isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or frames < 1
+    ):
+        raise chunking.InputError(
+            f"{what} must be None (kokoro's pause) or the frames (>= 1) its boundary token "
+            f"keeps, got {frames!r}"
+        )
+
+
+def shorten_pauses(chunk: Chunk, head: int | None, tail: int | None) -> None:
+    """At most ``head`` frames for the boundary token before the chunk's first phoneme and
+    ``tail`` after its last (None: as predicted)."""
+    durations = chunk.durations.copy()
+    if head is not None:
+        durations[0] = min(durations[0], head)
+    if tail is not None:
+        durations[-1] = min(durations[-1], tail)
+    chunk.durations = durations
+
+
 def chunks(
-    libs: Libraries, pending: list[Utterance], pack: np.ndarray, speed: float
+    libs: Libraries,
+    pending: list[Utterance],
+    pack: np.ndarray,
+    speed: float,
+    cut_pauses: int | None = None,
+    lead_in: int | None = None,
 ) -> Iterator[Chunk]:
     """Predict durations utterance by utterance, consuming ``pending``; an utterance that does
     not fit the largest buckets is cut and its pieces put back first. Lazy, so a stream starts
-    after its first chunk; ``pending`` tells whether another chunk follows."""
+    after its first chunk; ``pending`` tells whether another chunk follows. ``cut_pauses``:
+    frames kept by the pauses at cuts inside a sentence; ``lead_in``: by the silence before
+    the first chunk (None: kokoro's; module docstring)."""
+    check_pause(cut_pauses, "cut_pauses")
+    check_pause(lead_in, "lead_in")
     max_phonemes = libs.token_buckets[-1] - 2
     if max_phonemes < 1:
         raise BucketError(
@@ -129,6 +170,8 @@ def chunks(
             "plus 2 boundary tokens; add a bigger bucket to 'buckets.tokens' and run `dvc repro`"
         )
     warned = False
+    first = True
+    cut_before = False  # the chunk yielded last did not end its sentence
     while pending:
         utt = pending.pop(0)
         n = chunking.token_ids(utt.phonemes, libs.vocab).size - 2
@@ -137,7 +180,11 @@ def chunks(
             pending[:0] = _speakable(libs, chunking.split_utterance(utt, max_phonemes))
             continue
         chunk = predict_durations(libs, utt, pack, speed)
+        cut_after = bool(pending) and not chunking.ends_sentence(utt.phonemes)
+        head = lead_in if first else cut_pauses if cut_before else None
+        shorten_pauses(chunk, head, cut_pauses if cut_after else None)
         if chunk.n_frames <= libs.frame_buckets[-1]:
+            first, cut_before = False, cut_after
             yield chunk
             continue
         warned = warned or _warn_split(

@@ -30,9 +30,6 @@ from .libraries import BucketError, Libraries
 from .manifest import check_toolchain, explain_pick, pick_target, read_manifest
 from .planner import BucketSplitWarning, Chunk, Source
 from .stream import ChunkAudio, Progress, Synthesis
-from .tvm_import import import_tvm
-
-import_tvm()  # before anything imports ``tvm`` whole: runtime-only where nothing compiles
 
 __all__ = [
     "BucketError",
@@ -77,7 +74,9 @@ class KokoroTVM:
             threads.configure_process(num_threads)
         else:  # TVM alone would use half the machine's cores, whatever this process may use
             os.environ.setdefault(threads.NUM_VARIABLE, str(threads.available_cores()))
-        return cls(Libraries(root, manifest, pick_target(manifest, target)))
+        libraries = Libraries(root, manifest, pick_target(manifest, target))
+        libraries.verify_ahead()  # beside TVM's import and the caller's input (``integrity``)
+        return cls(libraries)
 
     @property
     def target(self) -> str:
@@ -146,11 +145,13 @@ class KokoroTVM:
         seed: int = 0,
         first_clause: bool = False,
         chunk_limits: int | Sequence[int] | None = None,
+        cut_pauses: int | None = None,
+        lead_in: int | None = None,
     ) -> Iterator[ChunkAudio]:
         """kokoro's ``KPipeline.__call__``: one result per chunk, with ``graphemes``,
         ``phonemes``, ``audio`` and word ``words`` / token ``tokens`` timestamps
-        (``chunk_limits``: see ``stream``). ``lang`` None reads the text in the voice's
-        language. Words are timed for English only, as in kokoro: other languages' G2Ps give
+        (``chunk_limits``, ``cut_pauses``, ``lead_in``: see ``stream``). ``lang`` None reads the
+        text in the voice's language. Words are timed for English only, as in kokoro: other languages' G2Ps give
         phonemes without words, so their ``words`` are empty (``tokens`` are timed for all)."""
         return self.stream(
             self._source(text, lang, is_phonemes, first_clause, voice),
@@ -159,6 +160,8 @@ class KokoroTVM:
             seed,
             first_clause=first_clause,
             chunk_limits=chunk_limits,
+            cut_pauses=cut_pauses,
+            lead_in=lead_in,
         )
 
     def _source(
@@ -241,6 +244,8 @@ class KokoroTVM:
         first_clause: bool = False,
         keep_draws: bool = False,
         chunk_limits: int | Sequence[int] | None = None,
+        cut_pauses: int | None = None,
+        lead_in: int | None = None,
     ) -> Iterator[ChunkAudio]:
         """Yield each chunk's audio and timestamps as soon as it is decoded.
 
@@ -254,12 +259,20 @@ class KokoroTVM:
         advanced by one thread at a time. ``chunk_limits``: phonemes per chunk, the i-th limit
         for the i-th chunk and the last for every later one (``chunking.limit_chunks``: short
         first chunks, and a cap on how long one chunk's decoding holds the cores).
+        ``cut_pauses``: at a cut inside a sentence (one that ``first_clause`` or
+        ``chunk_limits`` made), the frames each boundary token keeps instead of kokoro's
+        sentence pause; ``lead_in``: the frames of silence kept before the first word (both
+        ``planner``; None keeps kokoro's).
         """
         t0 = time.perf_counter()
+        planner.check_pause(cut_pauses, "cut_pauses")
+        planner.check_pause(lead_in, "lead_in")
         pending, pack = self._prepare(
             phonemes, voice, speed, seed, unknown, first_clause, chunk_limits
         )
-        return stream.stream(self.libraries, pending, pack, speed, seed, t0, keep_draws)
+        return stream.stream(
+            self.libraries, pending, pack, speed, seed, t0, keep_draws, cut_pauses, lead_in
+        )
 
     def _prepare(
         self,

@@ -89,9 +89,6 @@ def share(workers: int, cores: int | None = None) -> int:
 
 def use_threads(n: int) -> None:
     """Size the calling thread's own TVM pool to ``n`` threads (this thread only)."""
-    from .tvm_import import import_tvm
+    from . import tvm_runtime
 
-    n = check_count(n) or available_cores()
-    tvm = import_tvm()
-    # mode 1 ("big cores") is every core on a symmetric CPU; the pool keeps its size per thread
-    tvm.get_global_func("runtime.config_threadpool")(1, n)
+    tvm_runtime.config_threadpool(check_count(n) or available_cores())

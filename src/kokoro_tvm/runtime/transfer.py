@@ -14,17 +14,19 @@ from typing import Any
 
 import numpy as np
 
+from . import tvm_runtime
+
 _CPU = 1  # kDLCPU
 
 
 def to_device(x: np.ndarray, dev: Any) -> Any:
     """A new tensor on ``dev`` holding ``x``: allocated by TVM (its alignment, its pool), then
     filled through a writable DLPack view on the host."""
-    import tvm
-
     if dev.dlpack_device_type() != _CPU:
+        import tvm
+
         return tvm.runtime.tensor(x, dev)
-    t = tvm.runtime.empty(x.shape, str(x.dtype), dev)
+    t = tvm_runtime.empty(x.shape, str(x.dtype), dev)
     np.from_dlpack(t)[...] = x
     return t
 

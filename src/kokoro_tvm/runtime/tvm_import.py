@@ -17,6 +17,7 @@ import importlib.abc
 import importlib.util
 import os
 import sys
+from pathlib import Path
 from types import ModuleType
 
 VARIABLE = "TVM_USE_RUNTIME_LIB"
@@ -72,6 +73,29 @@ def import_tvm() -> ModuleType:
         if blocker is not None:
             sys.meta_path.remove(blocker)
     return tvm
+
+
+def load_runtime_library() -> ModuleType:
+    """``tvm_ffi``, with TVM's runtime library loaded into this process as ``tvm`` loads it
+    (``RTLD_GLOBAL``, from the installed apache-tvm's ``lib``), without importing ``tvm``
+    (``tvm_runtime`` says why)."""
+    spec = importlib.util.find_spec("tvm")  # the package's location; nothing of it runs
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("apache-tvm is not installed: pip install kokoro-tvm-pipeline")
+    blocker = None if "torch" in sys.modules else _WithoutTorch()
+    if blocker is not None:
+        sys.meta_path.insert(0, blocker)
+    try:
+        import tvm_ffi
+        from tvm_ffi.libinfo import load_lib_ctypes
+    finally:
+        if blocker is not None:
+            sys.meta_path.remove(blocker)
+    paths = [Path(p) / "lib" for p in spec.submodule_search_locations]
+    if os.environ.get("TVM_LIBRARY_PATH"):  # where ``tvm`` itself would look first
+        paths.insert(0, Path(os.environ["TVM_LIBRARY_PATH"]))
+    load_lib_ctypes("tvm", "tvm_runtime", "RTLD_GLOBAL", extra_lib_paths=paths)
+    return tvm_ffi
 
 
 def runtime_only(tvm: ModuleType) -> bool:

@@ -282,7 +282,6 @@ async def _open(request: Request, engine: Engine) -> tuple[SpeechRequest, Stream
     except BaseException:
         engine.scheduler.close(s, "refused")
         raise
-    s.shape = engine.trimmer()
     engine.scheduler.attach(s, gen)
     try:
         first = await asyncio.wait_for(s.items.get(), engine.config.request_timeout)
@@ -394,6 +393,15 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def _words(part: Any) -> list[dict[str, Any]]:
+    """A chunk's timed words, in seconds of the stream, as Kokoro-FastAPI's captions give them."""
+    return [
+        {"word": w.text, "start_time": w.start, "end_time": w.end}
+        for w in part.words
+        if w.start is not None and w.end is not None
+    ]
+
+
 async def _captions(
     engine: Engine, s: Stream, first: Item, enc, req: SpeechRequest
 ) -> AsyncIterator[bytes]:
@@ -409,9 +417,9 @@ async def _captions(
                 last=False,
                 text=part.graphemes,
                 phonemes=part.phonemes,
-                start_time=part.start / part.sample_rate,
-                end_time=(part.start + part.audio.size) / part.sample_rate,
-                timestamps=part.words(),
+                start_time=part.offset / part.sample_rate,
+                end_time=(part.offset + part.audio.size) / part.sample_rate,
+                timestamps=_words(part),
             )
         yield (json.dumps(doc, ensure_ascii=False) + "\n").encode()
 
@@ -431,6 +439,6 @@ async def _caption_doc(
         if cut:
             yield base64.b64encode(data[:cut])
         if part is not None:
-            words += part.words()
+            words += _words(part)
     tail = base64.b64encode(carry) if carry else b""
     yield tail + b'", "timestamps": ' + json.dumps(words, ensure_ascii=False).encode() + b"}"

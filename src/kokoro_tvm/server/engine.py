@@ -13,17 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KokoroTVMError
+from ..runtime import chunking
 from .metrics import Metrics
 from .scheduler import Scheduler
 from .schema import SpeechRequest
-from .seams import KEEP_FRAMES, PauseTrimmer
 from .voices import RANDOM_VOICE, VoiceBook
 
 log = logging.getLogger("kokoro_tvm.server")
 
-#: phonemes per chunk: the first short (heard soon), the next growing, then capped (how long
-#: one chunk's decoding holds a worker, and so how long a new listener may wait behind it)
-DEFAULT_CHUNK_LIMITS = (24, 60, 150)
 #: a warm-up utterance (phonemes, so no G2P is needed): loads every worker's VMs, and its
 #: chunks of several sizes give the cost model its first data
 WARMUP_PHONEMES = "ðə wˈɔɹm ˌʌp ɪz dˈʌn, ænd ðə sˈɜɹvəɹ ɪz ɹˈɛdi."
@@ -45,9 +42,13 @@ class ServerConfig:
     first_slack: float = 0.0  # seconds after arrival a first chunk is due (its EDF deadline)
     load_factor: float = 0.9  # share of the workers' time admission may plan to use
     admission: bool = True
-    chunk_limits: tuple[int, ...] = DEFAULT_CHUNK_LIMITS
+    # phonemes per chunk: the first short (heard soon), the next longer, then capped (how long one
+    # chunk's decoding holds a worker, and so how long a new listener may wait behind it)
+    chunk_limits: tuple[int, ...] = chunking.LISTENER_CHUNK_LIMITS
     max_ahead: int = 2  # chunks a stream may run ahead of its client
-    cut_pause_frames: int | None = KEEP_FRAMES  # None: kokoro's pauses at every cut (seams.py)
+    # frames of silence at a cut inside a sentence and before the first word (None: kokoro's)
+    cut_pause_frames: int | None = chunking.LISTENER_CUT_PAUSE
+    lead_in_frames: int | None = chunking.LISTENER_LEAD_IN
     voices_dir: Path | None = None
     warmup: bool = True
     api_key: str | None = None  # required as a bearer token on /v1/ when set
@@ -115,7 +116,11 @@ class Engine:
             trained = names and not self.voices.random_voice
             pack = self.voices.resolve(names[0]).pack if trained else RANDOM_VOICE
             warmup = lambda: self.tts.stream(
-                WARMUP_PHONEMES, pack, chunk_limits=self.config.chunk_limits
+                WARMUP_PHONEMES,
+                pack,
+                chunk_limits=self.config.chunk_limits,
+                cut_pauses=self.config.cut_pause_frames,
+                lead_in=self.config.lead_in_frames,
             )
         self.scheduler.start(warmup)
         g2p.result()
@@ -133,10 +138,6 @@ class Engine:
         self.prep.shutdown(wait=False, cancel_futures=True)
         self.encode.shutdown(wait=False, cancel_futures=True)
 
-    def trimmer(self) -> PauseTrimmer:
-        """A new stream's pause trimmer (``seams``)."""
-        return PauseTrimmer(self.tts.libraries.samples_per_frame, self.config.cut_pause_frames)
-
     def open(self, req: SpeechRequest) -> Iterator[Any]:
         """The runtime stream for a request (on the prep thread: voice, G2P and every input
         check run here, so a bad request fails before any audio is sent)."""
@@ -150,4 +151,6 @@ class Engine:
             seed=req.seed,
             first_clause=True,
             chunk_limits=self.config.chunk_limits,
+            cut_pauses=self.config.cut_pause_frames,
+            lead_in=self.config.lead_in_frames,
         )

@@ -10,10 +10,14 @@ import argparse
 import importlib.util
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import KokoroTVMError
-from .engine import DEFAULT_CHUNK_LIMITS, ServerConfig
-from .seams import KEEP_FRAMES
+from ..runtime import chunking
+
+if TYPE_CHECKING:
+    from .engine import ServerConfig
+
 
 SERVE_PACKAGES = ("fastapi", "uvicorn", "av")
 INSTALL_HINT = "pip install 'kokoro-tvm-pipeline[serve]'"
@@ -85,9 +89,9 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
     )
     p.add_argument(
         "--chunk-limits",
-        default=",".join(map(str, DEFAULT_CHUNK_LIMITS)),
+        default=",".join(map(str, chunking.LISTENER_CHUNK_LIMITS)),
         help="phonemes per chunk: the first, the second, ..., the last repeating (default "
-        f"{','.join(map(str, DEFAULT_CHUNK_LIMITS))})",
+        f"{','.join(map(str, chunking.LISTENER_CHUNK_LIMITS))})",
     )
     p.add_argument(
         "--voices-dir",
@@ -96,10 +100,12 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
         "its file name without the suffix",
     )
     p.add_argument(
-        "--keep-cut-pauses",
+        "--kokoro-pauses",
         action="store_true",
-        help="keep kokoro's sentence-end pause at every cut, also inside a sentence (default: "
-        "a cut the chunk limits make inside a sentence pauses one frame each side)",
+        help="keep kokoro's silences where the server shortens them: the sentence-end pause at "
+        "every cut, also inside a sentence, and the third of a second before the first word "
+        "(default: one 25 ms frame each side of a cut inside a sentence, two before the first "
+        "word)",
     )
     p.add_argument(
         "--api-key",
@@ -120,6 +126,8 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
 
 def config(args: argparse.Namespace) -> ServerConfig:
     """The server's config from parsed options, each checked."""
+    from .engine import ServerConfig
+
     for name in ("max_input_chars", "max_streams"):
         if getattr(args, name) < 1:
             raise ServeOptionError(f"--{name.replace('_', '-')} must be at least 1")
@@ -156,7 +164,8 @@ def config(args: argparse.Namespace) -> ServerConfig:
         chunk_limits=limits,
         voices_dir=args.voices_dir,
         warmup=not args.no_warmup,
-        cut_pause_frames=None if args.keep_cut_pauses else KEEP_FRAMES,
+        cut_pause_frames=None if args.kokoro_pauses else chunking.LISTENER_CUT_PAUSE,
+        lead_in_frames=None if args.kokoro_pauses else chunking.LISTENER_LEAD_IN,
         api_key=args.api_key or None,
         allow_origins=tuple(args.allow_origin),
     )

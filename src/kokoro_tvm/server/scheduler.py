@@ -77,7 +77,6 @@ class Stream:
     items: asyncio.Queue
     arrival: float  # time.monotonic()
     gen: Iterator[Any] | None = None
-    shape: Callable[[Any], Any] | None = None  # applied to each chunk as it is made
     chars_done: int = 0
     produced: int = 0
     taken: int = 0
@@ -354,8 +353,6 @@ class Scheduler:
         t0 = time.monotonic()
         try:
             part = next(s.gen)
-            if s.shape is not None:
-                part = s.shape(part)
         except StopIteration:
             return Item()
         except Exception as e:  # delivered to the request, which reports it

@@ -1,6 +1,6 @@
 """What the server's chunk limits cost in fidelity, judged against float64 kokoro.
 
-usage: python benchmarks/chunk_limits.py [--artifacts artifacts] [--limits 16,60,150]
+usage: python benchmarks/chunk_limits.py [--artifacts artifacts] [--limits 16,24,24]
            [--voice jf_alpha] [--lang en-us] [--seed 0] [--threads 0] [--out chunk_limits.json]
 
 ``kokoro-tvm serve`` cuts the first chunk short (``first_clause``, then ``chunking.limit_chunks``
@@ -64,10 +64,10 @@ def main() -> int:
     warnings.filterwarnings("ignore", message=".*weight_norm.* is deprecated")
     from kokoro_tvm import artifacts
     from kokoro_tvm.eval.eager import as_float64, load_kokoro
-    from kokoro_tvm.runtime.chunking import LISTENER_CHUNK_LIMITS
+    from kokoro_tvm.runtime.chunking import SHARED_CHUNK_LIMITS
     from kokoro_tvm.runtime.synthesizer import KokoroTVM
 
-    limits = tuple(int(x) for x in args.limits.split(",")) if args.limits else LISTENER_CHUNK_LIMITS
+    limits = tuple(int(x) for x in args.limits.split(",")) if args.limits else SHARED_CHUNK_LIMITS
     if args.threads:
         torch.set_num_threads(args.threads)
     root = Path(args.artifacts)
@@ -108,49 +108,45 @@ def main() -> int:
 
 def _side(tts, libs, text, pack, args, seed, limits, km, chunks=None) -> dict:
     """One synthesis: the runtime's (``km`` None) or kokoro's on the runtime's chunks and draws;
-    its audio and its words' spans (word text, start, end in samples). With ``limits`` the
-    audio is what the server sends: its pauses at cuts inside a sentence shortened
-    (``server.seams``, on each side's own durations)."""
+    its audio and its words' spans (word text, start, end in samples). With ``limits`` it is
+    what the server sends: the server's chunks, with its pauses at cuts inside a sentence and
+    before the first word shortened before decoding (``runtime.planner``), and kokoro decodes
+    those chunks on the same (shortened) durations."""
     import torch
 
     from kokoro_tvm.eval.e2e import eager_chunk
-    from kokoro_tvm.runtime import stream, timestamps
-    from kokoro_tvm.server.seams import PauseTrimmer
+    from kokoro_tvm.runtime import chunking, stream, timestamps
 
     if chunks is None:  # the text as KokoroTVM.__call__ reads it, with the draws kept for kokoro
         source = tts._source(text, args.lang, False, limits is not None)
+        pauses = {}
+        if limits is not None:
+            pauses = {
+                "cut_pauses": chunking.LISTENER_CUT_PAUSE,
+                "lead_in": chunking.LISTENER_LEAD_IN,
+            }
         parts = list(
-            tts.stream(source, pack, 1.0, seed, keep_draws=True, chunk_limits=limits or None)
+            tts.stream(
+                source, pack, 1.0, seed, keep_draws=True, chunk_limits=limits or None, **pauses
+            )
         )
         chunks = [p.chunk for p in parts]
-    trim = PauseTrimmer(libs.samples_per_frame, None if limits is None else 1)
     audio, words, offset = [], [], 0
     for i, c in enumerate(chunks):
         if km is None:
             a, dur = c.audio, c.durations
         else:
             with torch.no_grad():
-                a, dur = eager_chunk(km, c, 1.0)
-        last = i == len(chunks) - 1
-        a = stream.seams.segment(a, i == 0, last)
-        view = copy.copy(c)
-        view.durations = np.asarray(dur)
-        piece = trim(_Part(c.phonemes, view, a, last))
+                a, dur = eager_chunk(km, c, 1.0, replay=limits is not None)
+        a = stream.seams.segment(a, i == 0, i == len(chunks) - 1)
         per_symbol = timestamps.symbol_durations(c.phonemes, np.asarray(dur), libs.vocab)
         for w in timestamps.word_times(c.words, per_symbol, 0, libs.samples_per_frame, 24000, i):
             if w.start is not None and w.end is not None and w.text.strip(".,!?;:—… "):
-                start = offset + int(w.start * 24000) - piece.head
-                words.append((w.text, start, offset + int(w.end * 24000) - piece.head, i))
-        audio.append(piece.audio)
-        offset += piece.audio.size
+                start = offset + int(w.start * 24000)
+                words.append((w.text, start, offset + int(w.end * 24000), i))
+        audio.append(a)
+        offset += a.size
     return {"audio": np.concatenate(audio), "words": words, "chunks": copy.copy(chunks)}
-
-
-class _Part:
-    """A chunk's audio and durations as ``PauseTrimmer`` reads a runtime ``ChunkAudio``."""
-
-    def __init__(self, phonemes, chunk, audio, last):
-        self.phonemes, self.chunk, self.audio, self.last = phonemes, chunk, audio, last
 
 
 def _seam_words(limited: dict, ref: dict) -> set[int]:

@@ -99,7 +99,7 @@ def reference(tts, text, voice="random", seed=0, speed=1.0, phonemes=False, lang
         is_phonemes=phonemes,
         seed=seed,
         first_clause=True,
-        chunk_limits=chunking.LISTENER_CHUNK_LIMITS,
+        chunk_limits=chunking.SHARED_CHUNK_LIMITS,
         cut_pauses=chunking.LISTENER_CUT_PAUSE,
         lead_in=chunking.LISTENER_LEAD_IN,
     )

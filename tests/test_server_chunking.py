@@ -30,9 +30,19 @@ def symbols(utts: list[Utterance]) -> str:
 
 def test_a_sentence_without_a_comma_is_cut_at_a_word():
     out = limit_chunks(utterances(NO_COMMA), (24, 60, 150))
-    assert [u.phonemes for u in out] == ["plˈiz lˈiv ðə pˈækɪʤ æt", "ðə fɹˈʌnt dˈɔɹ bəfˈɔɹ nˈun."]
-    assert [u.text for u in out] == ["plˈiz lˈiv ðə pˈækɪʤ æt", "ðə fɹˈʌnt dˈɔɹ bəfˈɔɹ nˈun."]
+    # the last word within 24 is "æt": a word of two phonemes goes with what follows it
+    assert [u.phonemes for u in out] == ["plˈiz lˈiv ðə pˈækɪʤ", "æt ðə fɹˈʌnt dˈɔɹ bəfˈɔɹ nˈun."]
+    assert [u.text for u in out] == ["plˈiz lˈiv ðə pˈækɪʤ", "æt ðə fɹˈʌnt dˈɔɹ bəfˈɔɹ nˈun."]
     assert words(out) == NO_COMMA.split()
+    out = limit_chunks(utterances(NO_COMMA), chunking.LISTENER_CHUNK_LIMITS)
+    assert out[0].phonemes == "plˈiz lˈiv"  # not "plˈiz lˈiv ðə"
+
+
+def test_short_words_stay_where_no_longer_word_can_end_the_chunk():
+    out = limit_chunks(utterances("ɐ n ɪ ɐ n ɪ"), 4)
+    assert [u.phonemes for u in out] == ["ɐ n", "ɪ ɐ", "n ɪ"]  # every word short: cut as fits
+    out = limit_chunks(utterances("lˈiv ðə ɐ pˈɑɹk"), (9, 20))
+    assert [u.phonemes for u in out] == ["lˈiv", "ðə ɐ pˈɑɹk"]  # both short words move
 
 
 def test_cuts_prefer_sentence_then_clause_marks():

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from kokoro_tvm.server.metrics import Metrics
-from kokoro_tvm.server.scheduler import CostModel, Overloaded, Scheduler
+from kokoro_tvm.server.scheduler import CostModel, Overloaded, Scheduler, Stream
 
 SR = 24000
 
@@ -230,7 +230,9 @@ def admitted(sched: Scheduler, chars: int, n: int, loop) -> int:
 )
 def test_admission_keeps_first_audio_within_its_bound(r, workers, expect):
     async def main():
-        sched = Scheduler(Metrics(), workers=workers, first_audio=0.5, load_factor=0.9)
+        sched = Scheduler(
+            Metrics(), workers=workers, first_audio=0.5, load_factor=0.9, chunk_limits=(24, 60)
+        )
         sched.model = model(r=r)
         return admitted(sched, 100, 20, asyncio.get_running_loop()), sched
 
@@ -306,3 +308,26 @@ def test_a_worker_that_cannot_warm_up_stops_the_start():
     with pytest.raises(KokoroTVMError, match="dvc repro"):
         sched.start(broken)
     assert not any(t.is_alive() for t in sched._threads)
+
+
+def test_admission_counts_a_chunk_in_the_making_once_and_each_chunk_at_its_deadline():
+    """A stream with 0.75 s of audio buffered is making its next chunk (0.15 s of compute
+    left): that chunk's audio is what keeps it playing, so it is not also due again when the
+    buffer runs out; and a new listener's second chunk is due when its first has played, not
+    as soon as it starts. Both together: a second listener fits beside the first, which the
+    one-chunk-ahead bound refused."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        sched = Scheduler(Metrics(), workers=1, chunk_limits=(16, 60, 150))
+        sched.model = model(r=0.166, c0=0.048, per_char=0.065)
+        now = time.monotonic()
+        s = Stream(1, 130, 1.0, loop, asyncio.Queue(), now - 0.5)
+        s.playback_start, s.audio_out, s.produced, s.chars_done = now - 0.25, 1.0, 1, 16
+        s.running, s.run_started, s.last_cost = True, now - 0.05, 0.2
+        fits = sched._fits([s], 130, 1.0, now)
+        s.running = False  # control: the same stream with no chunk in the making needs it made
+        s.playback_start, s.audio_out = now - 0.9, 1.0  # and has 0.1 s left to play
+        return fits, sched._fits([s], 130, 1.0, now)
+
+    assert asyncio.run(main()) == (True, False)

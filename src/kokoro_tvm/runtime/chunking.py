@@ -27,7 +27,7 @@ so the runtime cuts it further, saying so.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,6 +55,12 @@ FIRST_CLAUSE_LIMIT = 100  # phonemes: a first clause longer than this is not wor
 LISTENER_CHUNK_LIMITS = (16, 60, 150)
 LISTENER_CUT_PAUSE = 1
 LISTENER_LEAD_IN = 2
+#: The same for listeners who share the cores (the server): every chunk after the first capped
+#: at 24 phonemes (about 1.5 s of audio). A chunk cannot be interrupted, so a listener who
+#: arrives while another stream's chunk is decoding waits for it: first audio within 0.5 s
+#: needs that wait plus its own first chunk under 0.5 s, and a chunk of 24 phonemes takes about
+#: a quarter of a second on two cores (docs/serving.md has the measurements).
+SHARED_CHUNK_LIMITS = (LISTENER_CHUNK_LIMITS[0], 24, 24)
 #: a chunk whose phonemes end with one of these (closing quotes and brackets aside) ends its
 #: sentence; any other chunk followed by another was cut inside one
 SENTENCE_ENDS = frozenset(".!?…。！？")
@@ -270,43 +276,65 @@ def check_chunk_limits(limits: int | Sequence[int]) -> tuple[int, ...]:
     return caps
 
 
+ChunkLimits = int | Sequence[int] | Callable[[int], int]
+
+
+def cap_by_index(limits: ChunkLimits) -> Callable[[int], int]:
+    """``limits`` as a function of the chunk's index: a callable as it is (it decides each cap
+    when that chunk is planned, e.g. from a server's load), a sequence's i-th (its last for
+    every later chunk), an int for all."""
+    if callable(limits):
+        return limits
+    caps = check_chunk_limits(limits)
+    return lambda i: caps[min(i, len(caps) - 1)]
+
+
 def limit_chunks(utts: Sequence[Utterance], limits: int | Sequence[int]) -> list[Utterance]:
     """Utterances recut so that the i-th has at most ``limits[i]`` phonemes (the last limit holds
-    for every later one; an int caps them all).
-
-    Why: a chunk is decoded in one uninterruptible call, so its length bounds how long every
-    other stream sharing the cores waits, and a short first chunk is heard sooner. An utterance
-    over its limit ends where kokoro's grouping ends a group of that size (the last sentence
-    mark, else clause mark, that leaves a remainder within the limit; else at the last word
-    that fits), and the remainder is recut at the next chunk's limit; punctuation that would
-    start the next chunk stays with this one, past the limit (a chunk of marks says nothing).
-    Not kokoro's chunking: each cut changes the audio near it, as any cut does (module
-    docstring)."""
+    for every later one; an int caps them all): ``cut_first`` over and over."""
     caps = check_chunk_limits(limits)
     out: list[Utterance] = []
     pending = list(utts)
     while pending:
-        utt = pending.pop(0)
-        cap = caps[min(len(out), len(caps) - 1)]
-        if len(utt.phonemes) <= cap or not utt.tokens:
-            out.append(utt)
-            continue
-        first, *rest = split_utterance(utt, cap)
-        tokens = [t for piece in rest for t in piece.tokens]
-        marks = 0
-        while marks < len(tokens) and _ps(tokens[marks]) and _ps(tokens[marks]) in PUNCTUATION:
-            marks += 1
-        if marks:
-            kept = first.tokens + tokens[:marks]
-            first = replace(
-                first, phonemes=tokens_to_ps(kept), tokens=kept, text=tokens_to_text(kept)
-            )
-            tokens = tokens[marks:]
+        first, rest = cut_first(pending.pop(0), caps[min(len(out), len(caps) - 1)])
         out.append(first)
-        if tokens_to_ps(tokens):
-            rest_ps, rest_text = tokens_to_ps(tokens), tokens_to_text(tokens)
-            pending.insert(0, replace(utt, phonemes=rest_ps, tokens=tokens, text=rest_text))
+        if rest is not None:
+            pending.insert(0, rest)
     return out
+
+
+def cut_first(utt: Utterance, cap: int) -> tuple[Utterance, Utterance | None]:
+    """``utt`` as a first chunk of at most ``cap`` phonemes and the remainder (None when it fits).
+
+    Why: a chunk is decoded in one uninterruptible call, so its length bounds how long every
+    other stream sharing the cores waits, and a short first chunk is heard sooner. An utterance
+    over its cap ends where kokoro's grouping ends a group of that size (the last sentence
+    mark, else clause mark, that leaves a remainder within the cap; else at the last word
+    that fits, but not after words of one or two phonemes, "the", "at", "to", which belong to
+    what follows, when a longer word can end the chunk); punctuation that would start the
+    remainder stays with this chunk, past the cap (a chunk of marks says nothing). Not kokoro's
+    chunking: each cut changes the audio near it, as any cut does (module docstring)."""
+    if len(utt.phonemes) <= cap or not utt.tokens:
+        return utt, None
+    first, *rest = split_utterance(utt, cap)
+    tokens = [t for piece in rest for t in piece.tokens]
+    marks = 0
+    while marks < len(tokens) and _ps(tokens[marks]) and _ps(tokens[marks]) in PUNCTUATION:
+        marks += 1
+    kept = first.tokens + tokens[:marks]
+    tokens = tokens[marks:]
+    words = [t for t in kept if _ps(t).strip() and _ps(t) not in PUNCTUATION]
+    while not marks and tokens and len(words) > 1 and kept[-1] is words[-1]:
+        if len(_ps(words[-1])) > 2 or all(len(_ps(w)) <= 2 for w in words[:-1]):
+            break
+        # "plˈiz lˈiv | ðə pˈækɪʤ", not "plˈiz lˈiv ðə | pˈækɪʤ"
+        kept, tokens, words = kept[:-1], [kept[-1], *tokens], words[:-1]
+    if kept != first.tokens:
+        first = replace(first, phonemes=tokens_to_ps(kept), tokens=kept, text=tokens_to_text(kept))
+    if not tokens_to_ps(tokens):
+        return first, None
+    rest_ps, rest_text = tokens_to_ps(tokens), tokens_to_text(tokens)
+    return first, replace(utt, phonemes=rest_ps, tokens=tokens, text=rest_text)
 
 
 # -- symbols -> ids -------------------------------------------------------------------------------

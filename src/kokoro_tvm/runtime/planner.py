@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -155,12 +155,14 @@ def chunks(
     speed: float,
     cut_pauses: int | None = None,
     lead_in: int | None = None,
+    limit: Callable[[int], int] | None = None,
 ) -> Iterator[Chunk]:
     """Predict durations utterance by utterance, consuming ``pending``; an utterance that does
     not fit the largest buckets is cut and its pieces put back first. Lazy, so a stream starts
     after its first chunk; ``pending`` tells whether another chunk follows. ``cut_pauses``:
     frames kept by the pauses at cuts inside a sentence; ``lead_in``: by the silence before
-    the first chunk (None: kokoro's; module docstring)."""
+    the first chunk (None: kokoro's; module docstring). ``limit``: the most phonemes of the
+    i-th chunk, asked when it is planned (``chunking.cut_first``)."""
     check_pause(cut_pauses, "cut_pauses")
     check_pause(lead_in, "lead_in")
     max_phonemes = libs.token_buckets[-1] - 2
@@ -172,8 +174,15 @@ def chunks(
     warned = False
     first = True
     cut_before = False  # the chunk yielded last did not end its sentence
+    yielded = 0
     while pending:
         utt = pending.pop(0)
+        if limit is not None:
+            utt, rest = chunking.cut_first(utt, limit(yielded))
+            if rest is not None:
+                pending[:0] = _speakable(libs, [rest])
+            if not _speakable(libs, [utt]):
+                continue
         n = chunking.token_ids(utt.phonemes, libs.vocab).size - 2
         if n > max_phonemes:
             warned = warned or _warn_split(utt, f"{n + 2} tokens", "tokens", libs.token_buckets[-1])
@@ -185,6 +194,7 @@ def chunks(
         shorten_pauses(chunk, head, cut_pauses if cut_after else None)
         if chunk.n_frames <= libs.frame_buckets[-1]:
             first, cut_before = False, cut_after
+            yielded += 1
             yield chunk
             continue
         warned = warned or _warn_split(

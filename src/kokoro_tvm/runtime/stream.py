@@ -89,13 +89,15 @@ def stream(
     keep_draws: bool = False,
     cut_pauses: int | None = None,
     lead_in: int | None = None,
+    limit: Callable[[int], int] | None = None,
 ) -> Iterator[ChunkAudio]:
     """Plan and decode ``pending`` one chunk at a time (``started``: the call's perf_counter).
 
     Nothing of a yielded chunk stays here, and without ``keep_draws`` the chunk drops the
     decoder's draws (its noise is the size of its audio times the harmonics), so a stream's
-    memory does not grow with its length. ``cut_pauses``, ``lead_in``: ``planner.chunks``."""
-    planned = chunks(libs, pending, pack, speed, cut_pauses, lead_in)
+    memory does not grow with its length. ``cut_pauses``, ``lead_in``, ``limit``:
+    ``planner.chunks``."""
+    planned = chunks(libs, pending, pack, speed, cut_pauses, lead_in, limit)
     for i, chunk in _decoded(libs, planned, seed):
         last = not pending  # planning consumed the last utterance
         audio = seams.segment(chunk.audio, i == 0, last)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +144,7 @@ class KokoroTVM:
         is_phonemes: bool = False,
         seed: int = 0,
         first_clause: bool = False,
-        chunk_limits: int | Sequence[int] | None = None,
+        chunk_limits: chunking.ChunkLimits | None = None,
         cut_pauses: int | None = None,
         lead_in: int | None = None,
     ) -> Iterator[ChunkAudio]:
@@ -243,7 +243,7 @@ class KokoroTVM:
         unknown: str = "warn",
         first_clause: bool = False,
         keep_draws: bool = False,
-        chunk_limits: int | Sequence[int] | None = None,
+        chunk_limits: chunking.ChunkLimits | None = None,
         cut_pauses: int | None = None,
         lead_in: int | None = None,
     ) -> Iterator[ChunkAudio]:
@@ -257,8 +257,9 @@ class KokoroTVM:
         not the decoder's draws (``keep_draws`` keeps them, to replay a chunk in eager kokoro).
         Any number of threads may run streams of one ``KokoroTVM`` at once; one stream is
         advanced by one thread at a time. ``chunk_limits``: phonemes per chunk, the i-th limit
-        for the i-th chunk and the last for every later one (``chunking.limit_chunks``: short
-        first chunks, and a cap on how long one chunk's decoding holds the cores).
+        for the i-th chunk and the last for every later one, or a function of the index asked
+        as each chunk is planned (``chunking.cut_first``: short first chunks, and a cap on how
+        long one chunk's decoding holds the cores).
         ``cut_pauses``: at a cut inside a sentence (one that ``first_clause`` or
         ``chunk_limits`` made), the frames each boundary token keeps instead of kokoro's
         sentence pause; ``lead_in``: the frames of silence kept before the first word (both
@@ -267,11 +268,10 @@ class KokoroTVM:
         t0 = time.perf_counter()
         planner.check_pause(cut_pauses, "cut_pauses")
         planner.check_pause(lead_in, "lead_in")
-        pending, pack = self._prepare(
-            phonemes, voice, speed, seed, unknown, first_clause, chunk_limits
-        )
+        limit = None if chunk_limits is None else chunking.cap_by_index(chunk_limits)
+        pending, pack = self._prepare(phonemes, voice, speed, seed, unknown, first_clause)
         return stream.stream(
-            self.libraries, pending, pack, speed, seed, t0, keep_draws, cut_pauses, lead_in
+            self.libraries, pending, pack, speed, seed, t0, keep_draws, cut_pauses, lead_in, limit
         )
 
     def _prepare(
@@ -282,7 +282,6 @@ class KokoroTVM:
         seed: int,
         unknown: str,
         first_clause: bool,
-        chunk_limits: int | Sequence[int] | None = None,
     ) -> tuple[list[Utterance], np.ndarray]:
         """Checked input: the utterances still to plan and the voice pack (bad input raises here,
         before any library runs)."""
@@ -290,10 +289,7 @@ class KokoroTVM:
         planner.check_seed(seed)
         planner.check_unknown(unknown)
         pack = self.voice_pack(voice, seed)
-        utts = planner.utterances(self.libraries, phonemes, unknown, first_clause)
-        if chunk_limits is not None:
-            utts = chunking.limit_chunks(utts, chunk_limits)
-        return utts, pack
+        return planner.utterances(self.libraries, phonemes, unknown, first_clause), pack
 
     def synthesize(
         self,

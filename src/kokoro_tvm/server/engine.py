@@ -21,9 +21,14 @@ from .voices import RANDOM_VOICE, VoiceBook
 
 log = logging.getLogger("kokoro_tvm.server")
 
+
 #: a warm-up utterance (phonemes, so no G2P is needed): loads every worker's VMs, and its
-#: chunks of several sizes give the cost model its first data
-WARMUP_PHONEMES = "ðə wˈɔɹm ˌʌp ɪz dˈʌn, ænd ðə sˈɜɹvəɹ ɪz ɹˈɛdi."
+#: chunks of 8 to 130 phonemes give the cost model its first data over the range requests span
+#: (chunks of one size alone leave its slope and overhead apart to chance)
+WARMUP_PHONEMES = (
+    "ðə wˈɔɹm ˌʌp ɪz dˈʌn, ænd ðə sˈɜɹvəɹ ɪz ɹˈɛdi. ˌɪt lˈOdz ˈɛvəɹi lˈIbɹˌɛɹi wˈʌns, tˈImz ɐ "
+    "fjˈu ʧˈʌŋks ʌv dˈɪfəɹənt lˈɛŋθs, ænd ðˈɛn ˈOpᵊnz ɪts pˈɔɹt tə ðə klˈIənts ðæt ɑɹ wˈATɪŋ."
+)
 
 
 @dataclass(frozen=True)
@@ -42,9 +47,7 @@ class ServerConfig:
     first_slack: float = 0.0  # seconds after arrival a first chunk is due (its EDF deadline)
     load_factor: float = 0.9  # share of the workers' time admission may plan to use
     admission: bool = True
-    # phonemes per chunk: the first short (heard soon), the next longer, then capped (how long one
-    # chunk's decoding holds a worker, and so how long a new listener may wait behind it)
-    chunk_limits: tuple[int, ...] = chunking.LISTENER_CHUNK_LIMITS
+    chunk_limits: tuple[int, ...] = chunking.SHARED_CHUNK_LIMITS  # phonemes per chunk
     max_ahead: int = 2  # chunks a stream may run ahead of its client
     # frames of silence at a cut inside a sentence and before the first word (None: kokoro's)
     cut_pause_frames: int | None = chunking.LISTENER_CUT_PAUSE
@@ -118,6 +121,7 @@ class Engine:
             warmup = lambda: self.tts.stream(
                 WARMUP_PHONEMES,
                 pack,
+                first_clause=True,
                 chunk_limits=self.config.chunk_limits,
                 cut_pauses=self.config.cut_pause_frames,
                 lead_in=self.config.lead_in_frames,

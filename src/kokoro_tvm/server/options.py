@@ -89,9 +89,9 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
     )
     p.add_argument(
         "--chunk-limits",
-        default=",".join(map(str, chunking.LISTENER_CHUNK_LIMITS)),
+        default=",".join(map(str, chunking.SHARED_CHUNK_LIMITS)),
         help="phonemes per chunk: the first, the second, ..., the last repeating (default "
-        f"{','.join(map(str, chunking.LISTENER_CHUNK_LIMITS))})",
+        f"{','.join(map(str, chunking.SHARED_CHUNK_LIMITS))})",
     )
     p.add_argument(
         "--voices-dir",

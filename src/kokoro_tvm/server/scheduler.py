@@ -4,8 +4,9 @@ Audio is consumed in real time, so the only chunk that is urgent is the one whos
 about to run out of audio. A stream's next chunk is due when the audio already produced for it
 runs out (its first chunk is due on arrival, plus ``first_slack``), and workers always take the
 chunk whose latest start (deadline minus its expected compute) is earliest. A chunk cannot be
-interrupted, so ``chunking.limit_chunks`` keeps chunks short; that bound is what lets a new
-listener's first chunk pass a long one.
+interrupted, so its length bounds how long a new listener waits: the chunk limits keep every
+chunk short. They do not depend on the load, so a request gives the same audio however many
+others run beside it.
 
 The unit of work is one ``next()`` of a runtime stream: it plans and decodes exactly one chunk.
 One stream is advanced by one worker at a time (it is either queued, running or waiting for its
@@ -19,10 +20,11 @@ queue; a chunk already running finishes and is discarded, and the runtime stream
 
 Admission: before a stream is opened, the scheduler asks whether every open stream, and the
 new one, can still get its audio in time, with a cost model learned from the chunks it ran
-(compute = ``c0 + r * audio seconds`` per chunk; audio seconds per input character). For each
-horizon t it checks the processor-demand condition of EDF scheduling: the compute every stream
-needs finished by t (to play without a gap until t, and the new stream's first audio within
-``first_audio``) must fit in ``workers * load_factor * t``. When it does not, the request is
+(compute = ``c0 + r * audio seconds`` per chunk; audio seconds per input character). At each
+chunk deadline t it checks the processor-demand condition of EDF scheduling: the compute of
+every chunk due by t (each chunk is due when the audio before it has played; the new stream's
+first within ``first_audio``; a chunk being made counts as its remaining time) must fit in
+``workers * load_factor * t``. When it does not, the request is
 refused (503 with ``Retry-After``) instead of making every stream late.
 """
 
@@ -158,7 +160,7 @@ class Scheduler:
         first_slack: float = 0.0,
         load_factor: float = 0.9,
         admission: bool = True,
-        chunk_limits: tuple[int, ...] = (24, 60, 150),
+        chunk_limits: tuple[int, ...] = (16, 60, 150),
     ):
         self.metrics = metrics
         self.workers, self.threads_per_worker = workers, threads_per_worker
@@ -404,11 +406,14 @@ class Scheduler:
         needs = []  # (seconds from now at which audio must start flowing, audio needed, ahead)
         for s in open_streams:
             remaining = max(0, s.chars - s.chars_done) * m.per_char / s.speed
-            chunk = min(remaining, self._chunk_audio(s.produced) / s.speed)
+            # a chunk being made is the ``busy`` time below: its audio is as good as produced
+            inflight = min(remaining, self._chunk_audio(s.produced) / s.speed) if s.running else 0
+            remaining -= inflight
+            chunk = min(remaining, self._chunk_audio(s.produced + bool(s.running)) / s.speed)
             if s.playback_start is None:
-                needs.append((s.arrival + self.first_audio - now, remaining, chunk))
+                needs.append((s.arrival + self.first_audio - now + inflight, remaining, chunk))
             else:
-                needs.append((s.buffered(now), remaining, chunk))
+                needs.append((s.buffered(now) + inflight, remaining, chunk))
         remaining = chars * m.per_char / speed
         first = min(remaining, self._chunk_audio(0) / speed)
         # its first audio is due at ``first_audio``, or when its first chunk alone can be ready
@@ -418,20 +423,23 @@ class Scheduler:
             for s in open_streams
             if s.running
         )
-        longest = max(b + r for b, r, _ in needs)
-        horizons = {max(b, 1e-3) for b, _, _ in needs if b < longest}
-        t = 0.25
-        while t < longest * 2:
-            horizons.add(t)
-            t *= 2
+        # the demand only steps up at a chunk's deadline: check each (a few dozen per stream)
+        horizons = set()
+        for start, audio, chunk in needs:
+            k, step = 0, max(chunk, 1e-3)
+            while k * step < audio and k < 64:
+                horizons.add(max(start + k * step, 1e-3))
+                k += 1
         capacity = self.workers * self.load_factor
         for t in sorted(horizons):
             demand = busy / self.workers
             for start, audio, chunk in needs:
                 if t < start:
                     continue
-                need = min(audio, t - start + chunk)  # chunk granularity: a whole one is due
-                demand += m.r * need + m.c0 * math.ceil(need / max(chunk, 1e-3))
+                step = max(chunk, 1e-3)
+                due = math.floor((t - start) / step) + 1  # chunks whose audio starts by t
+                need = min(audio, due * step)
+                demand += m.r * need + m.c0 * math.ceil(need / step)
             if demand > capacity * t:
                 return False
         return True

@@ -57,9 +57,8 @@ LISTENER_CUT_PAUSE = 1
 LISTENER_LEAD_IN = 2
 #: The same for listeners who share the cores (the server): every chunk after the first capped
 #: at 24 phonemes (about 1.5 s of audio). A chunk cannot be interrupted, so a listener who
-#: arrives while another stream's chunk is decoding waits for it: first audio within 0.5 s
-#: needs that wait plus its own first chunk under 0.5 s, and a chunk of 24 phonemes takes about
-#: a quarter of a second on two cores (docs/serving.md has the measurements).
+#: arrives while another stream's chunk is decoding waits for it: its first audio in time needs
+#: that wait plus its own first chunk within the server's first-audio bound (docs/serving.md).
 SHARED_CHUNK_LIMITS = (LISTENER_CHUNK_LIMITS[0], 24, 24)
 #: a chunk whose phonemes end with one of these (closing quotes and brackets aside) ends its
 #: sentence; any other chunk followed by another was cut inside one

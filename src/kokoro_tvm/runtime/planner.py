@@ -18,8 +18,15 @@ sentence and another follows, the boundary tokens on both sides of that cut keep
 ``cut_pauses`` frames. The durations are shortened before decoding, not the audio after it: the
 decoder makes no frames that would be thrown away (the first chunk is heard that much sooner),
 and word times follow from the durations as always. Sentence ends keep kokoro's pause, a comma
-its own (it is a token with its duration, inside the chunk). ``lead_in`` likewise shortens the
-silence before the first chunk, which a listener waits through before the first word.
+its own (it is a token with its duration, inside the chunk). Only at a cut the runtime makes: a
+chunk kokoro's chunking would not make is the runtime's input to the model anyway, and its
+boundary token's duration one more such choice.
+
+``lead_in`` shortens the silence before the first word, which a listener waits through, the
+other way: the first chunk is decoded on kokoro's durations and the silence is cut from its
+audio (``Chunk.lead_trim``). The model's rendition of a whole utterance depends on the length of
+the silence it starts with (its F0 predictor and norms run over all frames), so a shorter lead
+given to the model would change every word of an utterance kokoro makes too.
 """
 
 from __future__ import annotations
@@ -63,7 +70,8 @@ class Chunk:
     )  # the utterance's tokens (misaki MToken / Token)
     text: str = ""  # the utterance's text (graphemes), or its phonemes for phoneme input
     offset: int = 0  # samples of audio before this chunk in the joined output
-    samples: int = 0  # samples of this chunk's audio, once decoded
+    samples: int = 0  # samples of this chunk's audio, once decoded (and trimmed)
+    lead_trim: int = 0  # frames of silence cut from the decoded audio's start (``lead_in``)
 
     @property
     def n_tokens(self) -> int:
@@ -74,6 +82,16 @@ class Chunk:
     def n_frames(self) -> int:
         """Decoder frames: the predicted durations' sum."""
         return int(self.durations.sum())
+
+    @property
+    def heard_durations(self) -> np.ndarray:
+        """Frames per token of the audio as it plays: the durations, less the silence trimmed
+        from the start (timestamps are of this)."""
+        if not self.lead_trim:
+            return self.durations
+        out = self.durations.copy()
+        out[0] -= self.lead_trim
+        return out
 
 
 def check_speed(speed: float) -> None:
@@ -161,7 +179,7 @@ def chunks(
     not fit the largest buckets is cut and its pieces put back first. Lazy, so a stream starts
     after its first chunk; ``pending`` tells whether another chunk follows. ``cut_pauses``:
     frames kept by the pauses at cuts inside a sentence; ``lead_in``: by the silence before
-    the first chunk (None: kokoro's; module docstring). ``limit``: the most phonemes of the
+    the first word, cut from the decoded audio (None: kokoro's; module docstring). ``limit``: the most phonemes of the
     i-th chunk, asked when it is planned (``chunking.cut_first``)."""
     check_pause(cut_pauses, "cut_pauses")
     check_pause(lead_in, "lead_in")
@@ -190,8 +208,9 @@ def chunks(
             continue
         chunk = predict_durations(libs, utt, pack, speed)
         cut_after = bool(pending) and not chunking.ends_sentence(utt.phonemes)
-        head = lead_in if first else cut_pauses if cut_before else None
-        shorten_pauses(chunk, head, cut_pauses if cut_after else None)
+        shorten_pauses(chunk, cut_pauses if cut_before else None, cut_pauses if cut_after else None)
+        if first and lead_in is not None:
+            chunk.lead_trim = max(0, int(chunk.durations[0]) - lead_in)
         if chunk.n_frames <= libs.frame_buckets[-1]:
             first, cut_before = False, cut_after
             yielded += 1

@@ -100,7 +100,7 @@ def stream(
     planned = chunks(libs, pending, pack, speed, cut_pauses, lead_in, limit)
     for i, chunk in _decoded(libs, planned, seed):
         last = not pending  # planning consumed the last utterance
-        audio = seams.segment(chunk.audio, i == 0, last)
+        audio = seams.segment(_heard(libs, chunk), i == 0, last)
         if not keep_draws:  # the faded copy is what plays; the rest only replays in kokoro
             chunk.audio = chunk.noise = chunk.rand_ini = chunk.d = None
         yield ChunkAudio(
@@ -133,7 +133,7 @@ def render(
         if progress is not None:
             progress(i + 1, len(planned), chunk)
     return Synthesis(
-        seams.join([c.audio for c in planned]),
+        seams.join([_heard(libs, c) for c in planned]),
         planned,
         time.perf_counter() - started,
         tokens=[t for i, c in enumerate(planned) for t in token_times(libs, c, i)],
@@ -148,16 +148,28 @@ def _decoded(libs: Libraries, planned: Iterable[Chunk], seed: int) -> Iterator[t
     offset = 0
     for i, chunk in enumerate(planned):
         decode(libs, chunk, rng)
-        chunk.samples = chunk.audio.size
+        chunk.samples = chunk.audio.size - chunk.lead_trim * libs.samples_per_frame
         chunk.offset, offset = offset, offset + chunk.samples
         yield i, chunk
+
+
+def _heard(libs: Libraries, chunk: Chunk) -> np.ndarray:
+    """A decoded chunk's audio less the silence trimmed from its start (``Chunk.lead_trim``),
+    faded in where it now starts, as a seam is (the cut falls inside the boundary token's
+    near-silence)."""
+    if not chunk.lead_trim:
+        return chunk.audio
+    audio = chunk.audio[chunk.lead_trim * libs.samples_per_frame :].copy()
+    n = min(seams.FADE_SAMPLES, audio.size)
+    audio[:n] *= seams.fade_window(n)
+    return audio
 
 
 def token_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:
     """Each model token's span in the joined audio (``chunk.offset`` must be set)."""
     return timestamps.token_times(
         chunk.phonemes,
-        chunk.durations,
+        chunk.heard_durations,
         libs.vocab,
         chunk.offset,
         libs.samples_per_frame,
@@ -181,7 +193,7 @@ def all_word_times(libs: Libraries, planned: list[Chunk]) -> list[Timestamp]:
 
 
 def piece_times(libs: Libraries, chunk: Chunk, index: int) -> list[Timestamp]:
-    per_symbol = timestamps.symbol_durations(chunk.phonemes, chunk.durations, libs.vocab)
+    per_symbol = timestamps.symbol_durations(chunk.phonemes, chunk.heard_durations, libs.vocab)
     return timestamps.word_times(
         chunk.words, per_symbol, chunk.offset, libs.samples_per_frame, SAMPLE_RATE, index
     )

@@ -262,8 +262,8 @@ class KokoroTVM:
         long one chunk's decoding holds the cores).
         ``cut_pauses``: at a cut inside a sentence (one that ``first_clause`` or
         ``chunk_limits`` made), the frames each boundary token keeps instead of kokoro's
-        sentence pause; ``lead_in``: the frames of silence kept before the first word (both
-        ``planner``; None keeps kokoro's).
+        sentence pause; ``lead_in``: the frames of silence kept before the first word, cut
+        from the decoded audio (both ``planner``; None keeps kokoro's).
         """
         t0 = time.perf_counter()
         planner.check_pause(cut_pauses, "cut_pauses")

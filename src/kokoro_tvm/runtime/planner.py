@@ -22,11 +22,12 @@ its own (it is a token with its duration, inside the chunk). Only at a cut the r
 chunk kokoro's chunking would not make is the runtime's input to the model anyway, and its
 boundary token's duration one more such choice.
 
-``lead_in`` shortens the silence before the first word, which a listener waits through, the
-other way: the first chunk is decoded on kokoro's durations and the silence is cut from its
-audio (``Chunk.lead_trim``). The model's rendition of a whole utterance depends on the length of
-the silence it starts with (its F0 predictor and norms run over all frames), so a shorter lead
-given to the model would change every word of an utterance kokoro makes too.
+``lead_in`` shortens the silence before the first word, which a listener waits through: given
+to the model the same way when the first chunk is itself cut inside its sentence, but cut from
+the decoded audio (``Chunk.lead_trim``) when the first chunk ends where kokoro's chunking could:
+the model's rendition of a whole utterance depends on the length of the silence it starts with
+(its F0 predictor and norms run over all frames), so a shorter lead given to the model would
+change every word of a sentence the runtime did not cut.
 """
 
 from __future__ import annotations
@@ -208,9 +209,13 @@ def chunks(
             continue
         chunk = predict_durations(libs, utt, pack, speed)
         cut_after = bool(pending) and not chunking.ends_sentence(utt.phonemes)
-        shorten_pauses(chunk, cut_pauses if cut_before else None, cut_pauses if cut_after else None)
+        head = cut_pauses if cut_before else None
         if first and lead_in is not None:
-            chunk.lead_trim = max(0, int(chunk.durations[0]) - lead_in)
+            if cut_after:  # a piece of a sentence: the runtime's input to the model already
+                head = lead_in
+            else:
+                chunk.lead_trim = max(0, int(chunk.durations[0]) - lead_in)
+        shorten_pauses(chunk, head, cut_pauses if cut_after else None)
         if chunk.n_frames <= libs.frame_buckets[-1]:
             first, cut_before = False, cut_after
             yielded += 1

@@ -180,7 +180,7 @@ def chunks(
     not fit the largest buckets is cut and its pieces put back first. Lazy, so a stream starts
     after its first chunk; ``pending`` tells whether another chunk follows. ``cut_pauses``:
     frames kept by the pauses at cuts inside a sentence; ``lead_in``: by the silence before
-    the first word, cut from the decoded audio (None: kokoro's; module docstring). ``limit``: the most phonemes of the
+    the first word (None: kokoro's; module docstring). ``limit``: the most phonemes of the
     i-th chunk, asked when it is planned (``chunking.cut_first``)."""
     check_pause(cut_pauses, "cut_pauses")
     check_pause(lead_in, "lead_in")

@@ -324,10 +324,59 @@ def test_admission_counts_a_chunk_in_the_making_once_and_each_chunk_at_its_deadl
         now = time.monotonic()
         s = Stream(1, 130, 1.0, loop, asyncio.Queue(), now - 0.5)
         s.playback_start, s.audio_out, s.produced, s.chars_done = now - 0.25, 1.0, 1, 16
-        s.running, s.run_started, s.last_cost = True, now - 0.05, 0.2
+        # the chunk in the making (its second: 60 phonemes of 130) has 0.15 s of compute left
+        s.running, s.run_started = True, now - (sched.model.cost(60 * 0.065) - 0.15)
         fits = sched._fits([s], 130, 1.0, now)
         s.running = False  # control: the same stream with no chunk in the making needs it made
         s.playback_start, s.audio_out = now - 0.9, 1.0  # and has 0.1 s left to play
         return fits, sched._fits([s], 130, 1.0, now)
 
     assert asyncio.run(main()) == (True, False)
+
+
+@pytest.mark.parametrize(
+    ("errors", "admits"),
+    [
+        (None, False),  # no record of the model's error: the load factor holds (0.45 s of 0.5)
+        ([1.0] * 20, True),  # chunks run as predicted: 0.49 s of work fits in 0.5 s
+        ([1.0] * 18 + [1.1] * 2, False),  # 1 in 10 ran 10 % slow: 0.49 s might take 0.54 s
+    ],
+)
+def test_two_listeners_who_arrive_together_both_start_when_the_model_says_they_can(errors, admits):
+    """The first listener's first chunk (16 phonemes, 0.246 s at r = 0.19) has just started; a
+    second arrives. Its own first chunk after that one ends 0.49 s from now: within the 0.5 s of
+    first audio if the cost model is right, which its recent errors say, not a fixed factor."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        sched = Scheduler(
+            Metrics(), workers=1, first_audio=0.5, load_factor=0.9, chunk_limits=(16, 24, 24)
+        )
+        sched.model = model(r=0.19, c0=0.048, per_char=0.065)
+        if errors is not None:
+            sched.model.errors.extend(errors)
+        first = sched.reserve(130, 1.0, loop)
+        first.running, first.run_started = True, time.monotonic()
+        try:
+            sched.reserve(130, 1.0, loop)
+            return True
+        except Overloaded:
+            return False
+
+    assert asyncio.run(main()) == admits
+
+
+def test_the_first_audio_margin_is_the_models_recent_error():
+    """Chunks that run as predicted give a margin of 1; when one in ten runs 30 % slow, the
+    margin is that 30 %; before enough chunks there is none (the load factor applies)."""
+    m = CostModel()
+    assert m.margin() is None
+    rng = np.random.default_rng(1)
+    for _ in range(64):
+        a = float(rng.uniform(0.5, 4.0))
+        m.learn(a, 0.05 + 0.15 * a, chars=int(a / 0.07), speed=1.0)
+    assert m.margin() == pytest.approx(1.0, abs=1e-3)
+    for i in range(64):
+        a = float(rng.uniform(0.5, 4.0))
+        m.learn(a, (0.05 + 0.15 * a) * (1.3 if i % 10 == 0 else 1.0), int(a / 0.07), 1.0)
+    assert 1.2 < m.margin() < 1.4

@@ -37,6 +37,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,13 @@ class Stream:
         return self.playback_start + self.audio_out - now
 
 
+#: recent chunks whose prediction error the first-audio margin is taken from, the quantile it
+#: takes, and how many it needs before it replaces the load factor there
+ERROR_WINDOW = 64
+ERROR_QUANTILE = 0.95
+MIN_ERRORS = 8
+
+
 @dataclass
 class CostModel:
     """Compute seconds for a chunk of ``a`` audio seconds: ``c0 + r * a``, fitted by least
@@ -116,8 +124,12 @@ class CostModel:
     forget: float = 0.97
     _s: list[float] = field(default_factory=lambda: [0.0] * 5)  # w, x, y, xx, xy
     _chars: list[float] = field(default_factory=lambda: [0.0, 0.0])  # chars, audio*speed
+    #: each recent chunk's compute over what the model predicted for it just before
+    errors: deque[float] = field(default_factory=lambda: deque(maxlen=ERROR_WINDOW))
 
     def learn(self, audio: float, cost: float, chars: int, speed: float) -> None:
+        if self._s[0] >= 3:  # a prediction from fewer chunks says nothing of the model's error
+            self.errors.append(cost / max(self.cost(audio), 1e-6))
         s = self._s
         for i in range(5):
             s[i] *= self.forget
@@ -143,6 +155,14 @@ class CostModel:
 
     def cost(self, audio: float) -> float:
         return self.c0 + self.r * audio
+
+    def margin(self) -> float | None:
+        """How much slower than predicted a chunk may run: the ``ERROR_QUANTILE`` of the recent
+        chunks' compute over prediction, at least 1; None before ``MIN_ERRORS`` chunks."""
+        if len(self.errors) < MIN_ERRORS:
+            return None
+        ranked = sorted(self.errors)
+        return max(1.0, ranked[min(len(ranked) - 1, int(ERROR_QUANTILE * len(ranked)))])
 
 
 class Scheduler:
@@ -403,11 +423,14 @@ class Scheduler:
     def _fits(self, open_streams: list[Stream], chars: int, speed: float, now: float) -> bool:
         """EDF's processor-demand test over the open streams and a new one (module docstring)."""
         m = self.model
+        busy = 0.0  # what the chunks in the making still need, as the model predicts them
         needs = []  # (seconds from now at which audio must start flowing, audio needed, ahead)
         for s in open_streams:
             remaining = max(0, s.chars - s.chars_done) * m.per_char / s.speed
-            # a chunk being made is the ``busy`` time below: its audio is as good as produced
+            # a chunk being made is the ``busy`` time: its audio is as good as produced
             inflight = min(remaining, self._chunk_audio(s.produced) / s.speed) if s.running else 0
+            if s.running:
+                busy += max(0.0, m.cost(inflight) - (now - s.run_started))
             remaining -= inflight
             chunk = min(remaining, self._chunk_audio(s.produced + bool(s.running)) / s.speed)
             if s.playback_start is None:
@@ -418,11 +441,6 @@ class Scheduler:
         first = min(remaining, self._chunk_audio(0) / speed)
         # its first audio is due at ``first_audio``, or when its first chunk alone can be ready
         needs.append((max(self.first_audio, m.cost(first)), remaining, first))
-        busy = sum(
-            max(0.0, (s.last_cost or m.c0) - (now - s.run_started))
-            for s in open_streams
-            if s.running
-        )
         # the demand only steps up at a chunk's deadline: check each (a few dozen per stream)
         horizons = set()
         for start, audio, chunk in needs:
@@ -430,9 +448,15 @@ class Scheduler:
             while k * step < audio and k < 64:
                 horizons.add(max(start + k * step, 1e-3))
                 k += 1
+        # until the newcomer's first audio is due, the plan is a fraction of a second of work
+        # whose error the model has seen: it may fill the workers up to that error, so that two
+        # listeners who arrive together both start in time when they can. Beyond it the load
+        # factor keeps room for what the next seconds bring (encoding, G2P, new arrivals).
+        first_due, margin = needs[-1][0], m.margin()
         capacity = self.workers * self.load_factor
+        first_capacity = capacity if margin is None else self.workers / margin
         for t in sorted(horizons):
-            demand = busy / self.workers
+            demand = busy
             for start, audio, chunk in needs:
                 if t < start:
                     continue
@@ -440,7 +464,13 @@ class Scheduler:
                 due = math.floor((t - start) / step) + 1  # chunks whose audio starts by t
                 need = min(audio, due * step)
                 demand += m.r * need + m.c0 * math.ceil(need / step)
-            if demand > capacity * t:
+            if demand > (first_capacity if t <= first_due else capacity) * t:
+                log.debug(
+                    "refused: %.3f s of compute due by %.3f s from now, %d open streams",
+                    demand,
+                    t,
+                    len(open_streams),
+                )
                 return False
         return True
 
@@ -484,3 +514,13 @@ class Scheduler:
             lambda: self.model.r,
         )
         m.gauge("chunk_overhead_seconds", "The cost model's c0.", lambda: self.model.c0)
+        m.gauge(
+            "cost_model_margin",
+            "How much slower than the cost model predicts recent chunks ran (their 95th "
+            "percentile; 0 before enough chunks): admission plans first audio with it.",
+            self._margin,
+        )
+
+    def _margin(self) -> float:
+        with self._cond:
+            return self.model.margin() or 0.0

@@ -380,3 +380,20 @@ def test_the_first_audio_margin_is_the_models_recent_error():
         a = float(rng.uniform(0.5, 4.0))
         m.learn(a, (0.05 + 0.15 * a) * (1.3 if i % 10 == 0 else 1.0), int(a / 0.07), 1.0)
     assert 1.2 < m.margin() < 1.4
+
+
+def test_chunk_audio_is_learned_by_place_not_taken_from_the_limits():
+    """Chunks end at words and sentences, short of their limits: admission expects what chunks
+    at the same place gave (the last place standing for every later chunk), and the limit at
+    the model's audio per character only before any such chunk ran."""
+    sched = Scheduler(Metrics(), chunk_limits=(16, 24, 24))
+    sched.model = model(per_char=0.075)
+    assert sched._chunk_audio(0) == pytest.approx(16 * 0.075)
+    assert sched._chunk_audio(7) == pytest.approx(24 * 0.075)
+    for audio in (0.9, 1.0, 0.95):
+        sched.model.learn_chunk(sched._place(0), audio)
+    for index, audio in enumerate((1.4, 1.2, 1.3), start=1):
+        sched.model.learn_chunk(sched._place(index), audio)
+    assert 0.9 < sched._chunk_audio(0) < 1.0
+    assert sched._chunk_audio(1) == pytest.approx(1.4)
+    assert 1.2 < sched._chunk_audio(7) < 1.3  # places 2 and later

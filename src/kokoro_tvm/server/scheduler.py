@@ -20,11 +20,13 @@ queue; a chunk already running finishes and is discarded, and the runtime stream
 
 Admission: before a stream is opened, the scheduler asks whether every open stream, and the
 new one, can still get its audio in time, with a cost model learned from the chunks it ran
-(compute = ``c0 + r * audio seconds`` per chunk; audio seconds per input character). At each
+(compute = ``c0 + r * audio seconds`` per chunk; audio seconds per input character, and per
+chunk by its place in its stream). At each
 chunk deadline t it checks the processor-demand condition of EDF scheduling: the compute of
 every chunk due by t (each chunk is due when the audio before it has played; the new stream's
 first within ``first_audio``; a chunk being made counts as its remaining time) must fit in
-``workers * load_factor * t``. When it does not, the request is
+``workers * load_factor * t`` (up to the newcomer's first audio: ``workers * t`` over the
+model's recent error). When it does not, the request is
 refused (503 with ``Retry-After``) instead of making every stream late.
 """
 
@@ -126,6 +128,10 @@ class CostModel:
     _chars: list[float] = field(default_factory=lambda: [0.0, 0.0])  # chars, audio*speed
     #: each recent chunk's compute over what the model predicted for it just before
     errors: deque[float] = field(default_factory=lambda: deque(maxlen=ERROR_WINDOW))
+    #: by a chunk's place in its stream (the last place standing for all later ones): weighted
+    #: sums of its audio seconds at speed 1 and of chunks. Chunks end at words and sentences,
+    #: well short of their phoneme limits, so a limit alone overstates what a chunk costs.
+    _places: dict[int, list[float]] = field(default_factory=dict)
 
     def learn(self, audio: float, cost: float, chars: int, speed: float) -> None:
         if self._s[0] >= 3:  # a prediction from fewer chunks says nothing of the model's error
@@ -155,6 +161,17 @@ class CostModel:
 
     def cost(self, audio: float) -> float:
         return self.c0 + self.r * audio
+
+    def learn_chunk(self, place: int, audio: float) -> None:
+        """One more chunk at ``place`` in its stream, of ``audio`` seconds at speed 1."""
+        sums = self._places.setdefault(place, [0.0, 0.0])
+        sums[0] = sums[0] * self.forget + audio
+        sums[1] = sums[1] * self.forget + 1.0
+
+    def chunk_audio(self, place: int) -> float | None:
+        """Expected audio seconds at speed 1 of a chunk at ``place``; None before any."""
+        sums = self._places.get(place)
+        return sums[0] / sums[1] if sums else None
 
     def margin(self) -> float | None:
         """How much slower than predicted a chunk may run: the ``ERROR_QUANTILE`` of the recent
@@ -396,6 +413,7 @@ class Scheduler:
         s.chars_done += chars
         s.last_cost = item.compute
         self.model.learn(audio, item.compute, chars, s.speed)
+        self.model.learn_chunk(self._place(s.produced - 1), audio * s.speed)
         self.metrics.inc("chunks_total")
         self.metrics.inc("compute_seconds_total", item.compute)
         self.metrics.inc("audio_seconds_total", audio)
@@ -407,18 +425,26 @@ class Scheduler:
         for _ in warmup():
             pass
         t0 = time.monotonic()
-        for part in warmup():
+        for index, part in enumerate(warmup()):
             t1 = time.monotonic()
             audio = part.audio.size / part.sample_rate
             with self._cond:
                 self.model.learn(audio, t1 - t0, len(part.graphemes or part.phonemes), 1.0)
+                self.model.learn_chunk(self._place(index), audio)
             t0 = t1
 
     # -- admission ---------------------------------------------------------------------------
+    def _place(self, index: int) -> int:
+        """A chunk's place in the chunk limits: its index, or the last limit's for later ones."""
+        return min(index, len(self.chunk_limits) - 1)
+
     def _chunk_audio(self, index: int) -> float:
-        """Expected audio seconds of a stream's ``index``-th chunk at speed 1."""
-        limit = self.chunk_limits[min(index, len(self.chunk_limits) - 1)]
-        return limit * self.model.per_char
+        """Expected audio seconds of a stream's ``index``-th chunk at speed 1: what chunks at its
+        place gave so far, else its phoneme limit at the model's audio per character."""
+        learned = self.model.chunk_audio(self._place(index))
+        if learned is not None:
+            return learned
+        return self.chunk_limits[self._place(index)] * self.model.per_char
 
     def _fits(self, open_streams: list[Stream], chars: int, speed: float, now: float) -> bool:
         """EDF's processor-demand test over the open streams and a new one (module docstring)."""
@@ -466,10 +492,14 @@ class Scheduler:
                 demand += m.r * need + m.c0 * math.ceil(need / step)
             if demand > (first_capacity if t <= first_due else capacity) * t:
                 log.debug(
-                    "refused: %.3f s of compute due by %.3f s from now, %d open streams",
+                    "refused: %.3f s of compute due by %.3f s from now (first audio due at "
+                    "%.3f s, margin %s), %d open streams, %.3f s in the making",
                     demand,
                     t,
+                    first_due,
+                    margin,
                     len(open_streams),
+                    busy,
                 )
                 return False
         return True

@@ -1,0 +1,152 @@
+"""Would the decoder's convolutions in bfloat16 keep kokoro within the float64 criterion?
+
+usage: python benchmarks/bf16_fidelity.py [--voice af_heart] [--phonemes 30,100,250]
+
+A CPU with AVX512_BF16 (Zen 4, Sapphire Rapids) multiplies bf16 pairs at twice the rate of
+float32 FMAs (``vdpbf16ps``: inputs rounded to bf16, products summed in float32). That is the
+only faster number format a stream-per-core server could move to without int8, so this measures
+what it would cost before any kernel is written: kokoro (eager, the build's trained weights) with
+every ``Conv1d``/``ConvTranspose1d`` of the decoder computing on inputs (and weights) rounded to
+bf16, accumulated in float32, against kokoro in float64, with the verdict the pipeline applies to
+its own libraries (``eval.verdicts.audio_verdict``: no worse than float32 kokoro, by log-mel SNR
+and mel-cepstral distortion). Variants: the whole decoder, the generator only, and activations
+only (weights kept float32). The float64 durations and one set of the decoder's draws are replayed
+in every run, as ``eval.e2e.compare`` does, so only the convolutions' numerics differ; a control
+with the same wrappers but no rounding must equal float32 exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+
+import numpy as np
+
+
+def _round(t):
+    """To bfloat16 (round to nearest even) and back: what ``vdpbf16ps`` is fed."""
+    return t.bfloat16().float()
+
+
+def _convs_in_bf16(module, weights: bool, rounding: bool = True) -> int:
+    """Make every convolution under ``module`` compute on bf16-rounded inputs (and weights,
+    when ``weights``); bias and sums stay float32. Returns how many it wrapped."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    r = _round if rounding else (lambda t: t)
+    n = 0
+    for m in module.modules():
+        if isinstance(m, nn.Conv1d):
+
+            def forward(x, m=m):
+                return m._conv_forward(r(x), r(m.weight) if weights else m.weight, m.bias)
+
+        elif isinstance(m, nn.ConvTranspose1d):
+
+            def forward(x, output_size=None, m=m):
+                w = r(m.weight) if weights else m.weight
+                return F.conv_transpose1d(
+                    r(x), w, m.bias, m.stride, m.padding, m.output_padding, m.groups, m.dilation
+                )
+
+        else:
+            continue
+        m.forward = forward  # weight norm's pre-hook still sets m.weight before this runs
+        n += 1
+    return n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--voice", default="af_heart")
+    ap.add_argument("--phonemes", default="30,100,250", help="input lengths (eval samples)")
+    args = ap.parse_args()
+
+    import json
+
+    import torch
+
+    from kokoro_tvm import artifacts
+    from kokoro_tvm.eval.e2e import ReplayDurations
+    from kokoro_tvm.eval.eager import (
+        InjectDraws,
+        as_float64,
+        default_dtype,
+        load_kokoro,
+        reference,
+    )
+    from kokoro_tvm.eval.samples import phonemes as sample_phonemes
+    from kokoro_tvm.eval.verdicts import audio_verdict
+    from kokoro_tvm.runtime.voices import VoiceSet, style_for
+    from kokoro_tvm.spec import HARMONICS, samples_per_frame
+
+    torch.set_num_threads(1)
+    cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
+    km64 = as_float64(km)
+    manifest = json.loads(artifacts.manifest_file().read_text())
+    pack = VoiceSet.from_manifest(artifacts.ROOT, manifest).pack(args.voice)
+
+    variants = {  # name: (submodule, round weights too, round at all)
+        "float32": None,
+        "decoder bf16": ("decoder", True, True),
+        "generator bf16": ("decoder.generator", True, True),
+        "activations bf16": ("decoder", False, True),
+        "control (no rounding)": ("decoder", True, False),
+    }
+    models = {}
+    for name, spec in variants.items():
+        m = copy.deepcopy(km)
+        if spec is not None:
+            sub = m
+            for part in spec[0].split("."):
+                sub = getattr(sub, part)
+            _convs_in_bf16(sub, *spec[1:])
+        models[name] = m
+
+    def speak(model, ids, style, draws, durations) -> np.ndarray:
+        dtype = next(model.parameters()).dtype
+        with (
+            torch.no_grad(),
+            default_dtype(dtype),
+            InjectDraws(*draws),
+            ReplayDurations(durations),
+        ):
+            audio, _ = model.forward_with_tokens(ids, style.to(dtype), 1.0)
+        return audio.reshape(-1).double().numpy()
+
+    print(f"{args.voice}; float64 kokoro is the reference; bar: no worse than float32 kokoro")
+    print(
+        f"{'phonemes':>8}  {'variant':<22} {'log-mel SNR':>11} {'bar':>6} {'MCD':>6} {'bar':>6}  ok"
+    )
+    failed = False
+    for n in (int(x) for x in args.phonemes.split(",")):
+        ps = sample_phonemes(n)
+        ids = torch.tensor([[0, *(cfg["vocab"][c] for c in ps if c in cfg["vocab"]), 0]])
+        style = torch.from_numpy(np.array(style_for(pack, len(ps)), np.float32)).reshape(1, -1)
+        with torch.no_grad(), default_dtype(torch.float64):
+            raw = reference(
+                "duration", km64, (ids, None, style.double()[:, 128:]), ids.shape[1], {}
+            )
+        durations = torch.round(raw[0].reshape(-1)).clamp(min=1).long()
+        g = torch.Generator().manual_seed(0)
+        draws = (
+            torch.rand((1, HARMONICS), generator=g),
+            torch.randn((1, int(durations.sum()) * samples_per_frame(cfg), HARMONICS), generator=g),
+        )
+        r64 = speak(km64, ids, style, draws, durations)
+        outs = {name: speak(m, ids, style, draws, durations) for name, m in models.items()}
+        if not np.array_equal(outs["control (no rounding)"], outs["float32"]):
+            print("the control differs from float32: the wrappers change more than rounding")
+            failed = True
+        for name, audio in outs.items():
+            v = audio_verdict(r64, outs["float32"], audio)
+            print(
+                f"{len(ps):>8}  {name:<22} {v['log_mel_snr_db']:>8.2f} dB {v['min_snr_db']:>6.2f}"
+                f" {v['mcd_db']:>6.3f} {v['max_mcd_db']:>6.3f}  {'yes' if v['ok'] else 'NO'}"
+            )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

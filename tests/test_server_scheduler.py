@@ -397,3 +397,35 @@ def test_chunk_audio_is_learned_by_place_not_taken_from_the_limits():
     assert 0.9 < sched._chunk_audio(0) < 1.0
     assert sched._chunk_audio(1) == pytest.approx(1.4)
     assert 1.2 < sched._chunk_audio(7) < 1.3  # places 2 and later
+
+
+def test_a_free_worker_waits_for_a_newcomer_being_prepared_when_the_queue_can_wait():
+    """A runs far ahead of its listener (2 s of audio per 0.05 s chunk). B is admitted and
+    spends 0.15 s being prepared (G2P) before its stream is attached. A chunk of A started in
+    that time would hold B's first audio back, and A can spare the wait: no chunk of A starts
+    between B's admission and B's first chunk."""
+    log = Log()
+    marks: dict[str, float] = {}
+
+    async def main():
+        sched = scheduler()
+        loop = asyncio.get_running_loop()
+        a = sched.reserve(1000, 1.0, loop)
+        sched.attach(a, fake_stream(log, "A", 40, audio_s=2.0, cost_s=0.05))
+        got: list = []
+        ta = asyncio.create_task(consume(sched, a, got))
+        while len(got) < 2:
+            await asyncio.sleep(0.005)
+        b = sched.reserve(10, 1.0, loop)
+        marks["reserved"] = time.monotonic()
+        await asyncio.sleep(0.15)
+        sched.attach(b, fake_stream(log, "B", 1, audio_s=1.0, cost_s=0.05))
+        await consume(sched, b, [])
+        sched.close(a)
+        ta.cancel()
+        sched.stop()
+
+    asyncio.run(main())
+    b0 = next(t for n, i, t in log.runs if (n, i) == ("B", 0))
+    during = [i for n, i, t in log.runs if n == "A" and marks["reserved"] < t < b0]
+    assert during == [], during

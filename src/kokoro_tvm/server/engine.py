@@ -4,6 +4,7 @@ that keep the event loop free (G2P and request checks on one thread, encoding on
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Iterator
@@ -128,6 +129,11 @@ class Engine:
             )
         self.scheduler.start(warmup)
         g2p.result()
+        # What is loaded by now (G2P lexicons, spaCy, the model's tables) lives as long as the
+        # server. Left to the collector, every full collection walks it all holding the GIL (a
+        # pause of the event loop and every worker's Python); frozen, it is never walked again.
+        gc.collect()
+        gc.freeze()
 
     def _warm_g2p(self) -> None:
         try:

@@ -5,7 +5,8 @@ about to run out of audio. A stream's next chunk is due when the audio already p
 runs out (its first chunk is due on arrival, plus ``first_slack``), and workers always take the
 chunk whose latest start (deadline minus its expected compute) is earliest. A chunk cannot be
 interrupted, so its length bounds how long a new listener waits: the chunk limits keep every
-chunk short. They do not depend on the load, so a request gives the same audio however many
+chunk short, and a free worker does not start a chunk that can wait while a newcomer's input
+is still being prepared. They do not depend on the load, so a request gives the same audio however many
 others run beside it.
 
 The unit of work is one ``next()`` of a runtime stream: it plans and decodes exactly one chunk.
@@ -24,7 +25,8 @@ new one, can still get its audio in time, with a cost model learned from the chu
 chunk by its place in its stream). At each
 chunk deadline t it checks the processor-demand condition of EDF scheduling: the compute of
 every chunk due by t (each chunk is due when the audio before it has played; the new stream's
-first within ``first_audio``; a chunk being made counts as its remaining time) must fit in
+first within ``first_audio`` less recent requests' preparation time; a chunk being made counts
+as its remaining time) must fit in
 ``workers * load_factor * t`` (up to the newcomer's first audio: ``workers * t`` over the
 model's recent error). When it does not, the request is
 refused (503 with ``Retry-After``) instead of making every stream late.
@@ -108,6 +110,8 @@ class Stream:
         return self.playback_start + self.audio_out - now
 
 
+#: seconds below which a worker does not wait for a newcomer before the queue's head
+HOLD_MIN = 0.001
 #: recent chunks whose prediction error the first-audio margin is taken from, the quantile it
 #: takes, and how many it needs before it replaces the load factor there
 ERROR_WINDOW = 64
@@ -132,6 +136,9 @@ class CostModel:
     #: sums of its audio seconds at speed 1 and of chunks. Chunks end at words and sentences,
     #: well short of their phoneme limits, so a limit alone overstates what a chunk costs.
     _places: dict[int, list[float]] = field(default_factory=dict)
+    #: recent requests' seconds from arrival until their input was prepared (voice, G2P, on
+    #: one thread, so queued behind each other's): before its first chunk can start
+    prep: deque[float] = field(default_factory=lambda: deque(maxlen=ERROR_WINDOW))
 
     def learn(self, audio: float, cost: float, chars: int, speed: float) -> None:
         if self._s[0] >= 3:  # a prediction from fewer chunks says nothing of the model's error
@@ -161,6 +168,13 @@ class CostModel:
 
     def cost(self, audio: float) -> float:
         return self.c0 + self.r * audio
+
+    def prep_latency(self) -> float:
+        """The ``ERROR_QUANTILE`` of recent preparation times; 0 before any."""
+        if not self.prep:
+            return 0.0
+        ranked = sorted(self.prep)
+        return ranked[min(len(ranked) - 1, int(ERROR_QUANTILE * len(ranked)))]
 
     def learn_chunk(self, place: int, audio: float) -> None:
         """One more chunk at ``place`` in its stream, of ``audio`` seconds at speed 1."""
@@ -275,6 +289,7 @@ class Scheduler:
         """Queue a reserved stream's runtime stream for its first chunk."""
         with self._cond:
             s.gen = gen
+            self.model.prep.append(time.monotonic() - s.arrival)
             if s.cancelled:
                 self._close_gen(s)
                 return
@@ -327,12 +342,39 @@ class Scheduler:
 
     def _pop(self) -> Stream | None:
         while not self._stopping:
-            while self._heap:
-                _, _, token, s = heapq.heappop(self._heap)
-                if token == s.token and self._eligible(s):
-                    return s
-            self._cond.wait()
+            head = self._head()
+            if head is None:
+                self._cond.wait()
+                continue
+            latest_start, s = head
+            hold = self._hold(latest_start, time.monotonic())
+            if hold > HOLD_MIN:  # until then, or until a newcomer is queued
+                self._cond.wait(hold)
+                continue
+            heapq.heappop(self._heap)
+            return s
         return None
+
+    def _head(self) -> tuple[float, Stream] | None:
+        """The queued chunk with the earliest latest start (stale entries dropped)."""
+        while self._heap:
+            key, _, token, s = self._heap[0]
+            if token == s.token and self._eligible(s):
+                return key, s
+            heapq.heappop(self._heap)
+        return None
+
+    def _hold(self, latest_start: float, now: float) -> float:
+        """Seconds a free worker leaves the queue's head waiting: while admitted newcomers'
+        inputs are still being prepared and the head can start after their first chunks. A
+        chunk cannot be interrupted, so one started now would hold their first audio back by
+        all of its compute; waiting costs the head nothing it cannot spare."""
+        firsts = [
+            self.model.cost(self._chunk_audio(0) / p.speed)
+            for p in self.streams.values()
+            if p.gen is None and not p.finished
+        ]
+        return latest_start - now - sum(firsts) if firsts else 0.0
 
     def _cancel(self, s: Stream, reason: str) -> None:
         s.cancelled = s.finished = True
@@ -465,8 +507,10 @@ class Scheduler:
                 needs.append((s.buffered(now) + inflight, remaining, chunk))
         remaining = chars * m.per_char / speed
         first = min(remaining, self._chunk_audio(0) / speed)
-        # its first audio is due at ``first_audio``, or when its first chunk alone can be ready
-        needs.append((max(self.first_audio, m.cost(first)), remaining, first))
+        # its first audio is due at ``first_audio``, less the time its input takes to prepare
+        # before its first chunk can start; or when its first chunk alone can be ready
+        first_by = self.first_audio - m.prep_latency()
+        needs.append((max(first_by, m.cost(first)), remaining, first))
         # the demand only steps up at a chunk's deadline: check each (a few dozen per stream)
         horizons = set()
         for start, audio, chunk in needs:

@@ -374,7 +374,11 @@ class Scheduler:
             for p in self.streams.values()
             if p.gen is None and not p.finished
         ]
-        return latest_start - now - sum(firsts) if firsts else 0.0
+        if not firsts:
+            return 0.0
+        # the firsts may run as much slower than predicted as recent chunks did
+        margin = self.model.margin() or 1 / self.load_factor
+        return latest_start - now - margin * sum(firsts)
 
     def _cancel(self, s: Stream, reason: str) -> None:
         s.cancelled = s.finished = True

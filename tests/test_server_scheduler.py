@@ -76,6 +76,18 @@ def order_of(log: Log) -> list[tuple[str, int]]:
     return [(n, i) for n, i, _ in log.runs]
 
 
+async def far_ahead(sched: Scheduler, log: Log, chunks: int, wait_for: int):
+    """Stream A, 2 s of audio per 0.05 s chunk, consumed at once: once ``wait_for`` chunks are
+    out it is far ahead of its listener. Returns A and its consuming task."""
+    a = sched.reserve(50 * chunks, 1.0, asyncio.get_running_loop())
+    sched.attach(a, fake_stream(log, "A", chunks, audio_s=2.0, cost_s=0.05))
+    got: list = []
+    task = asyncio.create_task(consume(sched, a, got))
+    while len(got) < wait_for:
+        await asyncio.sleep(0.005)
+    return a, task
+
+
 def test_a_new_listener_goes_before_a_stream_with_audio_to_spare():
     """Stream A is 6 s of audio ahead of its listener; B arrives: B's first chunk is due (on
     arrival, plus ``first_slack``) long before A's next one, so it runs next."""
@@ -84,12 +96,7 @@ def test_a_new_listener_goes_before_a_stream_with_audio_to_spare():
     async def main():
         sched = scheduler(first_slack=0.5)
         loop = asyncio.get_running_loop()
-        a = sched.reserve(100, 1.0, loop)
-        sched.attach(a, fake_stream(log, "A", 6, audio_s=2.0, cost_s=0.05))
-        got: list = []
-        ta = asyncio.create_task(consume(sched, a, got))
-        while len(got) < 3:
-            await asyncio.sleep(0.005)
+        _, ta = await far_ahead(sched, log, chunks=6, wait_for=3)
         b = sched.reserve(10, 1.0, loop)
         sched.attach(b, fake_stream(log, "B", 1, audio_s=1.0, cost_s=0.05))
         await asyncio.gather(ta, consume(sched, b, []))
@@ -410,12 +417,7 @@ def test_a_free_worker_waits_for_a_newcomer_being_prepared_when_the_queue_can_wa
     async def main():
         sched = scheduler()
         loop = asyncio.get_running_loop()
-        a = sched.reserve(1000, 1.0, loop)
-        sched.attach(a, fake_stream(log, "A", 40, audio_s=2.0, cost_s=0.05))
-        got: list = []
-        ta = asyncio.create_task(consume(sched, a, got))
-        while len(got) < 2:
-            await asyncio.sleep(0.005)
+        a, ta = await far_ahead(sched, log, chunks=40, wait_for=2)
         b = sched.reserve(10, 1.0, loop)
         marks["reserved"] = time.monotonic()
         await asyncio.sleep(0.15)

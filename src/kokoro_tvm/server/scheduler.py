@@ -5,9 +5,9 @@ about to run out of audio. A stream's next chunk is due when the audio already p
 runs out (its first chunk is due on arrival, plus ``first_slack``), and workers always take the
 chunk whose latest start (deadline minus its expected compute) is earliest. A chunk cannot be
 interrupted, so its length bounds how long a new listener waits: the chunk limits keep every
-chunk short, and a free worker does not start a chunk that can wait while a newcomer's input
-is still being prepared. They do not depend on the load, so a request gives the same audio however many
-others run beside it.
+chunk short (they do not depend on the load, so a request gives the same audio however many
+others run beside it), and a free worker does not start a chunk that can wait while a
+newcomer's input is still being prepared.
 
 The unit of work is one ``next()`` of a runtime stream: it plans and decodes exactly one chunk.
 One stream is advanced by one worker at a time (it is either queued, running or waiting for its
@@ -22,13 +22,12 @@ queue; a chunk already running finishes and is discarded, and the runtime stream
 Admission: before a stream is opened, the scheduler asks whether every open stream, and the
 new one, can still get its audio in time, with a cost model learned from the chunks it ran
 (compute = ``c0 + r * audio seconds`` per chunk; audio seconds per input character, and per
-chunk by its place in its stream). At each
-chunk deadline t it checks the processor-demand condition of EDF scheduling: the compute of
+chunk by its place in its stream). At each chunk deadline t it checks the processor-demand
+condition of EDF scheduling: the compute of
 every chunk due by t (each chunk is due when the audio before it has played; the new stream's
 first within ``first_audio`` less recent requests' preparation time; a chunk being made counts
-as its remaining time) must fit in
-``workers * load_factor * t`` (up to the newcomer's first audio: ``workers * t`` over the
-model's recent error). When it does not, the request is
+as its remaining time) must fit in ``workers * load_factor * t`` (up to the newcomer's first
+audio: ``workers * t`` over the model's recent error). When it does not, the request is
 refused (503 with ``Retry-After``) instead of making every stream late.
 """
 
@@ -171,10 +170,7 @@ class CostModel:
 
     def prep_latency(self) -> float:
         """The ``ERROR_QUANTILE`` of recent preparation times; 0 before any."""
-        if not self.prep:
-            return 0.0
-        ranked = sorted(self.prep)
-        return ranked[min(len(ranked) - 1, int(ERROR_QUANTILE * len(ranked)))]
+        return _quantile(self.prep) if self.prep else 0.0
 
     def learn_chunk(self, place: int, audio: float) -> None:
         """One more chunk at ``place`` in its stream, of ``audio`` seconds at speed 1."""
@@ -192,8 +188,13 @@ class CostModel:
         chunks' compute over prediction, at least 1; None before ``MIN_ERRORS`` chunks."""
         if len(self.errors) < MIN_ERRORS:
             return None
-        ranked = sorted(self.errors)
-        return max(1.0, ranked[min(len(ranked) - 1, int(ERROR_QUANTILE * len(ranked)))])
+        return max(1.0, _quantile(self.errors))
+
+
+def _quantile(values: deque[float]) -> float:
+    """The ``ERROR_QUANTILE`` of ``values`` (not empty), by rank."""
+    ranked = sorted(values)
+    return ranked[min(len(ranked) - 1, int(ERROR_QUANTILE * len(ranked)))]
 
 
 class Scheduler:

@@ -62,6 +62,31 @@ def write_voice_packs(folder: Path, names=TEST_VOICES, width: int = 256) -> Path
     return folder
 
 
+#: artifact folders a test that edits the manifest, a library or the voices reads unchanged
+SHARED = ("weights", "packed")
+
+
+def artifacts_copy(src: Path, dst: Path, share: tuple[str, ...] = SHARED, ignore=None) -> Path:
+    """A copy of the artifacts ``src`` for a test to edit, except ``share``: those top folders
+    (most of the bytes) are links to ``src``'s, so a suite of such tests does not fill the disk
+    with copies. Writing through a link would change the shared build for every later test: a
+    test that edits a file under one of them leaves that folder out of ``share``. ``ignore``:
+    as ``shutil.copytree``'s."""
+    import shutil
+
+    def skip(folder: str, names: list[str]) -> set[str]:
+        own = set(ignore(folder, names)) if ignore is not None else set()
+        return own | (set(share) & set(names) if Path(folder) == src else set())
+
+    shutil.copytree(src, dst, ignore=skip)
+    top = [p.name for p in src.iterdir()]
+    dropped = set(ignore(str(src), top)) if ignore is not None else set()
+    for name in set(share) & set(top) - dropped:
+        if (src / name).is_dir():
+            (dst / name).symlink_to((src / name).resolve(), target_is_directory=True)
+    return dst
+
+
 def _graph_files(component: str, bucket: int, root: Path) -> list[Path]:
     """What the stages before build make of one (component, bucket): the same for every target."""
     from kokoro_tvm import artifacts

@@ -7,13 +7,12 @@ Uses the runtime test build (``runtime_project``: tiny config, tokens [6, 12], f
 from __future__ import annotations
 
 import json
-import shutil
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
-from runtime_project import runtime_artifacts
+from runtime_project import artifacts_copy, runtime_artifacts
 
 import kokoro_tvm
 from kokoro_tvm.runtime import cli, decoder
@@ -155,7 +154,7 @@ def test_an_utterance_with_no_known_symbol_is_skipped_not_a_crash(tts):
 
 def _manifest_copy(artifacts: Path, tmp_path: Path, edit) -> Path:
     root = tmp_path / "art"
-    shutil.copytree(artifacts, root)
+    artifacts_copy(artifacts, root)
     manifest = json.loads((root / "manifest.json").read_text())
     edit(manifest)
     (root / "manifest.json").write_text(json.dumps(manifest))

@@ -7,12 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
-from runtime_project import runtime_artifacts
+from runtime_project import artifacts_copy, runtime_artifacts
 
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.eval import cold_start
@@ -119,7 +118,7 @@ def test_a_runtime_that_fails_to_start_is_an_error_not_a_metric(broken, tmp_path
     stage raises with the runtime's own message and writes no metrics file."""
     built = runtime_artifacts(tmp_path_factory)
     artifacts = tmp_path / "artifacts"
-    shutil.copytree(built, artifacts)
+    artifacts_copy(built, artifacts)
     if broken == "library":
         for lib in (artifacts / "build").rglob("*.so"):  # every bucket: whichever one it loads
             data = bytearray(lib.read_bytes())

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from runtime_project import RUNTIME_PARAMS, runtime_artifacts
+from runtime_project import RUNTIME_PARAMS, artifacts_copy, runtime_artifacts
 
 from kokoro_tvm import artifacts as A
 from kokoro_tvm.artifacts import ArtifactError
@@ -158,7 +158,7 @@ def test_toolchain_mismatch_is_refused_before_loading(artifacts, tmp_path):
 
 def test_tampered_library_is_refused(artifacts, tmp_path):
     copy = tmp_path / "artifacts"
-    shutil.copytree(
+    artifacts_copy(
         artifacts, copy, ignore=shutil.ignore_patterns("decoder*", "export", "relax", "legalize")
     )
     lib = copy / "build/generic/duration-6.so"
@@ -193,7 +193,7 @@ def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch, tmp_path):
 
     monkeypatch.setattr(R, "ComponentWeights", counted)
     raw = tmp_path / "raw"
-    shutil.copytree(artifacts, raw, ignore=shutil.ignore_patterns("packed"))
+    artifacts_copy(artifacts, raw, ignore=shutil.ignore_patterns("packed"))
     manifest = json.loads((raw / "manifest.json").read_text())
     for entry in manifest["libraries"]:
         entry.pop("packed", None)

@@ -5,7 +5,6 @@ AVX2-only and AVX-512 cases run on whichever CPU runs the tests."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -154,13 +153,13 @@ def test_runtime_refuses_a_library_whose_isa_the_cpu_lacks(cpu, tmp_path_factory
     """The real runtime on built libraries: told that the CPU is AVX2-only, it refuses a library
     that needs AVX-512 before loading any native code; the same manifest loads on a CPU that has
     it (the negative control: the refusal comes from the CPU's flags, not from the manifest)."""
-    from runtime_project import runtime_artifacts
+    from runtime_project import artifacts_copy, runtime_artifacts
 
     from kokoro_tvm.runtime.synthesizer import KokoroTVM
 
     built = runtime_artifacts(tmp_path_factory)
     art = tmp_path_factory.mktemp("isa") / "artifacts"
-    shutil.copytree(built, art)
+    artifacts_copy(built, art)
     manifest = json.loads((art / "manifest.json").read_text())
     (target,) = manifest["target_needs"]
     manifest["target_needs"][target] = isa.requirements(V4)  # as if built for x86-64-v4

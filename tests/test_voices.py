@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from runtime_project import TEST_VOICES, runtime_artifacts, write_voice_packs
+from runtime_project import TEST_VOICES, artifacts_copy, runtime_artifacts, write_voice_packs
 
 from kokoro_tvm import artifacts as A
 from kokoro_tvm.pipeline import voices as S
@@ -263,7 +263,7 @@ def test_tampered_voices_file_is_refused(tts, artifacts, tmp_path):
     from kokoro_tvm import KokoroTVM
 
     copy = tmp_path / "artifacts"
-    shutil.copytree(artifacts, copy)
+    artifacts_copy(artifacts, copy)
     npy = copy / "voices" / "voices.npy"
     data = bytearray(npy.read_bytes())
     data[200] ^= 0xFF
@@ -277,7 +277,7 @@ def test_artifacts_without_voices_fall_back_to_the_registry(artifacts, tmp_path)
     from kokoro_tvm import KokoroTVM
 
     copy = tmp_path / "artifacts"
-    shutil.copytree(artifacts, copy)
+    artifacts_copy(artifacts, copy)
     doc = json.loads((copy / "manifest.json").read_text())
     del doc["voices"]
     (copy / "manifest.json").write_text(json.dumps(doc))
@@ -319,7 +319,7 @@ def test_voices_command_lists_all_54_voices_of_kokoro_js(
     then speaks with no file of the user's."""
     have_npm()
     copy = tmp_path / "artifacts"
-    shutil.copytree(artifacts, copy)
+    artifacts_copy(artifacts, copy)
     tgz = tarball
     monkeypatch.setenv("npm_config_offline", "true")
     packs, origin = S.read_source(S.NPM_SOURCE, WIDTH, str(tgz), A.sha256(tgz))

@@ -11,13 +11,20 @@ from pathlib import Path
 _BUILT: dict[str, Path] = {}
 
 
-def once(tmp_path_factory, name: str, build: Callable[[Path], object], copy: bool) -> Path:
+def once(
+    tmp_path_factory,
+    name: str,
+    build: Callable[[Path], object],
+    copy: bool,
+    into: Path | None = None,
+) -> Path:
     """The directory that ``build(dir)`` fills, built once per test run.
 
     Under pytest-xdist (``make test``) the first worker that asks builds it in the run's shared
     temp dir while the others wait for it; without xdist, the first caller builds it. ``copy``
     gives each call its own copy (for tests that change what they get), else all read the one
-    build."""
+    build; ``into``: where that copy goes (a test's ``tmp_path``, which goes when it passes),
+    else a new dir that lasts the run."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         if name not in _BUILT:
             tree = tmp_path_factory.mktemp(f"shared-{name}")
@@ -36,6 +43,6 @@ def once(tmp_path_factory, name: str, build: Callable[[Path], object], copy: boo
         tree = shared / "tree"
     if not copy:
         return tree
-    root = tmp_path_factory.mktemp(name)
+    root = into if into is not None else tmp_path_factory.mktemp(name)
     shutil.copytree(tree, root, symlinks=True, dirs_exist_ok=True)
     return root

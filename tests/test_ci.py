@@ -224,12 +224,12 @@ def test_gather_check_fails_on_a_library_built_there():
     ]
 
 
-def test_the_workflow_fans_out_and_gather_rebuilds_nothing(tmp_path_factory):
+def test_the_workflow_fans_out_and_gather_rebuilds_nothing(tmp_path_factory, tmp_path):
     """The shipped workflow on the tiny pipeline, from nothing (its first run is the shared build,
     ``conftest.build_tiny``): ``prepare`` builds the shared stages, the per-target jobs build their
     libraries at the same time, ``gather`` restores them all from the remote; a second run with
     nothing changed builds nothing anywhere."""
-    root = once(tmp_path_factory, "pipeline", build_tiny, copy=True)  # this test's own copy
+    root = once(tmp_path_factory, "pipeline", build_tiny, copy=True, into=tmp_path / "own")
     first = WorkflowRun((root / FIRST_RUN_LOG).read_text())
     proj = Project(root / "repo")
     jobs = set(first.ran)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+from collections.abc import Iterator
 
 import pytest
 from conftest import Project, build_tiny
@@ -19,8 +21,10 @@ pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Project:
-    return Project(once(tmp_path_factory, "pipeline", build_tiny, copy=True) / "repo")
+def project(tmp_path_factory) -> Iterator[Project]:
+    root = once(tmp_path_factory, "pipeline", build_tiny, copy=True)
+    yield Project(root / "repo")
+    shutil.rmtree(root, ignore_errors=True)  # a copy of the whole pipeline: not kept all run
 
 
 #: a CPU without AVX (SSE4.2 at most): x86-64-v3 libraries cannot run on it

@@ -341,6 +341,29 @@ def test_admission_counts_a_chunk_in_the_making_once_and_each_chunk_at_its_deadl
     assert asyncio.run(main()) == (True, False)
 
 
+@pytest.mark.parametrize(("buffered", "admits"), [(0.3, False), (1.0, True)])
+def test_admission_counts_a_newcomers_first_chunk_before_a_playing_streams_next(buffered, admits):
+    """A stream playing with ``buffered`` s of audio left needs its next chunk (1 s of audio,
+    0.25 s of compute) by then; a newcomer's first chunk, due only within its 2 s of first
+    audio, still runs first (first chunks first). With 0.3 s left both need 0.5 s by 0.3 s:
+    refused, where its first chunk's own deadline alone would have admitted it. The control:
+    with 1 s left there is room for both."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        sched = Scheduler(
+            Metrics(), workers=1, first_audio=2.0, load_factor=0.9, chunk_limits=(10,)
+        )
+        sched.model = model(r=0.2, c0=0.05, per_char=0.1)
+        now = time.monotonic()
+        s = Stream(1, 30, 1.0, loop, asyncio.Queue(), now - 2.0)
+        s.playback_start, s.audio_out = now - 1.0 + buffered, 1.0
+        s.produced, s.chars_done = 1, 10
+        return sched._fits([s], 10, 1.0, now)
+
+    assert asyncio.run(main()) == admits
+
+
 @pytest.mark.parametrize(
     ("errors", "admits"),
     [

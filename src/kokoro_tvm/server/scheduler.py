@@ -26,7 +26,8 @@ chunk by its place in its stream). At each chunk deadline t it checks the proces
 condition of EDF scheduling: the compute of
 every chunk due by t (each chunk is due when the audio before it has played; the new stream's
 first within ``first_audio`` less recent requests' preparation time; a chunk being made counts
-as its remaining time) must fit in ``workers * load_factor * t`` (up to the newcomer's first
+as its remaining time; first chunks not yet started count by every t, since the workers run
+them before any other) must fit in ``workers * load_factor * t`` (up to the newcomer's first
 audio: ``workers * t`` over the model's recent error). When it does not, the request is
 refused (503 with ``Retry-After``) instead of making every stream late.
 """
@@ -497,6 +498,9 @@ class Scheduler:
         """EDF's processor-demand test over the open streams and a new one (module docstring)."""
         m = self.model
         busy = 0.0  # what the chunks in the making still need, as the model predicts them
+        # first chunks not yet started: the workers run them before any playing stream's next
+        # chunk (first chunks first), so they are due by every deadline, not only by their own
+        firsts, waiting = 0.0, []
         needs = []  # (seconds from now at which audio must start flowing, audio needed, ahead)
         for s in open_streams:
             remaining = max(0, s.chars - s.chars_done) * m.per_char / s.speed
@@ -507,17 +511,25 @@ class Scheduler:
             remaining -= inflight
             chunk = min(remaining, self._chunk_audio(s.produced + bool(s.running)) / s.speed)
             if s.playback_start is None:
-                needs.append((s.arrival + self.first_audio - now + inflight, remaining, chunk))
+                start = s.arrival + self.first_audio - now + inflight
+                if not s.running:
+                    firsts += m.cost(chunk)
+                    waiting.append(start)  # its own first audio's deadline
+                    start, remaining = start + chunk, remaining - chunk
+                    chunk = min(remaining, self._chunk_audio(1) / s.speed)
+                needs.append((start, remaining, chunk))
             else:
                 needs.append((s.buffered(now) + inflight, remaining, chunk))
         remaining = chars * m.per_char / speed
         first = min(remaining, self._chunk_audio(0) / speed)
+        firsts += m.cost(first)
         # its first audio is due at ``first_audio``, less the time its input takes to prepare
         # before its first chunk can start; or when its first chunk alone can be ready
-        first_by = self.first_audio - m.prep_latency()
-        needs.append((max(first_by, m.cost(first)), remaining, first))
+        first_due = max(self.first_audio - m.prep_latency(), m.cost(first))
+        remaining -= first
+        needs.append((first_due + first, remaining, min(remaining, self._chunk_audio(1) / speed)))
         # the demand only steps up at a chunk's deadline: check each (a few dozen per stream)
-        horizons = set()
+        horizons = {first_due, *(max(t, 1e-3) for t in waiting)}
         for start, audio, chunk in needs:
             k, step = 0, max(chunk, 1e-3)
             while k * step < audio and k < 64:
@@ -527,11 +539,11 @@ class Scheduler:
         # whose error the model has seen: it may fill the workers up to that error, so that two
         # listeners who arrive together both start in time when they can. Beyond it the load
         # factor keeps room for what the next seconds bring (encoding, G2P, new arrivals).
-        first_due, margin = needs[-1][0], m.margin()
+        margin = m.margin()
         capacity = self.workers * self.load_factor
         first_capacity = capacity if margin is None else self.workers / margin
         for t in sorted(horizons):
-            demand = busy
+            demand = busy + firsts
             for start, audio, chunk in needs:
                 if t < start:
                     continue

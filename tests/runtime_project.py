@@ -74,16 +74,17 @@ def artifacts_copy(src: Path, dst: Path, share: tuple[str, ...] = SHARED, ignore
     as ``shutil.copytree``'s."""
     import shutil
 
+    linked: list[str] = []
+
     def skip(folder: str, names: list[str]) -> set[str]:
         own = set(ignore(folder, names)) if ignore is not None else set()
-        return own | (set(share) & set(names) if Path(folder) == src else set())
+        if Path(folder) == src:
+            linked.extend(n for n in share if n in names and n not in own and (src / n).is_dir())
+        return own | set(linked)
 
     shutil.copytree(src, dst, ignore=skip)
-    top = [p.name for p in src.iterdir()]
-    dropped = set(ignore(str(src), top)) if ignore is not None else set()
-    for name in set(share) & set(top) - dropped:
-        if (src / name).is_dir():
-            (dst / name).symlink_to((src / name).resolve(), target_is_directory=True)
+    for name in linked:
+        (dst / name).symlink_to((src / name).resolve(), target_is_directory=True)
     return dst
 
 

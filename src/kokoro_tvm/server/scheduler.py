@@ -494,6 +494,13 @@ class Scheduler:
             return learned
         return self.chunk_limits[self._place(index)] * self.model.per_char
 
+    def _split_first(self, audio: float, speed: float) -> tuple[float, float, float]:
+        """A stream of ``audio`` seconds not yet started: its first chunk's audio, the audio
+        after it, and the length of the chunks that follow."""
+        first = min(audio, self._chunk_audio(0) / speed)
+        rest = audio - first
+        return first, rest, min(rest, self._chunk_audio(1) / speed)
+
     def _fits(self, open_streams: list[Stream], chars: int, speed: float, now: float) -> bool:
         """EDF's processor-demand test over the open streams and a new one (module docstring)."""
         m = self.model
@@ -510,24 +517,22 @@ class Scheduler:
                 busy += max(0.0, m.cost(inflight) - (now - s.run_started))
             remaining -= inflight
             chunk = min(remaining, self._chunk_audio(s.produced + bool(s.running)) / s.speed)
-            if s.playback_start is None:
-                start = s.arrival + self.first_audio - now + inflight
-                if not s.running:
-                    firsts += m.cost(chunk)
-                    waiting.append(start)  # its own first audio's deadline
-                    start, remaining = start + chunk, remaining - chunk
-                    chunk = min(remaining, self._chunk_audio(1) / s.speed)
-                needs.append((start, remaining, chunk))
+            due = s.arrival + self.first_audio - now  # its first audio's deadline
+            if s.playback_start is None and not s.running:
+                first, rest, step = self._split_first(remaining, s.speed)
+                firsts += m.cost(first)
+                waiting.append(due)
+                needs.append((due + first, rest, step))
+            elif s.playback_start is None:  # its first chunk is the one in the making
+                needs.append((due + inflight, remaining, chunk))
             else:
                 needs.append((s.buffered(now) + inflight, remaining, chunk))
-        remaining = chars * m.per_char / speed
-        first = min(remaining, self._chunk_audio(0) / speed)
+        first, rest, step = self._split_first(chars * m.per_char / speed, speed)
         firsts += m.cost(first)
         # its first audio is due at ``first_audio``, less the time its input takes to prepare
         # before its first chunk can start; or when its first chunk alone can be ready
         first_due = max(self.first_audio - m.prep_latency(), m.cost(first))
-        remaining -= first
-        needs.append((first_due + first, remaining, min(remaining, self._chunk_audio(1) / speed)))
+        needs.append((first_due + first, rest, step))
         # the demand only steps up at a chunk's deadline: check each (a few dozen per stream)
         horizons = {first_due, *(max(t, 1e-3) for t in waiting)}
         for start, audio, chunk in needs:

@@ -1,7 +1,8 @@
 """Every language Kokoro speaks, text in: the language table against kokoro's own, phonemes equal
 to kokoro 0.9.4's ``KPipeline(lang_code=X)`` (a quiet pipeline: no model) on sentences with
 numbers, punctuation and a word from another script, text a language cannot read left out with a
-warning, chunking at each language's punctuation, and G2Ps imported only when used.
+warning (and without its line break), chunking at each language's punctuation, and G2Ps imported
+only when used.
 
 No artifacts are needed: this is the text front end alone (tests/test_voices.py speaks)."""
 
@@ -157,9 +158,38 @@ def test_emoji_are_left_out_and_nothing_speakable_is_an_error():
         G.text_utterances("  \n ", "e")
 
 
+def test_left_out_text_leaves_its_line_break_and_sentence_end():
+    """An emoji before a line break goes without it: the two lines stay two chunks, with
+    kokoro's pause between them; before a sentence mark, the mark stays."""
+    plain = G.text_utterances("Great job\nNext line please.", "a")
+    with pytest.warns(G.DroppedTextWarning, match="emoji"):
+        utts = G.text_utterances("Great job 👍\nNext line please.", "a")
+    assert len(plain) == 2 and [u.phonemes for u in utts] == [u.phonemes for u in plain]
+    with pytest.warns(G.DroppedTextWarning):
+        said = G.phonemize("Bien 👍\nLigne suivante 東京. Fin.", "f")
+    assert said == kokoro("f", "Bien\nLigne suivante. Fin.")
+    # control: run together, the lines are one chunk (the count sees the break)
+    assert len(G.text_utterances("Great job Next line please.", "a")) == 1
+
+
+def test_symbols_kokoro_reads_are_read_not_left_out_as_emoji():
+    """``™ © ®`` are pictographs to Unicode but text symbols, which misaki and espeak-ng say
+    ("TM", "copyright"); they reach the G2P as in kokoro. Asked for as emoji (U+FE0F) they
+    are emoji, and left out."""
+    for code, text in [("a", "Acme™ is great, © 2024 Acme® Inc."), ("f", "Acme™, © 2024.")]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", G.DroppedTextWarning)
+            said = G.phonemize(text, code)
+        assert said == kokoro(code, text)
+        assert [p for _, p in said] != [p for _, p in kokoro(code, re.sub("[™©®]", "", text))]
+    with pytest.warns(G.DroppedTextWarning, match="emoji"):
+        said = G.phonemize("Acme©\ufe0f rocks.", "a")
+    assert [p for _, p in said] == [p for _, p in kokoro("a", "Acme rocks.")]
+
+
 def test_script_filter_keeps_what_each_language_reads():
     keep = {
-        "a": "Zürich café, 3 € ½ — ok",
+        "a": "Zürich café, 3 € ½ — ok, Acme™ © ® 20°",
         "h": "नमस्ते, Delhi",
         "j": "カタカナ、ひらがな、漢字々ー iPhone",
         "z": "汉字，iPhone。",

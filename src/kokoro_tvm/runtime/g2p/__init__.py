@@ -8,7 +8,8 @@ sentence chunks (``sentences``, G2Ps in ``loaders``). Each G2P is imported on fi
 language; a missing one is a ``G2PUnavailable`` that names the pip extra to install.
 
 G2P calls are serialized: espeak-ng (the English fallback and five languages' G2P) keeps global
-state in its C library, and the server calls in from several threads.
+state in its C library, and the server calls in from several threads. The G2Ps' packages'
+deprecation warnings are not shown (``quiet``): their users cannot act on them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..chunking import MAX_PHONEMES, InputError, Utterance
 from ..languages import Language, resolve
-from . import scripts
+from . import quiet, scripts
 from .en import (
     COMPONENTS,
     INSTALL_HINT,
@@ -53,6 +54,7 @@ def load(lang: str | Language) -> Any:
     phonemes and tokens), else a ``text -> phonemes`` function."""
     lang = resolve(lang)
     with _LOCK:
+        quiet.hush_third_party()
         if lang.g2p == "en":
             return load_g2p(lang.british)
         from . import loaders
@@ -77,6 +79,7 @@ def text_utterances(
     scripts.warn_dropped(filtered, lang)
     g2p = load(lang) if g2p is None else g2p
     with _LOCK:
+        quiet.hush_third_party()
         if lang.g2p == "en":
             from . import en
 

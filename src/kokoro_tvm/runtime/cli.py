@@ -61,7 +61,10 @@ def _source(args: argparse.Namespace, tts):
             file=sys.stderr,
         )
     utts = text_utterances(
-        _read_arg(args.text), lang, first_clause=args.first_clause or args.stream
+        _read_arg(args.text),
+        lang,
+        first_clause=args.first_clause or args.stream,
+        normalize=not args.no_normalize,
     )
     for u in utts:
         _say(args, f"phonemes: {u.phonemes}")
@@ -266,6 +269,12 @@ def parser() -> argparse.ArgumentParser:
         "name's first letter)",
     )
     lang.add_argument("--british", action="store_true", help="same as --lang b (British English)")
+    s.add_argument(
+        "--no-normalize",
+        action="store_true",
+        help="read --text as written: no Markdown, URL, e-mail, phone, date or time rewriting "
+        "(docs/text.md)",
+    )
     s.add_argument("--speed", type=float, default=1.0, help="speaking rate (default 1.0)")
     s.add_argument(
         "--seed",

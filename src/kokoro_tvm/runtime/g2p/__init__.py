@@ -1,8 +1,10 @@
 """Text to kokoro's utterances, in each of the nine languages Kokoro-82M speaks, with the G2P
 kokoro 0.9.4's ``KPipeline`` uses for it (``languages``), offline.
 
-``text_utterances(text, lang)`` first leaves out what the language cannot read (``scripts``:
-another script, emoji; a warning names the language to pick), then runs the language's G2P:
+``text_utterances(text, lang)`` first rewrites chat text as it is said (``normalize``: Markdown,
+URLs, e-mails, phone numbers; English dates, times, units; on by default, ``normalize=False``
+reads the text as written), leaves out what the language cannot read (``scripts``: another
+script, emoji; a warning names the language to pick), then runs the language's G2P:
 English through misaki's tokens and kokoro's grouping (``en``), the others through kokoro's
 sentence chunks (``sentences``, G2Ps in ``loaders``). Each G2P is imported on first use of its
 language; a missing one is a ``G2PUnavailable`` that names the pip extra to install.
@@ -30,6 +32,7 @@ from .en import (
     spacy_pipeline,
 )
 from .errors import DroppedTextWarning, G2PUnavailable
+from .normalize import NormalizationOptions, normalize_text, options_of
 
 __all__ = [
     "COMPONENTS",
@@ -38,9 +41,11 @@ __all__ = [
     "SPACY_MODEL_PYPI",
     "DroppedTextWarning",
     "G2PUnavailable",
+    "NormalizationOptions",
     "assemble",
     "load",
     "load_g2p",
+    "normalize_text",
     "phonemize",
     "spacy_pipeline",
     "text_utterances",
@@ -69,13 +74,18 @@ def text_utterances(
     g2p: Any = None,
     british: bool = False,
     limit: int = MAX_PHONEMES,
+    normalize: bool | NormalizationOptions = True,
 ) -> list[Utterance]:
     """kokoro's utterances for ``text`` in ``lang`` (a ``lang_code`` letter or kokoro-onnx
     ``lang``; None: American English, or British with ``british``). ``first_clause`` cuts the
     first chunk at its first clause mark. ``g2p``: a loaded G2P to use instead of ``load``'s.
+    ``normalize``: True rewrites chat text as it is said (``NormalizationOptions()``), False
+    reads it as written (kokoro's G2P on the text itself), or the options to use.
     Raises ``InputError`` when nothing of the text is left to say."""
     lang = resolve(lang if lang is not None else ("b" if british else "a"))
-    filtered = scripts.readable(str(text), lang)
+    options = options_of(normalize)
+    said = normalize_text(str(text), lang, options)
+    filtered = scripts.readable(said, lang)
     scripts.warn_dropped(filtered, lang)
     g2p = load(lang) if g2p is None else g2p
     with _LOCK:
@@ -89,7 +99,7 @@ def text_utterances(
 
             utts = sentences.utterances(filtered.text, lang, g2p, first_clause, limit)
     if not any(u.phonemes.strip() for u in utts):
-        raise InputError(_nothing_to_say(text, filtered, lang))
+        raise InputError(_nothing_to_say(text, said, filtered, lang))
     return utts
 
 
@@ -99,10 +109,15 @@ def phonemize(text: str, lang: str | Language | None = None, **kw: Any) -> list[
     return [(u.text, u.phonemes) for u in text_utterances(text, lang, **kw)]
 
 
-def _nothing_to_say(text: str, filtered: scripts.Filtered, lang: Language) -> str:
+def _nothing_to_say(text: str, said: str, filtered: scripts.Filtered, lang: Language) -> str:
     if not str(text).strip():
         return "empty input: give some text to say"
     where = f"nothing to say in {lang.name} (lang {lang.code})"
+    if not said.strip():
+        return (
+            f"{where}: read as Markdown, the text holds nothing said aloud (a code block is "
+            "skipped); to hear it as written, turn text normalization off (normalize=False)"
+        )
     if filtered.dropped:
         why = " or ".join(f"{scripts.what(s)} ({scripts.pick(s)})" for s in filtered.dropped)
         return f"{where}: it does not read {why}"

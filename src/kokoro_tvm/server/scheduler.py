@@ -15,11 +15,16 @@ consumer); different streams run on different workers at once, over the one shar
 worker first runs ``worker_setup`` (the engine's sizes that thread's own TVM pool, so that all
 the pools together match the cores the process may use).
 
-A stream runs at most ``max_ahead`` chunks ahead of its consumer, so a client that reads slowly
-holds at most that much audio here. Cancelling a stream (its client left) drops it from the
+A stream runs at most ``max_ahead`` chunks ahead of its consumer (the response that sends its
+chunks), and a stream whose response tracks what its client has received (``paced``,
+``delivery.py``) starts its next chunk only while the audio it made is less than
+``ahead_seconds`` ahead of that: socket buffers can hold minutes of audio, so chunks handed to
+the socket are not yet a client's. Cancelling a stream (its client left) drops it from the
 queue; a chunk already running finishes and is discarded, and the runtime stream is closed.
 
-Admission: before a stream is opened, the scheduler asks whether every open stream, and the
+Admission: before a stream is opened (on a thread of its own, ``admit``: the test below takes
+milliseconds with dozens of streams open, which the event loop must not wait for), the scheduler
+asks whether every open stream, and the
 new one, can still get its audio in time, with a cost model learned from the chunks it ran
 (compute = ``c0 + r * audio seconds`` per chunk; audio seconds per input character, and per
 chunk by its place in its stream). At each chunk deadline t it checks the processor-demand
@@ -43,8 +48,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .metrics import Metrics
 
@@ -95,6 +103,9 @@ class Stream:
     cancelled: bool = False
     token: int = 0  # invalidates older heap entries of this stream
     run_started: float = 0.0
+    paced: bool = False  # its response reports what its client has received (``received``)
+    received: float = 0.0  # seconds of its audio the client has received
+    delivery: Any = None  # the response's ``delivery.Delivery``, which tells it
 
     def deadline(self, first_slack: float) -> float:
         """When the next chunk must be out: when the audio produced so far has played."""
@@ -112,6 +123,9 @@ class Stream:
 
 #: seconds below which a worker does not wait for a newcomer before the queue's head
 HOLD_MIN = 0.001
+#: seconds of audio a paced stream may have made beyond what its client has received, before
+#: it makes one more chunk: ahead of a listener's playback by more than any chunk's compute
+AHEAD_SECONDS = 4.0
 #: recent chunks whose prediction error the first-audio margin is taken from, the quantile it
 #: takes, and how many it needs before it replaces the load factor there
 ERROR_WINDOW = 64
@@ -208,6 +222,7 @@ class Scheduler:
         threads_per_worker: int = 1,
         worker_setup: Callable[[], None] | None = None,
         max_ahead: int = 2,
+        ahead_seconds: float = AHEAD_SECONDS,
         max_streams: int = 32,
         first_audio: float = 0.5,
         first_slack: float = 0.0,
@@ -219,6 +234,7 @@ class Scheduler:
         self.workers, self.threads_per_worker = workers, threads_per_worker
         self.worker_setup = worker_setup
         self.max_ahead, self.max_streams = max_ahead, max_streams
+        self.ahead_seconds = ahead_seconds
         self.first_audio, self.first_slack = first_audio, first_slack
         self.load_factor, self.admission = load_factor, admission
         self.chunk_limits = chunk_limits
@@ -232,6 +248,8 @@ class Scheduler:
         self._stopping = False
         self._threads: list[threading.Thread] = []
         self._start_error: BaseException | None = None
+        self._admission = ThreadPoolExecutor(1, thread_name_prefix="kokoro-admit")
+        self.warm = 0  # workers that have run a chunk (the warm-up's, or a request's)
         self._register_metrics()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -258,8 +276,26 @@ class Scheduler:
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=30)
+        self._admission.shutdown(wait=False, cancel_futures=True)
+
+    def workers_alive(self) -> int:
+        return sum(t.is_alive() for t in self._threads)
 
     # -- streams -----------------------------------------------------------------------------
+    async def admit(self, chars: int, speed: float) -> Stream:
+        """``reserve`` on the admission thread, so that the event loop goes on meanwhile."""
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(self._admission, self.reserve, chars, speed, loop)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:  # the request is gone: a stream admitted for it goes too
+            fut.add_done_callback(self._close_orphan)
+            raise
+
+    def _close_orphan(self, fut: asyncio.Future) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            self.close(fut.result(), "disconnect")
+
     def reserve(self, chars: int, speed: float, loop: asyncio.AbstractEventLoop) -> Stream:
         """Admit a new stream (or raise ``Overloaded``) and hold its place while its input is
         prepared; ``attach`` queues it."""
@@ -304,6 +340,20 @@ class Scheduler:
             if self._eligible(s):
                 self._push(s)
 
+    def received(self, s: Stream, seconds: float) -> bool:
+        """The client of a paced stream has received ``seconds`` of its audio: the stream may
+        run further ahead. Whether it still waits for its client to take more."""
+        with self._cond:
+            if seconds > s.received:
+                s.received = seconds
+                if self._eligible(s):
+                    self._push(s)
+            return (
+                s.gen is not None
+                and not (s.running or s.finished or s.cancelled)
+                and s.audio_out - s.received >= self.ahead_seconds
+            )
+
     def close(self, s: Stream, reason: str = "disconnect") -> None:
         """The response ended: a stream still producing is cancelled (its chunks not yet run
         are dropped), and it leaves the schedule."""
@@ -333,6 +383,7 @@ class Scheduler:
             s.gen is not None
             and not (s.running or s.finished or s.cancelled)
             and s.produced - s.taken < self.max_ahead
+            and (not s.paced or s.audio_out - s.received < self.ahead_seconds)
         )
 
     def _push(self, s: Stream) -> None:
@@ -403,12 +454,15 @@ class Scheduler:
                 self.worker_setup()
             if warmup is not None:
                 self._warm(warmup)
+                with self._cond:
+                    self.warm += 1
         except Exception as e:
             self._start_error = e
         finally:
             ready.wait()
         if self._start_error is not None:
             return
+        cold = warmup is None  # until it has run a request's chunk
         while True:
             with self._cond:
                 s = self._pop()
@@ -422,6 +476,8 @@ class Scheduler:
             with self._cond:
                 self.busy -= 1
                 s.running = False
+                if cold and item.part is not None:
+                    cold, self.warm = False, self.warm + 1
                 if item.part is not None:
                     self._account(s, item, deadline, consumer_waiting)
                 if s.cancelled:
@@ -533,13 +589,22 @@ class Scheduler:
         # before its first chunk can start; or when its first chunk alone can be ready
         first_due = max(self.first_audio - m.prep_latency(), m.cost(first))
         needs.append((first_due + first, rest, step))
-        # the demand only steps up at a chunk's deadline: check each (a few dozen per stream)
-        horizons = {first_due, *(max(t, 1e-3) for t in waiting)}
-        for start, audio, chunk in needs:
-            k, step = 0, max(chunk, 1e-3)
-            while k * step < audio and k < 64:
-                horizons.add(max(start + k * step, 1e-3))
-                k += 1
+        # the demand only steps up at a chunk's deadline: check each (a few dozen per stream).
+        # In arrays: with dozens of streams that is thousands of deadlines times dozens of
+        # streams, too slow for Python loops; the arithmetic is the loops' own, term by term
+        # and summed in the same order, so the answer is the same to the last bit.
+        start = np.array([n[0] for n in needs])
+        audio = np.array([n[1] for n in needs])
+        step = np.maximum(np.array([n[2] for n in needs]), 1e-3)
+        k = np.arange(64, dtype=np.float64)[:, None] * step  # each need's first 64 deadlines
+        horizons = np.unique(
+            np.concatenate(
+                [
+                    np.maximum((start + k)[k < audio], 1e-3),
+                    [first_due, *(max(t, 1e-3) for t in waiting)],
+                ]
+            )
+        )
         # until the newcomer's first audio is due, the plan is a fraction of a second of work
         # whose error the model has seen: it may fill the workers up to that error, so that two
         # listeners who arrive together both start in time when they can. Beyond it the load
@@ -547,27 +612,28 @@ class Scheduler:
         margin = m.margin()
         capacity = self.workers * self.load_factor
         first_capacity = capacity if margin is None else self.workers / margin
-        for t in sorted(horizons):
-            demand = busy + firsts
-            for start, audio, chunk in needs:
-                if t < start:
-                    continue
-                step = max(chunk, 1e-3)
-                due = math.floor((t - start) / step) + 1  # chunks whose audio starts by t
-                need = min(audio, due * step)
-                demand += m.r * need + m.c0 * math.ceil(need / step)
-            if demand > (first_capacity if t <= first_due else capacity) * t:
-                log.debug(
-                    "refused: %.3f s of compute due by %.3f s from now (first audio due at "
-                    "%.3f s, margin %s), %d open streams, %.3f s in the making",
-                    demand,
-                    t,
-                    first_due,
-                    margin,
-                    len(open_streams),
-                    busy,
-                )
-                return False
+        t = horizons[:, None]
+        due = np.floor((t - start) / step) + 1  # chunks whose audio starts by t
+        need = np.minimum(audio, due * step)
+        terms = np.where(t < start, 0.0, m.r * need + m.c0 * np.ceil(need / step))
+        # summed left to right from the work already due, as a running total
+        terms = np.concatenate([np.full((len(horizons), 1), busy + firsts), terms], axis=1)
+        demand = np.add.accumulate(terms, axis=1)[:, -1]
+        limit = np.where(horizons <= first_due, first_capacity, capacity) * horizons
+        over = np.flatnonzero(demand > limit)
+        if over.size:
+            i = over[0]
+            log.debug(
+                "refused: %.3f s of compute due by %.3f s from now (first audio due at "
+                "%.3f s, margin %s), %d open streams, %.3f s in the making",
+                demand[i],
+                horizons[i],
+                first_due,
+                margin,
+                len(open_streams),
+                busy,
+            )
+            return False
         return True
 
     def _retry_after(self, open_streams: list[Stream], now: float) -> int:

@@ -25,19 +25,43 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
+from starlette.responses import PlainTextResponse
 
 from ..errors import KokoroTVMError
 from . import page
+from .connections import TRANSPORT
+from .delivery import Delivery
 from .encoders import encoder
 from .engine import Engine
-from .errors import SERVER, APIError, from_runtime
+from .errors import SERVER, APIError, from_runtime, invalid
 from .metrics import CONTENT_TYPE
 from .scheduler import Item, Overloaded, Stream
 from .schema import SPEECH_SCHEMA, SpeechRequest, parse_json, speech_request
 from .voices import MODEL, MODEL_ALIASES, voice_language
 
 log = logging.getLogger("kokoro_tvm.server")
+
+#: seconds a request's body may take to arrive, unless ``create_app`` is given another
+READ_TIMEOUT = 10.0
+#: seconds between two looks at what a paced stream's client has received, while it waits
+DELIVERY_POLL = 0.05
+#: the status counted for a request whose client left before its response began (nginx's
+#: "client closed request"): it was no fault of the server's
+CLIENT_LEFT = 499
+#: request headers a web page may send (CORS): the openai clients' own (``x-stainless-*``, any
+#: of them) and these
+CORS_HEADERS = (
+    "authorization",
+    "content-type",
+    "openai-organization",
+    "openai-project",
+    "openai-beta",
+    "idempotency-key",
+)
 
 
 class StreamAborted(Exception):
@@ -46,18 +70,21 @@ class StreamAborted(Exception):
 
 
 class ChunkStream(StreamingResponse):
-    """A streaming response that gives up on a client who stops reading (``send_timeout``), and
-    always tells the scheduler when it ends (``on_close``), however it ends."""
+    """A streaming response that gives up on a client who stops reading (``send_timeout``),
+    counts the bytes it hands on (``delivery``), and always tells the scheduler when it ends
+    (``on_close``), however it ends."""
 
     def __init__(
         self,
         content: AsyncIterator[bytes],
         on_close: Callable[[str], None],
         send_timeout: float,
+        delivery: Delivery | None = None,
         **kw: Any,
     ):
         super().__init__(content, **kw)
         self.on_close, self.send_timeout = on_close, send_timeout
+        self.delivery = delivery
 
     async def stream_response(self, send) -> None:
         await send(
@@ -69,10 +96,14 @@ class ChunkStream(StreamingResponse):
                 await asyncio.wait_for(send(message), self.send_timeout)
             except TimeoutError:
                 raise StreamAborted("the client stopped reading") from None
+            if self.delivery is not None:
+                self.delivery.sent(len(chunk))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def __call__(self, scope, receive, send) -> None:
         reason = "disconnect"
+        if self.delivery is not None:
+            self.delivery.attach(scope.get(TRANSPORT))
         try:
             await super().__call__(scope, receive, send)
         except StreamAborted as e:
@@ -112,11 +143,13 @@ class RequireKey:
     ``openai`` client sends its ``api_key``); the page, ``/health`` and ``/metrics`` stay open."""
 
     def __init__(self, app, key: str) -> None:
-        self.app, self.expected = app, f"Bearer {key}".encode()
+        self.app, self.expected = app, key.encode()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            given = dict(scope["headers"]).get(b"authorization", b"")
+            # the scheme is case-insensitive (RFC 7235), the key is not
+            scheme, _, token = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+            given = token.strip(b" ") if scheme.lower() == b"bearer" else b""
             if not hmac.compare_digest(given, self.expected):
                 err = APIError(
                     401,
@@ -124,16 +157,79 @@ class RequireKey:
                     "client's api_key) with the key this server was started with",
                     code="invalid_api_key",
                 )
-                response = JSONResponse(err.body(), status_code=401)
+                response = ErrorResponse(
+                    err.body(), status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
 
-def create_app(engine: Engine) -> FastAPI:
+class HeadAsGet:
+    """``HEAD`` on any ``GET`` route: routed as ``GET``, its headers sent, its body not."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+        ended = False
+
+        async def headers_only(message) -> None:
+            nonlocal ended
+            if message["type"] == "http.response.start":
+                await send(message)
+            elif not ended:
+                ended = True
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        routed = {**scope, "method": "GET"}
+        try:
+            await self.app(routed, receive, headers_only)
+        finally:  # the route it took, for CountRequests
+            if "route" in routed:
+                scope["route"] = routed["route"]
+
+
+class ErrorResponse(JSONResponse):
+    """An error as JSON in ASCII: a message that quotes what a client sent must not fail to
+    encode (a lone surrogate has no UTF-8)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
+class Cors(CORSMiddleware):
+    """Starlette's CORS, whose preflight takes the request headers ``_cors_allowed`` names: the
+    openai clients send a changing set of ``x-stainless-*`` headers, which no fixed list keeps
+    up with. Built with ``allow_headers=["*"]``, it answers a preflight with the headers asked
+    for, once they are all allowed here."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        asked = request_headers.get("access-control-request-headers", "").split(",")
+        refused = [h for h in (x.strip().lower() for x in asked) if h and not _cors_allowed(h)]
+        if refused:
+            return PlainTextResponse(f"Disallowed CORS headers: {', '.join(refused)}", 400)
+        return super().preflight_response(request_headers)
+
+
+def _cors_allowed(header: str) -> bool:
+    return header in CORS_HEADERS or header.startswith("x-stainless-")
+
+
+def create_app(engine: Engine, read_timeout: float = READ_TIMEOUT) -> FastAPI:
+    """The app; ``read_timeout``: seconds a request's body may take to arrive."""
+    # No /docs or /redoc: FastAPI's pages load their scripts from a CDN, so they are blank on
+    # a machine offline; the schema they would show is /openapi.json.
     app = FastAPI(
-        title="kokoro-tvm", summary="OpenAI-compatible speech from Kokoro-82M compiled with TVM"
+        title="kokoro-tvm",
+        summary="OpenAI-compatible speech from Kokoro-82M compiled with TVM",
+        docs_url=None,
+        redoc_url=None,
     )
+    app.state.read_timeout = read_timeout
     metrics = engine.metrics
     metrics.counter("requests_total", "HTTP requests by path and status.", labelled=True)
     metrics.histogram(
@@ -147,37 +243,47 @@ def create_app(engine: Engine) -> FastAPI:
     if cfg.api_key:
         app.add_middleware(RequireKey, key=cfg.api_key)
     if cfg.allow_origins:
-        from starlette.middleware.cors import CORSMiddleware
-
         app.add_middleware(
-            CORSMiddleware,
+            Cors,
             allow_origins=list(cfg.allow_origins),
-            allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type"],
+            allow_methods=["GET", "HEAD", "POST"],
+            allow_headers=["*"],  # as Cors narrows it
+            expose_headers=["Retry-After"],
         )
+    app.add_middleware(HeadAsGet)
     app.add_middleware(CountRequests, metrics=metrics)
 
     @app.exception_handler(APIError)
     async def api_error(_: Request, e: APIError) -> JSONResponse:
-        return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
+        return ErrorResponse(e.body(), status_code=e.status, headers=e.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
-        message = "no such path; see GET /docs" if e.status_code == 404 else str(e.detail)
-        return JSONResponse(APIError(e.status_code, message).body(), status_code=e.status_code)
+        message = "no such path; see GET /openapi.json" if e.status_code == 404 else str(e.detail)
+        return ErrorResponse(
+            APIError(e.status_code, message).body(), status_code=e.status_code, headers=e.headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
         first = e.errors()[0] if e.errors() else {}
         param = str(first.get("loc", ["", ""])[-1]) or None
         err = APIError(400, first.get("msg", "invalid request"), param=param)
-        return JSONResponse(err.body(), status_code=400)
+        return ErrorResponse(err.body(), status_code=400)
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_left(request: Request, _: ClientDisconnect) -> Response:
+        # no one to answer, and nothing wrong here: one line at debug, no traceback
+        log.debug(
+            "%s %s: the client left before its request was read", request.method, request.url.path
+        )
+        return Response(status_code=CLIENT_LEFT)
 
     @app.exception_handler(Exception)
     async def server_error(_: Request, e: Exception) -> JSONResponse:
         log.exception("unexpected error")
         err = APIError(500, "internal server error; the server log has the details", SERVER)
-        return JSONResponse(err.body(), status_code=500)
+        return ErrorResponse(err.body(), status_code=500)
 
     # -- small endpoints -----------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -185,15 +291,32 @@ def create_app(engine: Engine) -> FastAPI:
         return HTMLResponse(page.PAGE)
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
+    async def health() -> JSONResponse:
+        """200 and ``"ready": true`` once English text input (G2P) is loaded and every worker
+        is alive and warm; else 503, ``not_ready`` saying what is missing."""
         s = engine.scheduler
-        return {
-            "status": "ok",
+        missing = []
+        if engine.text_ready is not None:
+            missing.append(f"English text input (G2P): {engine.text_ready}")
+        alive = s.workers_alive()
+        if alive < s.workers:
+            missing.append(f"{s.workers - alive} of {s.workers} workers have stopped")
+        elif s.warm < s.workers:
+            missing.append(
+                f"{s.workers - s.warm} of {s.workers} workers not warm yet (started with "
+                "--no-warmup: each warms on its first chunk)"
+            )
+        doc = {
+            "status": "not ready" if missing else "ok",
+            "ready": not missing,
+            "not_ready": missing,
             "streams": s.open_streams(),
             "queue_depth": s.queue_depth(),
             "workers": s.workers,
+            "workers_warm": s.warm,
             "workers_busy": s.busy,
         }
+        return JSONResponse(doc, status_code=503 if missing else 200)
 
     @app.get("/metrics")
     async def metrics_page() -> Response:
@@ -263,11 +386,12 @@ async def _open(request: Request, engine: Engine) -> tuple[SpeechRequest, Stream
     chunk: until then the response has not started, so a request that fails even there (an
     utterance no bucket holds) still gets its error as JSON with its status."""
     cfg = engine.config
-    body = await _read_body(request, cfg.max_body_bytes)
-    req = speech_request(parse_json(body), cfg.max_input_chars)
+    doc = parse_json(await _read_body(request, cfg.max_body_bytes))
+    check_unicode(doc)
+    req = speech_request(doc, cfg.max_input_chars)
     loop = asyncio.get_running_loop()
     try:
-        s = engine.scheduler.reserve(len(req.input), req.speed, loop)
+        s = await engine.scheduler.admit(len(req.input), req.speed)
     except Overloaded as e:
         status = 429 if e.too_many else 503
         code = "too_many_streams" if e.too_many else "overloaded"
@@ -298,25 +422,75 @@ async def _open(request: Request, engine: Engine) -> tuple[SpeechRequest, Stream
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
+    """The request's body: at most ``limit`` bytes (413), arrived within the app's read timeout
+    (408, and the connection closed: the rest of a body that late is not waited for). A client
+    that leaves meanwhile raises ``ClientDisconnect`` (``client_left``)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise APIError(413, f"request body over {limit} bytes", code="body_too_large")
+    timeout = getattr(request.app.state, "read_timeout", READ_TIMEOUT)
     body = bytearray()
-    async for piece in request.stream():
-        body += piece
-        if len(body) > limit:
-            raise APIError(413, f"request body over {limit} bytes", code="body_too_large")
+    try:
+        async with asyncio.timeout(timeout):
+            async for piece in request.stream():
+                body += piece
+                if len(body) > limit:
+                    raise APIError(413, f"request body over {limit} bytes", code="body_too_large")
+    except TimeoutError:
+        raise APIError(
+            408,
+            f"the request body did not arrive within {timeout:g} s (--read-timeout)",
+            code="request_timeout",
+            headers={"Connection": "close"},
+        ) from None
     return bytes(body)
+
+
+def check_unicode(doc: Any) -> None:
+    """Every string of a parsed JSON body is text: JSON's ``\\uD800``-``\\uDFFF`` escapes
+    decode to lone surrogates when they do not come in pairs, which no UTF-8 holds, so the G2P
+    and every message quoting them would fail on them."""
+    todo: list[tuple[Any, str | None]] = [(doc, None)]
+    while todo:
+        value, field = todo.pop()
+        if isinstance(value, dict):
+            todo += [(k, field) for k in value]
+            todo += [(v, field or (k if _is_text(k) else None)) for k, v in value.items()]
+        elif isinstance(value, list):
+            todo += [(v, field) for v in value]
+        elif isinstance(value, str) and not _is_text(value):
+            at = next(i for i, c in enumerate(value) if 0xD800 <= ord(c) <= 0xDFFF)
+            where = f"'{field}'" if field else "the request body"
+            raise invalid(
+                f"{where} holds a lone UTF-16 surrogate (U+{ord(value[at]):04X}, character "
+                f"{at}): \\uD800-\\uDBFF must be followed by \\uDC00-\\uDFFF; send text as "
+                "UTF-8 or as escaped pairs",
+                field,
+                "invalid_unicode",
+            )
+
+
+def _is_text(value: str) -> bool:
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _respond(engine: Engine, s: Stream, body: AsyncIterator[bytes], media: str) -> Response:
     def on_close(reason: str) -> None:
         engine.scheduler.close(s, reason)
 
+    # its client's bytes are counted from here: the stream runs ahead of what it received
+    s.delivery, s.paced = Delivery(), True
     return ChunkStream(
         body,
         on_close,
         engine.config.send_timeout,
+        s.delivery,
         media_type=media,
         headers={"Cache-Control": "no-store"},
     )
@@ -326,16 +500,11 @@ async def _chunks(engine: Engine, s: Stream, item: Item, enc) -> AsyncIterator[t
     """Each chunk from ``item`` on (None at the end) with its encoded bytes, within the
     request's time limit."""
     loop = asyncio.get_running_loop()
-    limit = s.arrival + engine.config.request_timeout
     first = True
+    made = 0.0  # seconds of audio taken so far
     while True:
         if not first:
-            try:
-                item = await asyncio.wait_for(s.items.get(), max(0.0, limit - time.monotonic()))
-            except TimeoutError:
-                raise StreamAborted(
-                    f"the response ran past --request-timeout ({engine.config.request_timeout:g} s)"
-                ) from None
+            item = await _next(engine, s)
         engine.scheduler.taken(s)
         if item.error is not None:
             engine.metrics.inc("stream_errors_total")
@@ -352,7 +521,42 @@ async def _chunks(engine: Engine, s: Stream, item: Item, enc) -> AsyncIterator[t
         if first:
             engine.metrics.observe("time_to_first_audio_seconds", time.monotonic() - s.arrival)
         first = False
+        made += item.part.audio.size / item.part.sample_rate
+        if s.delivery is not None:
+            s.delivery.made(made)
         yield item.part, data
+
+
+async def _next(engine: Engine, s: Stream) -> Item:
+    """The stream's next item, within the request's time limit. For a paced stream, what its
+    client has received is told to the scheduler meanwhile (every ``DELIVERY_POLL`` s: no event
+    says when a client's TCP acknowledges bytes), and a client that takes nothing for
+    ``--send-timeout`` while its stream waits for it is given up on."""
+    cfg = engine.config
+    limit = s.arrival + cfg.request_timeout
+    stalled = None  # since when the stream has waited for a client that took nothing
+    while True:
+        d = s.delivery
+        if d is not None:
+            before = d.audio_received
+            waiting = engine.scheduler.received(s, d.received())
+            now = time.monotonic()
+            if not waiting or d.audio_received > before:
+                stalled = None
+            elif stalled is None:
+                stalled = now
+            elif now - stalled > cfg.send_timeout:
+                raise StreamAborted("the client stopped reading")
+        left = limit - time.monotonic()
+        if left <= 0:
+            raise StreamAborted(
+                f"the response ran past --request-timeout ({cfg.request_timeout:g} s)"
+            )
+        try:
+            wait = left if d is None else min(left, DELIVERY_POLL)
+            return await asyncio.wait_for(s.items.get(), wait)
+        except TimeoutError:
+            continue
 
 
 async def _audio(engine: Engine, s: Stream, first: Item, enc) -> AsyncIterator[bytes]:

@@ -119,6 +119,20 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
         default=[],
         help="a web origin whose pages may call the API (CORS); repeat for more, '*' for any",
     )
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a client has to send a whole request, head and body; later: 408 and the "
+        "connection closed (default 10)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=256,
+        help="connections open at once; requests on more get 503 with Retry-After, and past "
+        "twice as many a connection is closed at once (default 256)",
+    )
     p.add_argument("--no-warmup", action="store_true", help="skip warming the workers up")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--access-log", action="store_true", help="log every request")
@@ -180,4 +194,16 @@ def run(args: argparse.Namespace) -> None:
     cfg = config(args)
     from .main import run as serve
 
-    serve(cfg, args.host, args.port, args.log_level, args.access_log)
+    if not args.read_timeout > 0:
+        raise ServeOptionError("--read-timeout must be a positive number")
+    if args.max_connections < 1:
+        raise ServeOptionError("--max-connections must be at least 1")
+    serve(
+        cfg,
+        args.host,
+        args.port,
+        args.log_level,
+        args.access_log,
+        read_timeout=args.read_timeout,
+        max_connections=args.max_connections,
+    )

@@ -4,6 +4,11 @@ The audio goes through Media Source Extensions: each piece of the response is ap
 player as it arrives, so playback starts with the first chunk. Chromium's Media Source takes
 MPEG audio and ADTS AAC but not Ogg/Opus, WAV or FLAC, so the page streams mp3 or aac; the API
 itself serves every format.
+
+A server started with ``--api-key`` answers the page's API calls 401 until they carry the key:
+the page then asks for it, keeps it for this browser tab only (``sessionStorage``) and sends it
+as the bearer token, as any other client does. The page itself holds no key: anyone may load
+it, and only who knows the key can use it.
 """
 
 PAGE = """<!doctype html>
@@ -23,6 +28,12 @@ PAGE = """<!doctype html>
 </head>
 <body>
 <h1>kokoro-tvm</h1>
+<form id="keyform" hidden>
+  <div class="row">
+    <label>API key <input id="key" type="password" autocomplete="off"></label>
+    <button id="usekey" type="submit">Use key</button>
+  </div>
+</form>
 <form id="form">
   <textarea id="text" aria-label="Text">Hello! This page plays the speech while it is being made.</textarea>
   <div class="row">
@@ -38,11 +49,28 @@ PAGE = """<!doctype html>
 const MIME = { mp3: "audio/mpeg", aac: "audio/aac" };
 const $ = (id) => document.getElementById(id);
 const status = (msg, error = false) => { $("status").textContent = msg; $("status").className = error ? "error" : ""; };
+const KEY = "kokoro-tvm-api-key";
+
+// the API key, once given, as the bearer token of every API call
+function withKey(init = {}) {
+  const key = sessionStorage.getItem(KEY);
+  const headers = { ...(init.headers || {}) };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  return { ...init, headers };
+}
+
+function askKey() {
+  $("keyform").hidden = false;
+  $("key").focus();
+  status("This server needs its API key (kokoro-tvm serve --api-key): enter it above.", true);
+}
 
 async function loadVoices() {
-  const res = await fetch("/v1/audio/voices");
+  const res = await fetch("/v1/audio/voices", withKey());
+  if (res.status === 401) return askKey();
   const doc = await res.json();
   const select = $("voice");
+  select.replaceChildren();
   for (const name of doc.voices) {
     const opt = document.createElement("option");
     opt.value = opt.textContent = name;
@@ -75,9 +103,10 @@ async function speak(event) {
   await new Promise((resolve) => media.addEventListener("sourceopen", resolve, { once: true }));
   const buffer = media.addSourceBuffer(MIME[format]);
   buffer.mode = "sequence";
-  const res = await fetch("/v1/audio/speech", {
+  const res = await fetch("/v1/audio/speech", withKey({
     method: "POST", headers: { "Content-Type": "application/json" }, body,
-  });
+  }));
+  if (res.status === 401) return askKey();
   if (!res.ok) {
     const doc = await res.json().catch(() => ({ error: { message: res.statusText } }));
     status(`${res.status}: ${doc.error.message}`, true);
@@ -100,6 +129,13 @@ async function speak(event) {
 }
 
 $("form").addEventListener("submit", (e) => speak(e).catch((err) => status(String(err), true)));
+$("keyform").addEventListener("submit", (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(KEY, $("key").value);
+  $("keyform").hidden = true;
+  status("");
+  loadVoices().catch((err) => status(`Could not list the voices: ${err}`, true));
+});
 loadVoices().catch((err) => status(`Could not list the voices: ${err}`, true));
 </script>
 </body>

@@ -43,6 +43,12 @@ FIELDS = [
     "seed",
     "stream",
     "instructions",
+    "lang_code",
+    "volume_multiplier",
+    "normalization_options",
+    "return_download_link",
+    "download_format",
+    "return_timestamps",
 ]
 GOOD = {"model": "kokoro", "input": "Hello.", "voice": "af_heart"}
 
@@ -94,4 +100,5 @@ def test_any_voice_spec_parses_or_is_refused(spec):
     except APIError as e:
         assert e.status == 400 and e.param == "voice"
         return
-    assert parts and all(w > 0 for _, w in parts)
+    # a subtracted voice's weight is negative; a blend starts with a voice it adds
+    assert parts and parts[0][1] > 0 and all(w != 0 for _, w in parts)

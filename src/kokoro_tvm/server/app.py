@@ -6,9 +6,9 @@ prep thread, synthesis on the scheduler's workers, encoding on the encode thread
 moves bytes, so ``/health`` answers at once however busy the workers are.
 
 Each speech response is one stream: admitted by the scheduler, prepared, then fed chunk by chunk
-from the workers through one encoder to the socket. The response always streams, whatever
-``stream`` says (OpenAI's client never sends it). When the client leaves, the response's
-``finally`` cancels the stream's remaining chunks.
+from the workers through one encoder to the socket (Kokoro-FastAPI's ``"stream": false`` gathers
+it into one body first, ``fastapi_compat.py``, which also holds Kokoro-FastAPI's own routes).
+When the client leaves, the response's ``finally`` cancels the stream's remaining chunks.
 """
 
 from __future__ import annotations
@@ -35,13 +35,12 @@ from ..errors import KokoroTVMError
 from . import page
 from .connections import TRANSPORT
 from .delivery import Delivery
-from .encoders import encoder
 from .engine import Engine
 from .errors import SERVER, APIError, from_runtime, invalid
 from .metrics import CONTENT_TYPE
 from .scheduler import Item, Overloaded, Stream
 from .schema import SPEECH_SCHEMA, SpeechRequest, parse_json, speech_request
-from .voices import MODEL, MODEL_ALIASES, voice_language
+from .voices import MODEL, MODEL_ALIASES
 
 log = logging.getLogger("kokoro_tvm.server")
 
@@ -139,14 +138,15 @@ class CountRequests:
 
 
 class RequireKey:
-    """``--api-key``: every ``/v1/`` request must carry ``Authorization: Bearer KEY`` (as the
-    ``openai`` client sends its ``api_key``); the page, ``/health`` and ``/metrics`` stay open."""
+    """``--api-key``: every ``/v1/`` and ``/dev/`` request must carry ``Authorization: Bearer
+    KEY`` (as the ``openai`` client sends its ``api_key``); the page, ``/health`` and ``/metrics``
+    stay open."""
 
     def __init__(self, app, key: str) -> None:
         self.app, self.expected = app, key.encode()
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+        if scope["type"] == "http" and scope["path"].startswith(("/v1/", "/dev/")):
             # the scheme is case-insensitive (RFC 7235), the key is not
             scheme, _, token = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
             given = token.strip(b" ") if scheme.lower() == b"bearer" else b""
@@ -252,6 +252,9 @@ def create_app(engine: Engine, read_timeout: float = READ_TIMEOUT) -> FastAPI:
         )
     app.add_middleware(HeadAsGet)
     app.add_middleware(CountRequests, metrics=metrics)
+    from .fastapi_compat import Compat
+
+    compat = Compat(engine)
 
     @app.exception_handler(APIError)
     async def api_error(_: Request, e: APIError) -> JSONResponse:
@@ -333,13 +336,9 @@ def create_app(engine: Engine, read_timeout: float = READ_TIMEOUT) -> FastAPI:
         return _model(model, engine)
 
     @app.get("/v1/audio/voices")
-    async def voices() -> dict[str, Any]:
-        names = engine.voices.names()
-        return {
-            "voices": names,
-            "data": [{"id": n, "lang": voice_language(n)} for n in names],
-            "openai": engine.voices.aliases(),
-        }
+    async def voices(legacy: bool = False) -> dict[str, Any]:
+        """Kokoro-FastAPI's ``{"voices": [{"id", "name"}]}``; ``?legacy=true``: names."""
+        return engine.voices.listing(legacy)
 
     # -- speech --------------------------------------------------------------------------------
     body_spec = {"requestBody": {"content": {"application/json": {"schema": SPEECH_SCHEMA}}}}
@@ -348,26 +347,32 @@ def create_app(engine: Engine, read_timeout: float = READ_TIMEOUT) -> FastAPI:
     async def speech(request: Request) -> Response:
         """OpenAI's speech endpoint: audio in ``response_format``, or SSE events."""
         req, s, first = await _open(request, engine)
-        enc = encoder(req.response_format)
+        out = compat.output(req)
+        enc = out.encoder
         if req.stream_format == "sse":
             body = _sse(engine, s, first, enc, req)
             media = "text/event-stream"
         else:
             body = _audio(engine, s, first, enc)
             media = enc.media_type
-        return _respond(engine, s, body, media)
+        if not req.stream:
+            return await compat.whole(s, body, out, req.response_format)
+        return _respond(engine, s, body, media, out)
 
     @app.post("/v1/audio/captioned_speech", openapi_extra=body_spec)
     async def captioned_speech(request: Request) -> Response:
         """Audio with word timestamps: one JSON object per chunk (NDJSON) while streaming, or
         one JSON document with ``"stream": false``."""
         req, s, first = await _open(request, engine)
-        enc = encoder(req.response_format)
+        out = compat.output(req)
+        enc = out.encoder
         if req.stream:
             body = _captions(engine, s, first, enc, req)
-            return _respond(engine, s, body, "application/x-ndjson")
-        return _respond(engine, s, _caption_doc(engine, s, first, enc, req), "application/json")
+            return _respond(engine, s, body, "application/x-ndjson", out)
+        body = _caption_doc(engine, s, first, enc, req)
+        return _respond(engine, s, body, "application/json", out)
 
+    compat.add_routes(app)
     return app
 
 
@@ -381,14 +386,16 @@ def _model(name: str, engine: Engine) -> dict[str, Any]:
     }
 
 
-async def _open(request: Request, engine: Engine) -> tuple[SpeechRequest, Stream, Item]:
+async def _open(
+    request: Request, engine: Engine, parse: Callable[[Any, int], SpeechRequest] = speech_request
+) -> tuple[SpeechRequest, Stream, Item]:
     """Read and check the request, admit it, prepare its runtime stream, and wait for its first
     chunk: until then the response has not started, so a request that fails even there (an
     utterance no bucket holds) still gets its error as JSON with its status."""
     cfg = engine.config
     doc = parse_json(await _read_body(request, cfg.max_body_bytes))
     check_unicode(doc)
-    req = speech_request(doc, cfg.max_input_chars)
+    req = parse(doc, cfg.max_input_chars)
     loop = asyncio.get_running_loop()
     try:
         s = await engine.scheduler.admit(len(req.input), req.speed)
@@ -480,10 +487,23 @@ def _is_text(value: str) -> bool:
     return True
 
 
-def _respond(engine: Engine, s: Stream, body: AsyncIterator[bytes], media: str) -> Response:
+def _respond(
+    engine: Engine,
+    s: Stream,
+    body: AsyncIterator[bytes],
+    media: str,
+    out: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """A streamed response; ``out`` (``fastapi_compat.Output``): its headers, and told when the
+    response ends."""
+
     def on_close(reason: str) -> None:
         engine.scheduler.close(s, reason)
+        if out is not None:
+            out.closed()
 
+    extra = {**(headers or {}), **(out.headers if out is not None else {})}
     # its client's bytes are counted from here: the stream runs ahead of what it received
     s.delivery, s.paced = Delivery(), True
     return ChunkStream(
@@ -492,7 +512,7 @@ def _respond(engine: Engine, s: Stream, body: AsyncIterator[bytes], media: str) 
         engine.config.send_timeout,
         s.delivery,
         media_type=media,
-        headers={"Cache-Control": "no-store"},
+        headers={"Cache-Control": "no-store", **extra},
     )
 
 

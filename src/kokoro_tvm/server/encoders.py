@@ -20,6 +20,7 @@ streamed file has no header to announce; Ogg/Opus announces its pre-skip, so it 
 
 from __future__ import annotations
 
+import struct
 from typing import Protocol
 
 import numpy as np
@@ -141,8 +142,41 @@ def pcm16(audio: np.ndarray) -> np.ndarray:
     return np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype(np.int16)
 
 
-def encoder(fmt: str, sample_rate: int = SAMPLE_RATE) -> Encoder:
-    """A new encoder for one response in ``fmt`` (one of ``MEDIA_TYPES``)."""
-    if fmt in ("wav", "pcm"):
-        return WavEncoder(fmt, sample_rate)
-    return AVEncoder(fmt, sample_rate)
+class Scaled:
+    """Kokoro-FastAPI's ``volume_multiplier``: every sample times ``gain`` before the encoder,
+    which clips to [-1, 1] as it always does."""
+
+    def __init__(self, inner: Encoder, gain: float):
+        self.inner, self.gain = inner, np.float32(gain)
+        self.media_type = inner.media_type
+
+    def encode(self, audio: np.ndarray) -> bytes:
+        return self.inner.encode(np.asarray(audio, np.float32) * self.gain)
+
+    def finish(self) -> bytes:
+        return self.inner.finish()
+
+
+def encoder(fmt: str, sample_rate: int = SAMPLE_RATE, volume: float = 1.0) -> Encoder:
+    """A new encoder for one response in ``fmt`` (one of ``MEDIA_TYPES``), its samples times
+    ``volume``."""
+    enc: Encoder = (
+        WavEncoder(fmt, sample_rate) if fmt in ("wav", "pcm") else AVEncoder(fmt, sample_rate)
+    )
+    return enc if volume == 1.0 else Scaled(enc, volume)
+
+
+def whole_wav(data: bytes) -> bytes:
+    """A streamed WAV (sizes 0xFFFFFFFF, "until the end") with its real sizes, once the whole
+    file is at hand: a file saved to disk should say how long it is."""
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        return data
+    out, pos = bytearray(data), 12
+    while pos + 8 <= len(out):
+        chunk, size = bytes(out[pos : pos + 4]), struct.unpack_from("<I", out, pos + 4)[0]
+        if chunk == b"data":  # the last chunk the writer writes
+            struct.pack_into("<I", out, pos + 4, len(out) - pos - 8)
+            struct.pack_into("<I", out, 4, len(out) - 8)
+            return bytes(out)
+        pos += 8 + size + size % 2
+    return data

@@ -57,6 +57,10 @@ class ServerConfig:
     warmup: bool = True
     api_key: str | None = None  # required as a bearer token on /v1/ when set
     allow_origins: tuple[str, ...] = ()  # CORS: web pages on these origins may call the API
+    # return_download_link's store: files kept at most, their megabytes, seconds each is kept
+    download_files: int = 16
+    download_mb: float = 128.0
+    download_ttl: float = 3600.0
 
     @property
     def max_body_bytes(self) -> int:

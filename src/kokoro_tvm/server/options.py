@@ -120,6 +120,24 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
         help="a web origin whose pages may call the API (CORS); repeat for more, '*' for any",
     )
     p.add_argument(
+        "--download-files",
+        type=int,
+        default=16,
+        help="files kept for return_download_link at most; the oldest go first (default 16)",
+    )
+    p.add_argument(
+        "--download-mb",
+        type=float,
+        default=128.0,
+        help="megabytes those files may hold in memory at most (default 128)",
+    )
+    p.add_argument(
+        "--download-ttl",
+        type=float,
+        default=3600.0,
+        help="seconds each of those files is kept (default 3600)",
+    )
+    p.add_argument(
         "--read-timeout",
         type=float,
         default=10.0,
@@ -142,10 +160,10 @@ def config(args: argparse.Namespace) -> ServerConfig:
     """The server's config from parsed options, each checked."""
     from .engine import ServerConfig
 
-    for name in ("max_input_chars", "max_streams"):
+    for name in ("max_input_chars", "max_streams", "download_files"):
         if getattr(args, name) < 1:
             raise ServeOptionError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("request_timeout", "send_timeout", "first_audio"):
+    for name in ("request_timeout", "send_timeout", "first_audio", "download_mb", "download_ttl"):
         if not getattr(args, name) > 0:
             raise ServeOptionError(f"--{name.replace('_', '-')} must be a positive number")
     if not 0 < args.load_factor <= 1:
@@ -182,6 +200,9 @@ def config(args: argparse.Namespace) -> ServerConfig:
         lead_in_frames=None if args.kokoro_pauses else chunking.LISTENER_LEAD_IN,
         api_key=args.api_key or None,
         allow_origins=tuple(args.allow_origin),
+        download_files=args.download_files,
+        download_mb=args.download_mb,
+        download_ttl=args.download_ttl,
     )
 
 

@@ -66,7 +66,7 @@ function askKey() {
 }
 
 async function loadVoices() {
-  const res = await fetch("/v1/audio/voices", withKey());
+  const res = await fetch("/v1/audio/voices?legacy=true", withKey());
   if (res.status === 401) return askKey();
   const doc = await res.json();
   const select = $("voice");

@@ -8,9 +8,15 @@ description of it.
 
 A request names voices only: a registry voice (``tts.voices``), a file the server's operator put
 in ``--voices-dir`` (by its stem), an OpenAI name, ``"random"`` on a random-weight build, or a
-blend of those (Kokoro-FastAPI's ``af_bella(2)+af_sky(1)`` or the runtime's
-``af_bella:2,af_sky:1``). A name is never read as a path: the runtime's ``voice_pack`` takes
-files too, and a client must not be able to make the server open one.
+blend of those (Kokoro-FastAPI's ``af_bella(2)+af_sky(1)`` and ``af_bella-af_sky``, or the
+runtime's ``af_bella:2,af_sky:1``). A name is never read as a path: the runtime's ``voice_pack``
+takes files too, and a client must not be able to make the server open one.
+
+A blend is computed as Kokoro-FastAPI computes it: each voice's weight (1 when not given) over
+the sum of all the weights, added or subtracted as its sign says (``a(2)+b(1)`` is
+``2/3 a + 1/3 b``, ``a-b`` is ``a/2 - b/2``). A name given twice is one voice with its weights
+summed, and a blend holds at most ``MAX_BLEND_VOICES`` voices: every voice of a blend is a pack
+to read and add, so a long one would cost the server what the client pays nothing for.
 """
 
 from __future__ import annotations
@@ -47,6 +53,10 @@ OPENAI_VOICES = {
     "cedar": "am_fenrir",
 }
 RANDOM_VOICE = "random"
+#: the voice of a request that names none (Kokoro-FastAPI's default)
+DEFAULT_VOICE = "af_heart"
+#: the most distinct voices one blend may hold
+MAX_BLEND_VOICES = 16
 #: a voice's language from the first letter of its name (kokoro's convention), for when the
 #: runtime's own language table is not there to ask
 _LETTER_LANGS = {
@@ -62,7 +72,8 @@ _LETTER_LANGS = {
 }
 _VOICE_FILES = (".pt", ".npy", ".bin", ".npz")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-_FASTAPI_PART = re.compile(r"^\s*([^()+\s]+)\s*(?:\(\s*([0-9.eE+-]+)\s*\))?\s*$")
+#: one voice of a Kokoro-FastAPI blend: a name and an optional weight in brackets
+_FASTAPI_PART = re.compile(r"^([A-Za-z0-9_.]+)(?:\(([^()]*)\))?$")
 
 
 def check_model(model: Any) -> str:
@@ -139,8 +150,31 @@ class VoiceBook:
         have = set(self.names())
         return {k: v for k, v in OPENAI_VOICES.items() if v in have}
 
+    def listing(self, legacy: bool = False) -> dict[str, Any]:
+        """``GET /v1/audio/voices``: Kokoro-FastAPI's ``{"voices": [{"id", "name"}]}`` (chat
+        front ends read ``id``), or with ``legacy`` its older list of names; both with each
+        voice's language and OpenAI's names for the voices this server has."""
+        names = self.names()
+        voices: list[Any] = names if legacy else [{"id": n, "name": n} for n in names]
+        return {
+            "voices": voices,
+            "data": [{"id": n, "lang": voice_language(n)} for n in names],
+            "openai": self.aliases(),
+        }
+
     def resolve(self, spec: Any) -> Voice:
-        """A request's ``voice`` (a name, a blend, or ``{"id": name}``) as a checked pack."""
+        """A request's ``voice`` (a name, a blend, ``{"id": name}``, or None for
+        ``DEFAULT_VOICE``) as a checked pack."""
+        names = self.names()
+        if spec is None:
+            if DEFAULT_VOICE not in names:
+                raise invalid(
+                    f"missing required parameter: 'voice' (the default, {DEFAULT_VOICE}, is not "
+                    f"on this server; it has: {', '.join(names) or 'none'})",
+                    "voice",
+                    "missing_required_parameter",
+                )
+            spec = DEFAULT_VOICE
         if isinstance(spec, dict):
             spec = spec.get("id")
         if not isinstance(spec, str) or not spec.strip():
@@ -149,26 +183,42 @@ class VoiceBook:
                 "'af_bella(2)+af_sky(1)', or {\"id\": name}",
                 "voice",
             )
-        parts = parse_blend(spec)
-        key = ",".join(f"{n}:{w:g}" for n, w in parts)
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        names = self.names()
+        # a whole name first: a --voices-dir file may have a '-' in its name
+        parts = [(spec.strip(), 1.0)] if spec.strip() in names else parse_blend(spec)
         if len(parts) == 1 and parts[0][0] == RANDOM_VOICE and self.random_voice:
             # the runtime draws this style from the request's seed, as it does for its callers
             return Voice(RANDOM_VOICE, RANDOM_VOICE, None)
         if any(n == RANDOM_VOICE for n, _ in parts):
             raise invalid(f"voice {spec!r}: '{RANDOM_VOICE}' cannot be blended", "voice")
-        packs = [self._pack(self._kokoro_name(n, names)) for n, _ in parts]
-        if len(packs) == 1:
-            pack = packs[0]
+        total = float(np.sum(np.abs([w for _, w in parts])))
+        if not np.isfinite(total):
+            raise invalid(f"voice {spec!r}: the weights are too large to add up", "voice")
+        merged: dict[str, float] = {}  # Kokoro name -> its signed weight, first come first
+        for name, weight in parts:
+            kokoro = self._kokoro_name(name, names)
+            merged[kokoro] = merged.get(kokoro, 0.0) + weight
+        if len(merged) > MAX_BLEND_VOICES:
+            raise invalid(
+                f"voice {_shown(spec)}: a blend of {len(merged)} voices; at most "
+                f"{MAX_BLEND_VOICES} may be blended",
+                "voice",
+                "too_many_voices",
+            )
+        coefs = {n: w / total for n, w in merged.items()}
+        key = ",".join(f"{n}:{c!r}" for n, c in coefs.items())
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if list(coefs.values()) == [1.0]:
+            pack = self._pack(next(iter(coefs)))
         else:
-            from ..runtime import voices
-
-            pack = voices.blend(packs, [w for _, w in parts])
-        voice = Voice(key, pack, voice_language(self._kokoro_name(parts[0][0], names)))
+            acc = None
+            for name, coef in coefs.items():
+                term = coef * np.asarray(self._pack(name), np.float64)
+                acc = term if acc is None else acc + term
+            pack = acc.astype(np.float32)
+        voice = Voice(key, pack, voice_language(next(iter(coefs))))
         with self._lock:
             if len(self._cache) >= self._cache_size:
                 self._cache.pop(next(iter(self._cache)))
@@ -196,37 +246,72 @@ class VoiceBook:
 
 
 def parse_blend(spec: str) -> list[tuple[str, float]]:
-    """``a``, ``a(2)+b(1)`` (Kokoro-FastAPI) or ``a:2,b:1`` (the runtime) -> [(name, weight)]."""
+    """``a``, ``a(2)+b(1)``, ``a-b`` (Kokoro-FastAPI) or ``a:2,b:1`` (the runtime) ->
+    [(name, signed weight)], in the order given; a subtracted voice's weight is negative."""
     text = spec.strip()
     if "," in text or (":" in text and "(" not in text):
-        raw = []
+        out = []
         for part in text.split(","):
             name, _, weight = part.strip().rpartition(":")
-            raw.append((name, weight) if name else (weight, ""))
-    else:
-        raw = []
-        for part in text.split("+"):
-            m = _FASTAPI_PART.match(part)
-            if m is None:
-                raise _bad_blend(spec, part)
-            raw.append((m.group(1), m.group(2) or ""))
+            name, weight = (name, weight) if name else (weight, "")
+            out.append((name.strip(), _weight(spec, name.strip(), weight, part)))
+        return out
     out = []
-    for name, weight in raw:
-        name = name.strip()
-        try:
-            w = float(weight) if weight else 1.0
-        except ValueError:
-            raise _bad_blend(spec, f"{name}:{weight}") from None
-        if not _NAME.match(name) or not np.isfinite(w) or w <= 0:
-            raise _bad_blend(spec, name or spec)
-        out.append((name, w))
+    for sign, part in _signed_parts(spec, "".join(text.split())):
+        m = _FASTAPI_PART.match(part)
+        if m is None:
+            raise _bad_blend(spec, part)
+        weight = "1" if m.group(2) is None else m.group(2) or "?"  # "a()": no weight
+        out.append((m.group(1), sign * _weight(spec, m.group(1), weight, part)))
     return out
+
+
+def _signed_parts(spec: str, text: str) -> list[tuple[float, str]]:
+    """``a(2)+b-c`` -> [(1, 'a(2)'), (1, 'b'), (-1, 'c')]: cut at each + and - outside
+    brackets (a weight such as ``(1e-3)`` keeps its sign)."""
+    parts, sign, start, depth = [], 1.0, 0, 0
+    for i, c in enumerate(text + "+"):
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c in "+-" and depth == 0:
+            if i == start:
+                raise invalid(
+                    f"voice {spec!r}: a blend needs a voice before and after each + and -; "
+                    "write it as 'af_bella(2)+af_sky(1)' or 'af_bella-af_sky'",
+                    "voice",
+                    "invalid_voice",
+                )
+            parts.append((sign, text[start:i]))
+            sign, start = (1.0 if c == "+" else -1.0), i + 1
+        if depth < 0 or depth > 1:
+            raise _bad_blend(spec, text)
+    if depth:
+        raise _bad_blend(spec, text)
+    return parts
+
+
+def _weight(spec: str, name: str, weight: str, part: str) -> float:
+    try:
+        w = float(weight) if weight.strip() else 1.0  # "a:" or a bare name
+    except ValueError:
+        raise _bad_blend(spec, part) from None
+    if not _NAME.match(name) or not np.isfinite(w) or w <= 0:
+        raise _bad_blend(spec, part or spec)
+    return w
 
 
 def _bad_blend(spec: str, part: str) -> APIError:
     return invalid(
-        f"voice {spec!r}: {part.strip()!r} is not a voice name with an optional positive weight; "
-        "write a blend as 'af_bella(2)+af_sky(1)' or 'af_bella:2,af_sky:1'",
+        f"voice {_shown(spec)}: {_shown(part.strip())} is not a voice name with an optional "
+        "positive weight; write a blend as 'af_bella(2)+af_sky(1)', 'af_bella-af_sky' or "
+        "'af_bella:2,af_sky:1'",
         "voice",
         "invalid_voice",
     )
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """A spec for a message, cut short: one can be as long as the body."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} chars)"

@@ -1,0 +1,301 @@
+"""The bf16 conv kernels against float32 Winograd's, and what bf16 costs kokoro's audio.
+
+    python benchmarks/bf16_convs.py [--rounds 7] [--threads 1]   # kernels, interleaved
+    python benchmarks/bf16_convs.py --fidelity [--phonemes 30,100] [--voice af_heart]
+
+Kernels: each decoder generator conv shape (widths of 400 and 96 frames) built once as the float32
+kernel an x86-64-v4 library runs (``compile/winograd.py``, its AVX-512 tile) and once as its bf16
+kernel (``compile/bf16.py``: ``bf16_winograd`` or ``bf16_fft``), for
+``x86-64-v4 + avx512bf16``, timed interleaved (the order reversed every other round). With one
+thread the time is the process's CPU time per call, which other processes on a shared machine
+inflate far less than the wall clock; with more, the wall clock. Medians, the load average, and
+each kernel's relative RMS error against float64.
+
+``--fidelity``: kokoro eager (the build's trained weights, artifacts from ``dvc repro``) with the
+decoder's convs computed as each bf16 plan computes them (transformed operands rounded to bf16,
+products summed in float32), against float64 kokoro with its durations and draws replayed; log-mel
+SNR and mel-cepstral distortion (``eval.verdicts.audio_verdict``), float32 kokoro's beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+#: (channels, kernel, dilation, width): the generator's resblock convs at 400 frames, and the
+#: kernel-7/11 ones at 96.
+SHAPES = [
+    (128, 11, 1, 48000),
+    (128, 11, 5, 48000),
+    (128, 7, 1, 48000),
+    (128, 7, 3, 48000),
+    (128, 3, 1, 48000),
+    (256, 11, 1, 8000),
+    (256, 7, 1, 8000),
+    (256, 3, 1, 8000),
+    (128, 11, 1, 11520),
+    (256, 7, 1, 1920),
+]
+BF16_TARGET = {"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["+avx512bf16"]}
+
+
+def kernels(args) -> None:
+    import tvm
+
+    from kokoro_tvm.compile import bf16, bf16_fft, bf16_winograd, winograd
+
+    def built(func):
+        mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+        return tvm.compile(mod, tvm.target.Target(BF16_TARGET))
+
+    def timer(ex, tensors):
+        if args.threads > 1:
+            ev = ex.mod.time_evaluator("main", tvm.cpu(), number=2)
+            return lambda: ev(*tensors).mean
+
+        def once() -> float:
+            t0 = time.process_time()
+            ex["main"](*tensors)
+            return time.process_time() - t0
+
+        return once
+
+    print(
+        f"{BF16_TARGET} threads={args.threads}: median ms per call ({'CPU' if args.threads == 1 else 'wall'}"
+        " time, direct-equivalent GFLOP/s), relative RMS error vs float64"
+    )
+    for c, k, d, width in SHAPES:
+        rng = np.random.default_rng(k * 10 + d)
+        w = (rng.standard_normal((c, c, k)) / np.sqrt(c * k)).astype(np.float32)
+        x = rng.standard_normal((1, c, width)).astype(np.float32)
+        pad = d * (k - 1) // 2
+        m = winograd.OUTPUTS[k]
+        _, g, _ = winograd.matrices(m, k)
+        u32 = np.einsum("pk,ock->pco", g, w.astype(np.float64)).astype(np.float32)
+        fp32 = built(
+            winograd.kernel_for(
+                16, 32, channels_in=c, channels_out=c, taps=k, dilation=d, pad_left=pad, m=m
+            )
+        )
+        if bf16.method(k, c, c) == "winograd":
+            mb = bf16_winograd.TILE[0]
+            low = built(bf16_winograd.kernel(c, c, k, d, pad, mb))
+            packed, name = bf16_winograd.pack_weights(w, mb), f"bf16 F({mb},{k})"
+        else:
+            low = built(bf16_fft.kernel(c, c, k, d, pad))
+            packed, name = bf16_fft.pack_weights(w), f"bf16 FFT{bf16_fft.POINTS}"
+        ys = [tvm.runtime.tensor(np.zeros((1, c, width), np.float32)) for _ in range(2)]
+        runs = [
+            (fp32, [tvm.runtime.tensor(x), tvm.runtime.tensor(u32), ys[0]]),
+            (low, [tvm.runtime.tensor(x), tvm.runtime.tensor(packed), ys[1]]),
+        ]
+        timers = []
+        for ex, tensors in runs:
+            ex["main"](*tensors)  # warm-up, and the outputs for the errors
+            timers.append(timer(ex, tensors))
+        samples: list[list[float]] = [[], []]
+        for r in range(args.rounds):
+            for i in (0, 1) if r % 2 == 0 else (1, 0):
+                samples[i].append(timers[i]())
+        xp = np.pad(x[0].astype(np.float64), ((0, 0), (pad, pad)))
+        want = sum(w[:, :, j].astype(np.float64) @ xp[:, j * d : j * d + width] for j in range(k))
+        errs = [float(np.sqrt(((y.numpy()[0] - want) ** 2).mean() / (want**2).mean())) for y in ys]
+        old, new = (float(np.median(s)) for s in samples)
+        flops = 2.0 * c * c * k * width
+        print(
+            f"  conv {c:3} k{k:<2} d{d} x{width:6}: float32 F({m},{k}) {old * 1e3:7.2f} ms "
+            f"({flops / old / 1e9:4.0f}, err {errs[0]:.1e})  {name} {new * 1e3:7.2f} ms "
+            f"({flops / new / 1e9:4.0f}, err {errs[1]:.1e})  x{old / new:.2f}  "
+            f"load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+
+
+def _bf16(t):
+    return t.bfloat16().float()
+
+
+def _winograd(x, w, b, d, pad, m):
+    """conv1d through F(m, r), its transformed input and weights rounded to bf16."""
+    import torch
+    import torch.nn.functional as F
+
+    from kokoro_tvm.compile import winograd
+
+    o, r = w.shape[0], w.shape[2]
+    at, g, bt = (torch.from_numpy(t).float() for t in winograd.matrices(m, r))
+    a = m + r - 1
+    width = x.shape[-1] + 2 * pad - d * (r - 1)
+    q = -(-width // (d * m))
+    xp = F.pad(x[0], (pad, pad + d * m * q + d * a))
+    idx = (
+        torch.arange(d)[:, None, None]
+        + d * m * torch.arange(q)[None, :, None]
+        + d * torch.arange(a)[None, None, :]
+    )
+    v = _bf16(torch.einsum("pk,cdqk->pcdq", bt, xp[:, idx]))
+    u = _bf16(torch.einsum("pk,ock->pco", g, w))
+    y = torch.einsum("ip,podq->oqid", at, torch.einsum("pco,pcdq->podq", u, v))
+    y = y.reshape(o, -1)[:, :width][None]
+    return y if b is None else y + b[None, :, None]
+
+
+def _fft(x, w, b, d, pad, n):
+    """conv1d by overlap-save n-point FFTs, both spectra rounded to bf16."""
+    import torch
+    import torch.nn.functional as F
+
+    o, r = w.shape[0], w.shape[2]
+    m = n - r + 1
+    width = x.shape[-1] + 2 * pad - d * (r - 1)
+    xp = F.pad(x[0], (pad, pad + d * (n + m)))
+    spec = torch.fft.rfft(w, n=n)
+    spec = torch.complex(_bf16(spec.real), _bf16(spec.imag)).conj()
+    y = torch.zeros(o, width)
+    for p in range(d):
+        seq, count = xp[:, p::d], len(range(p, width, d))
+        idx = m * torch.arange(-(-count // m))[:, None] + torch.arange(n)[None, :]
+        seq = F.pad(seq, (0, max(0, int(idx.max()) + 1 - seq.shape[1])))
+        tiles = torch.fft.rfft(seq[:, idx], n=n)
+        tiles = torch.complex(_bf16(tiles.real), _bf16(tiles.imag))
+        prod = torch.einsum("cqf,ocf->oqf", tiles, spec)
+        y[:, p::d] = torch.fft.irfft(prod, n=n)[:, :, :m].reshape(o, -1)[:, :count]
+    y = y[None]
+    return y if b is None else y + b[None, :, None]
+
+
+def _forward(conv, name: str, plan: str):
+    """The forward ``plan`` gives ``conv`` (a module ``name``), or None for float32's."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    from kokoro_tvm.compile import bf16, bf16_fft, bf16_winograd, winograd
+
+    k, d, pad = conv.kernel_size[0], conv.dilation[0], conv.padding[0]
+    if isinstance(conv, nn.ConvTranspose1d):
+        if plan not in ("direct bf16", "plan + direct bf16"):
+            return None
+        return lambda x, output_size=None: F.conv_transpose1d(
+            _bf16(x), _bf16(conv.weight), conv.bias, conv.stride, conv.padding,
+            conv.output_padding, conv.groups, conv.dilation,
+        )  # fmt: skip
+    shape = (k, conv.in_channels, conv.out_channels, conv.groups)
+    how = bf16.method(*shape, stride=conv.stride[0])
+    if plan == "float32 tiles in bf16":
+        if conv.stride[0] != 1 or winograd.tile_outputs(*shape) is None:
+            return None
+        return lambda x: _winograd(x, conv.weight, conv.bias, d, pad, winograd.OUTPUTS[k])
+    if how == "winograd" and plan != "direct bf16":
+        m = bf16_winograd.TILE[0]
+        return lambda x: _winograd(x, conv.weight, conv.bias, d, pad, m)
+    if how == "fft" and plan != "direct bf16":
+        return lambda x: _fft(x, conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
+    if (
+        plan == "direct bf16"
+        or (plan == "plan + direct bf16" and conv.out_channels >= bf16.MIN_CHANNELS_OUT)
+        or (plan == "plan, conv_post bf16" and name.endswith("conv_post"))
+    ):
+        return lambda x: conv._conv_forward(_bf16(x), _bf16(conv.weight), conv.bias)
+    return None
+
+
+def _plan(module, plan: str) -> None:
+    """Every conv under ``module`` computed as ``plan`` computes it."""
+    from torch import nn
+
+    for name, conv in module.named_modules():
+        if isinstance(conv, (nn.Conv1d, nn.ConvTranspose1d)):
+            forward = _forward(conv, name, plan)
+            if forward is not None:
+                conv.forward = forward  # weight norm's pre-hook still sets the weight first
+
+
+PLANS = (
+    "direct bf16",
+    "plan",
+    "plan + direct bf16",
+    "plan, conv_post bf16",
+    "float32 tiles in bf16",
+)
+
+
+def fidelity(args) -> None:
+    import copy
+    import json
+    from pathlib import Path
+
+    import torch
+
+    from kokoro_tvm import artifacts
+    from kokoro_tvm.eval.e2e import ReplayDurations
+    from kokoro_tvm.eval.eager import InjectDraws, as_float64, default_dtype, load_kokoro, reference
+    from kokoro_tvm.eval.samples import phonemes as sample_phonemes
+    from kokoro_tvm.eval.verdicts import audio_verdict
+    from kokoro_tvm.runtime.voices import style_for
+    from kokoro_tvm.spec import HARMONICS, samples_per_frame
+
+    torch.set_num_threads(1)
+    cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
+    km64 = as_float64(km)
+    voices = json.loads(Path(artifacts.ROOT / "voices" / "voices.json").read_text())
+    row = {v["name"]: v["row"] for v in voices["voices"]}[args.voice]
+    pack = np.load(artifacts.ROOT / "voices" / voices["file"], mmap_mode="r")[row]
+    models = {"float32": km}
+    for plan in PLANS:
+        models[plan] = copy.deepcopy(km)
+        _plan(models[plan].decoder, plan)
+
+    def speak(model, ids, style, draws, durations) -> np.ndarray:
+        dtype = next(model.parameters()).dtype
+        with torch.no_grad(), default_dtype(dtype), InjectDraws(*draws), ReplayDurations(durations):
+            audio, _ = model.forward_with_tokens(ids, style.to(dtype), 1.0)
+        return audio.reshape(-1).double().numpy()
+
+    print(f"{args.voice}; against float64 kokoro; 'plan' is compile/bf16.py's choice of kernels")
+    for n in (int(v) for v in args.phonemes.split(",")):
+        ps = sample_phonemes(n)
+        ids = torch.tensor([[0, *(cfg["vocab"][c] for c in ps if c in cfg["vocab"]), 0]])
+        style = torch.from_numpy(np.array(style_for(pack, len(ps)), np.float32)).reshape(1, -1)
+        with torch.no_grad(), default_dtype(torch.float64):
+            raw = reference(
+                "duration", km64, (ids, None, style.double()[:, 128:]), ids.shape[1], {}
+            )
+        durations = torch.round(raw[0].reshape(-1)).clamp(min=1).long()
+        g = torch.Generator().manual_seed(0)
+        frames = int(durations.sum())
+        draws = (
+            torch.rand((1, HARMONICS), generator=g),
+            torch.randn((1, frames * samples_per_frame(cfg), HARMONICS), generator=g),
+        )
+        r64 = speak(km64, ids, style, draws, durations)
+        f32 = speak(km, ids, style, draws, durations)
+        for name, model in models.items():
+            v = audio_verdict(
+                r64, f32, f32 if model is km else speak(model, ids, style, draws, durations)
+            )
+            print(
+                f"  {len(ps):4} phonemes {frames:5} frames  {name:<24} log-mel SNR "
+                f"{v['log_mel_snr_db']:6.2f} dB  MCD {v['mcd_db']:.3f} dB",
+                flush=True,
+            )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--fidelity", action="store_true")
+    ap.add_argument("--phonemes", default="30,100")
+    ap.add_argument("--voice", default="af_heart")
+    args = ap.parse_args()
+    os.environ["TVM_NUM_THREADS"] = str(args.threads)
+    fidelity(args) if args.fidelity else kernels(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""What the bfloat16 conv kernels share: pairs of bf16 products summed in float32 (``vdpbf16ps``).
+
+``vdpbf16ps`` (AVX512_BF16) multiplies 32 bf16 pairs per instruction where an FMA multiplies 16
+float32 ones: lane ``i`` of a float32 accumulator gains ``a[2i] b[2i] + a[2i+1] b[2i+1]``. The
+kernels (``bf16_winograd``: kernel size 3, ``bf16_fft``: 7 and 11) keep each pair in one
+``uint32`` (``pairs``: low half first), broadcast an activation pair to all lanes and multiply it
+by 16 weight pairs, one per output channel.
+
+TVM 0.27 cannot call the intrinsic itself: its LLVM codegen has no bfloat type
+(``DTypeToLLVMType`` returns none for bf16, and a kernel using it crashes the codegen), while
+``BF16ComputeLegalize`` turns any bf16 operand of an intrinsic call into float32 and
+``BF16StorageLegalize`` bf16 reinterprets into ``uint16``, where LLVM's
+``llvm.x86.avx512bf16.dpbf16ps.512`` takes ``<32 x bfloat>``. A kernel therefore calls ``DOT``,
+an LLVM function (``LLVM_IR``) that bitcasts ``int32`` lanes and calls the intrinsic, which the
+kernel imports with TVM's ``pragma_import_llvm`` (``helpers``); TVM marks imported functions
+always-inline, so LLVM inlines it and no call remains.
+
+Which kernel a conv takes (``method``): bf16 Winograd rounds the transformed operands, and the
+larger F(m, r) the more its interpolation amplifies that rounding; a Fourier transform is
+orthogonal and amplifies none (docs/measurements.md, "bf16 convolutions").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Precisions a library's convolutions may be computed in.
+PRECISIONS = ("fp32", "bf16")
+#: LLVM target features a library with these kernels needs (``/proc/cpuinfo``: ``avx512_bf16``).
+FEATURES = ("avx512f", "avx512bf16")
+#: float32 lanes of an accumulator.
+LANES = 16
+#: Output channels below which a conv stays float32: narrow convs cost little, and ``conv_post``
+#: (22 channels) feeds ``exp`` and ``sin`` directly, where bf16 cost kokoro most (docs/measurements.md).
+MIN_CHANNELS_OUT = 64
+#: Kernel sizes per method.
+WINOGRAD_TAPS = (3,)
+FFT_TAPS = (7, 11)
+#: Channels up to which a conv takes these kernels: their transformed weights take 2.7x (F(6, 3))
+#: and 8-13x (FFT) a conv's own, which the decoder body's 512- and 1024-channel convs cannot
+#: afford (as ``winograd.MAX_CHANNELS``); in bf16 Winograd they also lost the most.
+MAX_CHANNELS = 256
+
+DOT = "kokoro_dpbf16ps"
+LLVM_IR = f"""
+declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
+define <16 x float> @{DOT}(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) {{
+  %x = bitcast <16 x i32> %a to <32 x bfloat>
+  %y = bitcast <16 x i32> %b to <32 x bfloat>
+  %r = call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %acc, <32 x bfloat> %x, <32 x bfloat> %y)
+  ret <16 x float> %r
+}}
+"""
+
+
+def method(
+    taps: int, channels_in: int, channels_out: int, groups: int = 1, stride: int = 1
+) -> str | None:
+    """``"winograd"`` or ``"fft"`` for a conv these kernels compute in bf16, else None."""
+    if (
+        stride != 1
+        or groups != 1
+        or channels_in % 2
+        or channels_out < MIN_CHANNELS_OUT
+        or channels_out % (2 * LANES)
+        or max(channels_in, channels_out) > MAX_CHANNELS
+    ):
+        return None
+    return "winograd" if taps in WINOGRAD_TAPS else ("fft" if taps in FFT_TAPS else None)
+
+
+def helpers(T):
+    """The ``AttrStmt`` frame that imports ``LLVM_IR`` into a kernel (``T``: TIR's IR builder)."""
+    from tvm import tirx
+
+    return T.attr(tirx.const(0, "int32"), "pragma_import_llvm", LLVM_IR)
+
+
+def dot(T, acc, a, b):
+    """``acc + sum`` of the products of the bf16 pairs in ``a`` and ``b`` (``uint32`` x 16)."""
+    from tvm import tirx
+
+    pair = f"int32x{LANES}"
+    return T.call_pure_extern(
+        f"float32x{LANES}", DOT, acc, tirx.reinterpret(pair, a), tirx.reinterpret(pair, b)
+    )
+
+
+def pairs(lo, hi):
+    """Two float32 TIR values as one ``uint32`` pair of bf16 (``lo`` in the low half), each rounded
+    to the nearest, ties to even, as ``vcvtne2ps2bf16`` rounds (finite values)."""
+    from tvm import tirx
+
+    def u32(v: int):
+        return tirx.const(v, "uint32")
+
+    def rounded(x):
+        bits = tirx.reinterpret("uint32", x)
+        return bits + u32(0x7FFF) + ((bits >> u32(16)) & u32(1))
+
+    return (rounded(lo) >> u32(16)) | (rounded(hi) & u32(0xFFFF0000))
+
+
+def pack_pairs(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``pairs`` in numpy: the layout the weight transforms produce."""
+
+    def rounded(x: np.ndarray) -> np.ndarray:
+        bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        return bits + 0x7FFF + ((bits >> 16) & 1)
+
+    packed = ((rounded(lo) >> 16) & 0xFFFF) | (rounded(hi) & 0xFFFF0000)
+    return packed.astype(np.uint32)

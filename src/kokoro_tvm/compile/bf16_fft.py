@@ -1,0 +1,262 @@
+"""Convolutions through real FFTs with bf16 products (``compile.bf16``): kernel sizes 7 and 11.
+
+Winograd's transforms amplify bf16 rounding with their points' powers; a Fourier transform is
+orthogonal and amplifies none, so a long kernel keeps a long tile: overlap-save with ``N``-point
+FFTs computes ``N - r + 1`` outputs of a tile from ``N/2`` complex products per channel pair, 4
+real multiplications each (22 outputs of an 11-tap conv with 64 bf16 multiplications at ``N = 32``,
+where float32 Winograd's F(4, 11) takes 77 float32 ones), and its error is a direct bf16 conv's
+(docs/measurements.md, "bf16 convolutions").
+
+A complex product fits ``vdpbf16ps``'s pairs: with ``X = a + ib`` (a tile's transform) and
+``W = p + iq`` (the weights'), the correlation's ``X conj(W)`` is ``(a, b).(p, q)`` real and
+``(a, b).(-q, p)`` imaginary, so the activation pair is one bin ``(a, b)`` and the weights hold two
+pairs per bin (``pack_weights``); the real bins 0 and ``N/2`` share a slot, ``(X_0, X_N/2)``
+against ``(W_0, 0)`` and ``(0, W_N/2)``.
+
+Per parallel block of tiles: gather its input (as ``compile.winograd.kernel``), each tile's real
+FFT (vectors along the tiles; every butterfly a ``Bind``, so that no subexpression is computed
+twice), one complex GEMM per slot into ``rows x 16`` real and imaginary accumulators, then per
+tile the inverse FFT (vectors along the output channels) and the outputs.
+"""
+
+from __future__ import annotations
+
+import cmath
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import bf16
+from .hand_written import FLOPS
+
+#: FFT points per tile.
+POINTS = 32
+#: Tiles per register tile and vectors of 16 output channels: 2 x 12 accumulators (real and
+#: imaginary) of 32 AVX-512 registers.
+ROWS = 6
+VECTORS = 2
+#: A parallel block's transformed input, products and outputs, at most.
+BLOCK_BYTES = 512 * 1024
+
+Complex = tuple[Any, Any]
+
+
+def _times(z: Complex, w: complex, scale: Callable) -> Complex:
+    """``z * w`` for a constant ``w``: ``(a + ib)(c + id) = (ac - bd) + i(ad + bc)``, its zero
+    terms left out and its unit ones added or subtracted."""
+    a, b = z
+
+    def total(terms: list[tuple[Any, float]]):
+        out = None
+        for value, k in terms:
+            if abs(k) < 1e-15:
+                continue
+            if abs(abs(k) - 1) < 1e-15:
+                out = (
+                    (value if k > 0 else -value)
+                    if out is None
+                    else (out + value if k > 0 else out - value)
+                )
+            else:
+                out = scale(value, k) if out is None else out + scale(value, k)
+        return out
+
+    return total([(a, w.real), (b, -w.imag)]), total([(a, w.imag), (b, w.real)])
+
+
+def fft(z: list[Complex], sign: int, scale: Callable, bind: Callable) -> list[Complex]:
+    """The complex DFT (``sign`` -1) or its unscaled inverse (+1) of ``len(z) = 2^k`` values,
+    radix 2 in time; ``bind`` names each butterfly's outputs."""
+    n = len(z)
+    if n == 1:
+        return list(z)
+    even, odd = fft(z[0::2], sign, scale, bind), fft(z[1::2], sign, scale, bind)
+    out: list[Complex] = [(None, None)] * n
+    for k in range(n // 2):
+        t = bind(_times(odd[k], cmath.exp(sign * 2j * math.pi * k / n), scale))
+        out[k] = bind((even[k][0] + t[0], even[k][1] + t[1]))
+        out[k + n // 2] = bind((even[k][0] - t[0], even[k][1] - t[1]))
+    return out
+
+
+def rfft(x: list, scale: Callable, bind: Callable) -> list[Complex]:
+    """``X[k]``, ``k = 0 .. n/2``, of ``n`` real values (the imaginary parts of ``X[0]`` and
+    ``X[n/2]`` are None): one complex FFT of ``n/2`` points on the even and odd values."""
+    n, h = len(x), len(x) // 2
+    z = fft([bind((x[2 * i], x[2 * i + 1])) for i in range(h)], -1, scale, bind)
+    out: list[Complex] = [(z[0][0] + z[0][1], None)]
+    for k in range(1, h):
+        zk, zc = z[k], z[h - k]
+        even = (scale(zk[0] + zc[0], 0.5), scale(zk[1] - zc[1], 0.5))
+        odd = (scale(zk[1] + zc[1], 0.5), scale(zk[0] - zc[0], -0.5))
+        t = _times(odd, cmath.exp(-2j * math.pi * k / n), scale)
+        out.append((even[0] + t[0], even[1] + t[1]))
+    out.append((z[0][0] - z[0][1], None))
+    return out
+
+
+def irfft(y: list[Complex], n: int, scale: Callable, bind: Callable, outputs: int) -> list:
+    """The first ``outputs`` of the ``n`` real values whose ``rfft`` is ``y`` (numpy's ``irfft``)."""
+    h = n // 2
+    z = [bind((scale(y[0][0] + y[h][0], 0.5), scale(y[0][0] - y[h][0], 0.5)))]
+    for k in range(1, h):
+        yk, yc = y[k], y[h - k]
+        even = (scale(yk[0] + yc[0], 0.5), scale(yk[1] - yc[1], 0.5))
+        diff = (scale(yk[0] - yc[0], 0.5), scale(yk[1] + yc[1], 0.5))
+        odd = _times(diff, cmath.exp(2j * math.pi * k / n), scale)
+        z.append(bind((even[0] - odd[1], even[1] + odd[0])))
+    values = fft(z, +1, scale, bind)
+    flat = [scale(part, 1 / h) for value in values for part in value]
+    return flat[:outputs]
+
+
+def slots(n: int) -> int:
+    return n // 2
+
+
+def pack_weights(w: np.ndarray, n: int = POINTS) -> np.ndarray:
+    """``w [O, C, r]`` -> ``[n/2, C, 2, O]`` bf16 pairs (``uint32``): per slot and input channel,
+    the pairs that give the real and the imaginary part of ``X conj(W)``."""
+    spectrum = np.fft.rfft(w.astype(np.float64), n=n, axis=-1).transpose(2, 1, 0)  # bin, C, O
+    h = slots(n)
+    re, im = spectrum.real.astype(np.float32), spectrum.imag.astype(np.float32)
+    zero = np.zeros_like(re[0])
+    out = np.empty((h, w.shape[1], 2, w.shape[0]), np.uint32)
+    out[0, :, 0] = bf16.pack_pairs(re[0], zero)
+    out[0, :, 1] = bf16.pack_pairs(zero, re[h])
+    out[1:, :, 0] = bf16.pack_pairs(re[1:h], im[1:h])
+    out[1:, :, 1] = bf16.pack_pairs(-im[1:h], re[1:h])
+    return out
+
+
+def kernel(
+    channels_in: int,
+    channels_out: int,
+    taps: int,
+    dilation: int,
+    pad_left: int,
+    n: int = POINTS,
+    rows: int = ROWS,
+    vectors: int = VECTORS,
+):
+    """TIR kernel ``(x [1, C, L], w [n/2, C, 2, O] uint32) -> y [1, O, W]`` for any ``L`` and
+    ``W``: the conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
+    ``[pad_left, pad_left + L)``, by overlap-save ``n``-point FFTs on ``pack_weights``' pairs.
+
+    Tile ``(p, q)`` of a block holds outputs ``t0 + p + d (i + m q)``, ``i < m = n - taps + 1``,
+    and reads inputs ``t0 + p + d v``, ``v < n`` (as ``compile.winograd.kernel``'s tiles)."""
+    from tvm import tirx
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script.builder import ir as T
+
+    c_in, c_out, d = channels_in, channels_out, dilation
+    lanes = bf16.LANES
+    channels = vectors * lanes
+    m = n - taps + 1
+    h = slots(n)
+    if m < 1 or c_out % channels:
+        raise ValueError(f"an FFT conv {c_in} -> {c_out}, {taps} taps in {n} points")
+    per_tile = 4 * (h * c_in + 2 * h * c_out + m * c_out)
+    q_tiles = max(rows, BLOCK_BYTES // (d * per_tile) // rows * rows)
+    tiles = d * q_tiles
+    span = d * m * q_tiles
+    cols = q_tiles + (n - 1) // m + 1
+    f32 = T.float32
+
+    def scale(value, k: float):
+        return value * f32(k)
+
+    def bind(z: Complex) -> Complex:
+        return tuple(None if part is None else T.bind(part) for part in z)
+
+    with IRBuilder() as ib:
+        with T.prim_func(private=True):
+            length, width = T.int64(), T.int64()
+            x = T.match_buffer(T.arg("x", T.handle()), (1, c_in, length), "float32")
+            w = T.match_buffer(T.arg("w", T.handle()), (h, c_in, 2, c_out), "uint32")
+            y = T.match_buffer(T.arg("y", T.handle()), (1, c_out, width), "float32")
+            T.func_attr(
+                {
+                    "tirx.noalias": True,
+                    FLOPS: 8 * h * c_in * c_out * tiles * ((width + span - 1) // span),
+                }
+            )
+            with bf16.helpers(T), T.parallel(0, (width + span - 1) // span) as blk:
+                t0 = blk * span
+                xt = T.alloc_buffer((c_in, d * m, cols), "float32")
+                spectra = T.alloc_buffer((h, c_in, tiles), "uint32")
+                products = T.alloc_buffer((h, 2, tiles, c_out), "float32")
+                out = T.alloc_buffer((m, tiles, c_out), "float32")
+                acc = T.alloc_buffer((2, rows, channels), "float32", scope="local")
+                first = t0 - pad_left
+                with T.If(tirx.all(first >= 0, first + d * m * cols <= length)):
+                    with T.Then():
+                        with T.grid(c_in, d * m, cols) as (c, s, j):
+                            T.buffer_store(xt, x[0, c, first + s + d * m * j], [c, s, j])
+                    with T.Else():
+                        with T.grid(c_in, d * m, cols) as (c, s, j):
+                            src = first + s + d * m * j
+                            inside = tirx.all(src >= 0, src < length)
+                            inner = x[0, c, T.min(T.max(src, 0), length - 1)]
+                            T.buffer_store(xt, T.if_then_else(inside, inner, f32(0)), [c, s, j])
+                with T.grid(c_in, d) as (c, p):
+                    with T.vectorized(0, q_tiles) as q:
+                        tile = [xt[c, p + d * (v % m), q + v // m] for v in range(n)]
+                        spectrum = rfft(tile, scale, bind)
+                        at = [0, c, p * q_tiles + q]
+                        T.buffer_store(spectra, bf16.pairs(spectrum[0][0], spectrum[h][0]), at)
+                        for k in range(1, h):
+                            at = [k, c, p * q_tiles + q]
+                            T.buffer_store(spectra, bf16.pairs(*spectrum[k]), at)
+                for slot in range(h):
+                    with T.grid(c_out // channels, tiles // rows) as (ot, jt):
+                        with T.grid(2, rows) as (part, rr):
+                            with T.vectorized(0, channels) as oo:
+                                T.buffer_store(acc, f32(0), [part, rr, oo])
+                        with T.serial(0, c_in) as c:
+                            with T.unroll(0, rows) as rr:
+                                wide = T.Broadcast(spectra[slot, c, jt * rows + rr], lanes)
+                                for part in range(2):
+                                    for vec in range(vectors):
+                                        ramp = T.Ramp(vec * lanes, 1, lanes)
+                                        o0 = ot * channels + vec * lanes
+                                        weights = w[slot, c, part, T.Ramp(o0, 1, lanes)]
+                                        T.buffer_store(
+                                            acc,
+                                            bf16.dot(T, acc[part, rr, ramp], weights, wide),
+                                            [part, rr, ramp],
+                                        )
+                        with T.grid(2, rows) as (part, rr):
+                            with T.vectorized(0, channels) as oo:
+                                T.buffer_store(
+                                    products,
+                                    acc[part, rr, oo],
+                                    [slot, part, jt * rows + rr, ot * channels + oo],
+                                )
+                with T.grid(tiles, c_out // lanes) as (tile, oc):
+                    with T.vectorized(0, lanes) as ol:
+                        o = oc * lanes + ol
+                        bins = [(products[0, 0, tile, o], f32(0))]
+                        bins += [
+                            (products[k, 0, tile, o], products[k, 1, tile, o]) for k in range(1, h)
+                        ]
+                        bins += [(products[0, 1, tile, o], f32(0))]
+                        values = irfft([bind(b) for b in bins], n, scale, bind, m)
+                        for i in range(m):
+                            T.buffer_store(out, values[i], [i, tile, o])
+                with T.If(t0 + span <= width):
+                    with T.Then():
+                        with T.grid(c_out, d, q_tiles) as (o, p, q):
+                            for i in range(m):
+                                t = t0 + p + d * (i + m * q)
+                                T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+                    with T.Else():  # the last block: outputs past W are not stored
+                        with T.grid(c_out, d, q_tiles) as (o, p, q):
+                            for i in range(m):
+                                t = t0 + p + d * (i + m * q)
+                                with T.If(t < width):
+                                    with T.Then():
+                                        T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+    return ib.get()

@@ -1,0 +1,174 @@
+"""The bf16 conv kernels (``compile/bf16*.py``): bf16 pairs rounded as the hardware rounds them,
+FFTs that are numpy's, and convs whose error against float64 is bf16 rounding's, not more; the
+float32 tile of Winograd's kernel-11 convs, in bf16, is the negative control."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+
+from kokoro_tvm.compile import bf16, bf16_fft, bf16_winograd, winograd
+
+BF16_TARGET = {"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["+avx512bf16"]}
+
+
+def _build(func, target):
+    return tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target)
+
+
+def _runs_bf16() -> bool:
+    from host import runs_here
+
+    return runs_here(BF16_TARGET)
+
+
+def _conv64(x: np.ndarray, w: np.ndarray, dilation: int, pad: int) -> np.ndarray:
+    """``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` in float64, ``x [C, L]``."""
+    length = x.shape[1]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pad, pad)))
+    return sum(
+        w[:, :, k].astype(np.float64) @ xp[:, k * dilation : k * dilation + length]
+        for k in range(w.shape[2])
+    )
+
+
+def _rms(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.sqrt(((got - want) ** 2).mean() / (want**2).mean()))
+
+
+def _case(channels_in: int, channels_out: int, taps: int, seed: int):
+    rng = np.random.default_rng(seed)
+    w = (
+        rng.standard_normal((channels_out, channels_in, taps)) / np.sqrt(channels_in * taps)
+    ).astype(np.float32)
+    return rng, w
+
+
+def _direct_bf16_rms(x: np.ndarray, w: np.ndarray, dilation: int, pad: int) -> float:
+    """What rounding the input and the weights to bf16 alone costs a direct conv."""
+    import ml_dtypes
+
+    def rounded(a):
+        return a.astype(ml_dtypes.bfloat16).astype(np.float64)
+
+    want = _conv64(x, w, dilation, pad)
+    return _rms(_conv64(rounded(x), rounded(w), dilation, pad), want)
+
+
+def test_pairs_round_to_nearest_even_as_bf16():
+    """``pairs`` (TIR) and ``pack_pairs`` (numpy, the weights) give the bits ml_dtypes' bf16
+    gives: round to nearest, ties to even, the first value in the low half."""
+    import ml_dtypes
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script.builder import ir as T
+
+    rng = np.random.default_rng(0)
+    ties = np.array([0x3F808000, 0x3F818000, 0xBF808000, 0x3F80FFFF, 0x00008000], np.uint32)
+    lo = np.concatenate([rng.standard_normal(1019).astype(np.float32), ties.view(np.float32)])
+    hi = np.concatenate([rng.standard_normal(1019).astype(np.float32) * 1e3, -lo[-5:]])
+    bits = lambda v: v.astype(ml_dtypes.bfloat16).view(np.uint16).astype(np.uint32)
+    want = bits(lo) | (bits(hi) << 16)
+    assert np.array_equal(bf16.pack_pairs(lo, hi), want)
+
+    n = len(lo)
+    with IRBuilder() as ib:
+        with T.prim_func():
+            a = T.match_buffer(T.arg("a", T.handle()), (n,), "float32")
+            b = T.match_buffer(T.arg("b", T.handle()), (n,), "float32")
+            out = T.match_buffer(T.arg("out", T.handle()), (n,), "uint32")
+            with T.vectorized(0, n) as i:
+                T.buffer_store(out, bf16.pairs(a[i], b[i]), [i])
+    lib = _build(ib.get(), {"kind": "llvm"})
+    got = tvm.runtime.tensor(np.zeros(n, np.uint32))
+    lib["main"](tvm.runtime.tensor(lo), tvm.runtime.tensor(hi), got)
+    assert np.array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("n", [4, 32, 64])
+def test_the_fft_generator_is_numpys_fft(n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 3))
+    scale, bind = (lambda v, k: v * k), (lambda z: z)
+    spectrum = bf16_fft.rfft(list(x), scale, bind)
+    want = np.fft.rfft(x, axis=0)
+    assert np.allclose([s[0] for s in spectrum], want.real, atol=1e-12)
+    assert np.allclose([s[1] for s in spectrum[1:-1]], want.imag[1:-1], atol=1e-12)
+    back = bf16_fft.irfft([(v.real, v.imag) for v in want], n, scale, bind, n - 3)
+    assert np.allclose(back, x[: n - 3], atol=1e-12)
+
+
+def test_each_conv_takes_the_method_that_keeps_it_within_bf16_rounding():
+    assert bf16.method(3, 128, 128) == "winograd"
+    assert bf16.method(7, 256, 256) == bf16.method(11, 128, 128) == "fft"
+    assert bf16.method(5, 128, 128) is None  # no bf16 kernel of that size
+    assert bf16.method(7, 128, 22) is None  # conv_post: narrow, and it feeds exp and sin
+    assert bf16.method(7, 128, 32) is None  # conv_post padded to whole channel tiles
+    assert bf16.method(3, 1090, 1024) is None  # the decoder body: too many transformed weights
+    assert bf16.method(3, 128, 128, groups=2) is None
+    assert bf16.method(3, 128, 128, stride=2) is None
+
+
+def _run(func, x: np.ndarray, packed: np.ndarray, channels_out: int) -> np.ndarray:
+    lib = _build(func, BF16_TARGET)
+    assert "vdpbf16ps" in lib.mod.inspect_source("asm")  # the helper was inlined, no call left
+    if not _runs_bf16():
+        pytest.skip("this CPU has no AVX512_BF16: the kernel is built, not run")
+    y = tvm.runtime.tensor(np.zeros((1, channels_out, x.shape[1]), np.float32))
+    lib["main"](tvm.runtime.tensor(x[None]), tvm.runtime.tensor(packed), y)
+    return y.numpy()[0]
+
+
+#: Widths shorter than the kernel's reach, within one block, and over blocks with a partial last
+#: block (the bounds-checked copies and stores of the edge blocks, the unchecked ones between).
+WIDTHS = (2, 9, 150, 517)
+
+
+@pytest.mark.parametrize("taps, dilation", [(7, 1), (11, 3), (7, 5)])
+def test_an_fft_conv_loses_what_rounding_its_operands_to_bf16_loses(taps, dilation):
+    """Overlap-save FFTs with bf16 products: within 2x of a direct conv on bf16-rounded inputs and
+    weights (measured ~1x), at every width; a wrong twiddle or pair order gives ~1."""
+    channels_in, channels_out = 48, 64
+    rng, w = _case(channels_in, channels_out, taps, taps + dilation)
+    pad = dilation * (taps - 1) // 2
+    func = bf16_fft.kernel(channels_in, channels_out, taps, dilation, pad)
+    xs = [rng.standard_normal((channels_in, width)).astype(np.float32) for width in WIDTHS]
+    packed = bf16_fft.pack_weights(w)
+    for x in xs:
+        got = _run(func, x, packed, channels_out)
+        want = _conv64(x, w, dilation, pad)
+        assert _rms(got, want) < 2 * _direct_bf16_rms(x, w, dilation, pad), x.shape
+
+
+def _winograd_rms(m: int, taps: int, dilation: int, widths=WIDTHS) -> tuple[float, float]:
+    """The bf16 Winograd kernel's largest relative RMS error over ``widths`` and a direct bf16
+    conv's on the same data."""
+    channels_in, channels_out = 48, 64
+    rng, w = _case(channels_in, channels_out, taps, taps + dilation)
+    pad = dilation * (taps - 1) // 2
+    func = bf16_winograd.kernel(channels_in, channels_out, taps, dilation, pad, m)
+    packed = bf16_winograd.pack_weights(w, m)
+    worst = direct = 0.0
+    for width in widths:
+        x = rng.standard_normal((channels_in, width)).astype(np.float32)
+        worst = max(worst, _rms(_run(func, x, packed, channels_out), _conv64(x, w, dilation, pad)))
+        direct = max(direct, _direct_bf16_rms(x, w, dilation, pad))
+    return worst, direct
+
+
+#: What F(6, 3)'s 8 points may amplify a direct bf16 conv's error by (measured ~4.5x).
+WINOGRAD_AMPLIFICATION = 8
+
+
+@pytest.mark.parametrize("dilation", [1, 3])
+def test_a_winograd_conv_in_bf16_stays_near_bf16_rounding(dilation):
+    m, taps = bf16_winograd.TILE
+    worst, direct = _winograd_rms(m, taps, dilation)
+    assert worst < WINOGRAD_AMPLIFICATION * direct, (worst, direct)
+
+
+def test_float32s_largest_winograd_tile_fails_in_bf16():
+    """Negative control: F(4, 11), float32's tile for kernel 11, computed by the same kernel in
+    bf16 loses ~30 % of the output (its points' powers amplify the rounding)."""
+    worst, direct = _winograd_rms(winograd.OUTPUTS[11], 11, 1, widths=(517,))
+    assert worst > 10 * WINOGRAD_AMPLIFICATION * direct, (worst, direct)

@@ -120,8 +120,9 @@ def _run(func, x: np.ndarray, packed: np.ndarray, channels_out: int) -> np.ndarr
 
 
 #: Widths shorter than the kernel's reach, within one block, and over blocks with a partial last
-#: block (the bounds-checked copies and stores of the edge blocks, the unchecked ones between).
-WIDTHS = (2, 9, 150, 517)
+#: block: the bounds-checked copies and stores of the edge blocks, and the inner blocks' unchecked
+#: ones (the FFT kernel's transposed reads and writes).
+WIDTHS = (2, 9, 150, 517, 5000)
 
 
 @pytest.mark.parametrize("taps, dilation", [(7, 1), (11, 3), (7, 5)])

@@ -42,6 +42,44 @@ FFT_TAPS = (7, 11)
 MAX_CHANNELS = 256
 
 DOT = "kokoro_dpbf16ps"
+TRANSPOSE = "kokoro_transpose16"
+
+
+def _transpose_ir() -> str:
+    """``TRANSPOSE(src, src_stride, dst, dst_stride)``: 16 rows of 16 float32 read at ``src``
+    (``src_stride`` floats apart) written transposed at ``dst``, in registers: four rounds of
+    swapping off-diagonal blocks (8, 4, 2, 1 wide) of row pairs, one two-vector shuffle each."""
+    lines = [f"define i32 @{TRANSPOSE}(ptr %src, i64 %ss, ptr %dst, i64 %ds) {{"]
+    rows = []
+    for r in range(16):
+        lines += [
+            f"  %so{r} = mul i64 %ss, {r}",
+            f"  %sp{r} = getelementptr float, ptr %src, i64 %so{r}",
+            f"  %l{r} = load <16 x float>, ptr %sp{r}, align 4",
+        ]
+        rows.append(f"%l{r}")
+    step = 0
+    for s in (8, 4, 2, 1):
+        for i in (i for i in range(16) if not i & s):
+            lo = [c if not c & s else 16 + c - s for c in range(16)]
+            hi = [c + s if not c & s else 16 + c for c in range(16)]
+            for half, mask in (("a", lo), ("b", hi)):
+                picks = ", ".join(f"i32 {k}" for k in mask)
+                lines.append(
+                    f"  %t{step}{half} = shufflevector <16 x float> {rows[i]}, "
+                    f"<16 x float> {rows[i + s]}, <16 x i32> <{picks}>"
+                )
+            rows[i], rows[i + s] = f"%t{step}a", f"%t{step}b"
+            step += 1
+    for r in range(16):
+        lines += [
+            f"  %do{r} = mul i64 %ds, {r}",
+            f"  %dp{r} = getelementptr float, ptr %dst, i64 %do{r}",
+            f"  store <16 x float> {rows[r]}, ptr %dp{r}, align 4",
+        ]
+    return "\n".join([*lines, "  ret i32 0", "}"])
+
+
 LLVM_IR = f"""
 declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
 define <16 x float> @{DOT}(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) {{
@@ -50,6 +88,7 @@ define <16 x float> @{DOT}(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) {{
   %r = call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %acc, <32 x bfloat> %x, <32 x bfloat> %y)
   ret <16 x float> %r
 }}
+{_transpose_ir()}
 """
 
 
@@ -83,6 +122,23 @@ def dot(T, acc, a, b):
     pair = f"int32x{LANES}"
     return T.call_pure_extern(
         f"float32x{LANES}", DOT, acc, tirx.reinterpret(pair, a), tirx.reinterpret(pair, b)
+    )
+
+
+def transpose16(T, src, src_stride, dst, dst_stride):
+    """The statement running ``TRANSPOSE`` from element ``src`` (a buffer load, whose address is
+    taken) to element ``dst``, row strides in elements."""
+    from tvm import tirx
+
+    return T.evaluate(
+        T.call_extern(
+            "int32",
+            TRANSPOSE,
+            T.address_of(src),
+            tirx.Cast("int64", src_stride),
+            T.address_of(dst),
+            tirx.Cast("int64", dst_stride),
+        )
     )
 
 

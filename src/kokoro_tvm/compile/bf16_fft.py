@@ -33,12 +33,14 @@ from .hand_written import FLOPS
 
 #: FFT points per tile.
 POINTS = 32
-#: Tiles per register tile and vectors of 16 output channels: 2 x 12 accumulators (real and
-#: imaginary) of 32 AVX-512 registers.
-ROWS = 6
+#: Tiles per register tile and vectors of 16 output channels: 2 x 8 accumulators (real and
+#: imaginary) and 4 weight vectors of 32 AVX-512 registers.
+ROWS = 4
 VECTORS = 2
-#: A parallel block's transformed input, products and outputs, at most.
-BLOCK_BYTES = 512 * 1024
+#: Tiles a block holds a multiple of: 16 tiles' inputs are one transpose.
+QUAD = 16
+#: A parallel block's transformed input, at most.
+BLOCK_BYTES = 256 * 1024
 
 Complex = tuple[Any, Any]
 
@@ -112,6 +114,11 @@ def irfft(y: list[Complex], n: int, scale: Callable, bind: Callable, outputs: in
     return flat[:outputs]
 
 
+def _starts(count: int, width: int) -> list[int]:
+    """Starts of ``width``-wide windows covering ``range(count)``, the last one flush with its end."""
+    return sorted({*range(0, count - width + 1, width), count - width})
+
+
 def slots(n: int) -> int:
     return n // 2
 
@@ -146,7 +153,11 @@ def kernel(
     ``[pad_left, pad_left + L)``, by overlap-save ``n``-point FFTs on ``pack_weights``' pairs.
 
     Tile ``(p, q)`` of a block holds outputs ``t0 + p + d (i + m q)``, ``i < m = n - taps + 1``,
-    and reads inputs ``t0 + p + d v``, ``v < n`` (as ``compile.winograd.kernel``'s tiles)."""
+    and reads inputs ``t0 + p + d v``, ``v < n`` (as ``compile.winograd.kernel``'s tiles): the
+    ``d`` tiles of one ``q`` read ``d n`` consecutive inputs and write ``d m`` consecutive outputs.
+    Inner blocks read those runs of 16 ``q`` and write them through 16 x 16 transposes in
+    registers (``bf16.transpose16``: vectors along the tiles, then along the output channels); the
+    edge blocks gather a deinterleaved copy with bounds checks and store outputs one by one."""
     from tvm import tirx
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script.builder import ir as T
@@ -156,10 +167,9 @@ def kernel(
     channels = vectors * lanes
     m = n - taps + 1
     h = slots(n)
-    if m < 1 or c_out % channels:
+    if m < lanes or n % lanes or c_out % channels or QUAD % rows:
         raise ValueError(f"an FFT conv {c_in} -> {c_out}, {taps} taps in {n} points")
-    per_tile = 4 * (h * c_in + 2 * h * c_out + m * c_out)
-    q_tiles = max(rows, BLOCK_BYTES // (d * per_tile) // rows * rows)
+    q_tiles = QUAD * max(1, BLOCK_BYTES // (4 * h * c_in * d * QUAD))  # whole transposes
     tiles = d * q_tiles
     span = d * m * q_tiles
     cols = q_tiles + (n - 1) // m + 1
@@ -170,6 +180,18 @@ def kernel(
 
     def bind(z: Complex) -> Complex:
         return tuple(None if part is None else T.bind(part) for part in z)
+
+    def store_spectrum(tile: list, c, at):
+        spectrum = rfft(tile, scale, bind)
+        T.buffer_store(spectra, bf16.pairs(spectrum[0][0], spectrum[h][0]), [0, c, at])
+        for k in range(1, h):
+            T.buffer_store(spectra, bf16.pairs(*spectrum[k]), [k, c, at])
+
+    def inverse(tile, o):
+        bins = [(products[tile, 0, 0, o], f32(0))]
+        bins += [(products[tile, k, 0, o], products[tile, k, 1, o]) for k in range(1, h)]
+        bins += [(products[tile, 0, 1, o], f32(0))]
+        return irfft([bind(b) for b in bins], n, scale, bind, m)
 
     with IRBuilder() as ib:
         with T.prim_func(private=True):
@@ -185,33 +207,77 @@ def kernel(
             )
             with bf16.helpers(T), T.parallel(0, (width + span - 1) // span) as blk:
                 t0 = blk * span
-                xt = T.alloc_buffer((c_in, d * m, cols), "float32")
+                first = t0 - pad_left
                 spectra = T.alloc_buffer((h, c_in, tiles), "uint32")
-                products = T.alloc_buffer((h, 2, tiles, c_out), "float32")
+                # a tile's bins together: its inverse reads them all (bins a page apart thrashed L1)
+                products = T.alloc_buffer((tiles, h, 2, channels), "float32")
                 out = T.alloc_buffer((m, tiles, c_out), "float32")
                 acc = T.alloc_buffer((2, rows, channels), "float32", scope="local")
-                first = t0 - pad_left
-                with T.If(tirx.all(first >= 0, first + d * m * cols <= length)):
-                    with T.Then():
-                        with T.grid(c_in, d * m, cols) as (c, s, j):
-                            T.buffer_store(xt, x[0, c, first + s + d * m * j], [c, s, j])
-                    with T.Else():
-                        with T.grid(c_in, d * m, cols) as (c, s, j):
-                            src = first + s + d * m * j
-                            inside = tirx.all(src >= 0, src < length)
-                            inner = x[0, c, T.min(T.max(src, 0), length - 1)]
-                            T.buffer_store(xt, T.if_then_else(inside, inner, f32(0)), [c, s, j])
-                with T.grid(c_in, d) as (c, p):
-                    with T.vectorized(0, q_tiles) as q:
-                        tile = [xt[c, p + d * (v % m), q + v // m] for v in range(n)]
-                        spectrum = rfft(tile, scale, bind)
-                        at = [0, c, p * q_tiles + q]
-                        T.buffer_store(spectra, bf16.pairs(spectrum[0][0], spectrum[h][0]), at)
-                        for k in range(1, h):
-                            at = [k, c, p * q_tiles + q]
-                            T.buffer_store(spectra, bf16.pairs(*spectrum[k]), at)
-                for slot in range(h):
-                    with T.grid(c_out // channels, tiles // rows) as (ot, jt):
+                run = T.alloc_buffer((d * max(n, m), lanes), "float32", scope="local")
+                inner_in = tirx.all(first >= 0, first + d * (m * (q_tiles - 1) + n) <= length)
+                inner_out = t0 + span <= width
+
+                def gather_transposed():  # 16 runs of d n inputs, transposed: vectors along q
+                    with T.grid(c_in, q_tiles // lanes) as (c, qc):
+                        src = first + d * m * lanes * qc
+                        for u0 in _starts(d * n, lanes):
+                            bf16.transpose16(T, x[0, c, src + u0], d * m, run[u0, 0], lanes)
+                        with T.serial(0, d) as p:
+                            with T.vectorized(0, lanes) as ql:
+                                tile = [run[p + d * v, ql] for v in range(n)]
+                                store_spectrum(tile, c, p * q_tiles + qc * lanes + ql)
+
+                def gather_copied():  # a deinterleaved copy, zero outside [0, L)
+                    xt = T.alloc_buffer((c_in, d * m, cols), "float32")
+                    with T.grid(c_in, d * m, cols) as (c, s_, j):
+                        src = first + s_ + d * m * j
+                        inside = tirx.all(src >= 0, src < length)
+                        inner = x[0, c, T.min(T.max(src, 0), length - 1)]
+                        T.buffer_store(xt, T.if_then_else(inside, inner, f32(0)), [c, s_, j])
+                    with T.grid(c_in, d) as (c, p):
+                        with T.vectorized(0, q_tiles) as q:
+                            tile = [xt[c, p + d * (v % m), q + v // m] for v in range(n)]
+                            store_spectrum(tile, c, p * q_tiles + q)
+
+                def inverse_transposed(ot):  # d m outputs of 16 channels into y's rows
+                    with T.grid(q_tiles, vectors) as (q, vec):
+                        with T.serial(0, d) as p:
+                            with T.vectorized(0, lanes) as ol:
+                                values = inverse(p * q_tiles + q, vec * lanes + ol)
+                                for i in range(m):
+                                    T.buffer_store(run, values[i], [p + d * i, ol])
+                        o0 = ot * channels + vec * lanes
+                        for u0 in _starts(d * m, lanes):
+                            at = y[0, o0, t0 + d * m * q + u0]
+                            bf16.transpose16(T, run[u0, 0], lanes, at, width)
+
+                def inverse_to_out(ot):
+                    with T.grid(tiles, vectors) as (tile, vec):
+                        with T.vectorized(0, lanes) as ol:
+                            values = inverse(tile, vec * lanes + ol)
+                            for i in range(m):
+                                o = ot * channels + vec * lanes + ol
+                                T.buffer_store(out, values[i], [i, tile, o])
+
+                def scatter():  # the last block: outputs past W are not stored
+                    with T.grid(c_out, d, q_tiles) as (o, p, q):
+                        for i in range(m):
+                            t = t0 + p + d * (i + m * q)
+                            with T.If(t < width):
+                                with T.Then():
+                                    T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+
+                def either(condition, fast, slow):
+                    """``fast()`` where ``condition`` holds, else ``slow()``."""
+                    with T.If(condition):
+                        with T.Then():
+                            fast()
+                        with T.Else():
+                            slow()
+
+                either(inner_in, gather_transposed, gather_copied)
+                with T.serial(0, c_out // channels) as ot:
+                    with T.grid(h, tiles // rows) as (slot, jt):
                         with T.grid(2, rows) as (part, rr):
                             with T.vectorized(0, channels) as oo:
                                 T.buffer_store(acc, f32(0), [part, rr, oo])
@@ -230,33 +296,10 @@ def kernel(
                                         )
                         with T.grid(2, rows) as (part, rr):
                             with T.vectorized(0, channels) as oo:
-                                T.buffer_store(
-                                    products,
-                                    acc[part, rr, oo],
-                                    [slot, part, jt * rows + rr, ot * channels + oo],
-                                )
-                with T.grid(tiles, c_out // lanes) as (tile, oc):
-                    with T.vectorized(0, lanes) as ol:
-                        o = oc * lanes + ol
-                        bins = [(products[0, 0, tile, o], f32(0))]
-                        bins += [
-                            (products[k, 0, tile, o], products[k, 1, tile, o]) for k in range(1, h)
-                        ]
-                        bins += [(products[0, 1, tile, o], f32(0))]
-                        values = irfft([bind(b) for b in bins], n, scale, bind, m)
-                        for i in range(m):
-                            T.buffer_store(out, values[i], [i, tile, o])
-                with T.If(t0 + span <= width):
+                                at = [jt * rows + rr, slot, part, oo]
+                                T.buffer_store(products, acc[part, rr, oo], at)
+                    either(inner_out, lambda: inverse_transposed(ot), lambda: inverse_to_out(ot))
+                with T.If(tirx.Not(inner_out)):
                     with T.Then():
-                        with T.grid(c_out, d, q_tiles) as (o, p, q):
-                            for i in range(m):
-                                t = t0 + p + d * (i + m * q)
-                                T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
-                    with T.Else():  # the last block: outputs past W are not stored
-                        with T.grid(c_out, d, q_tiles) as (o, p, q):
-                            for i in range(m):
-                                t = t0 + p + d * (i + m * q)
-                                with T.If(t < width):
-                                    with T.Then():
-                                        T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+                        scatter()
     return ib.get()

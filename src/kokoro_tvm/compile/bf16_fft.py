@@ -34,9 +34,10 @@ from .hand_written import FLOPS
 #: FFT points per tile.
 POINTS = 32
 #: Tiles per register tile and vectors of 16 output channels: 2 x 8 accumulators (real and
-#: imaginary) and 4 weight vectors of 32 AVX-512 registers.
-ROWS = 4
-VECTORS = 2
+#: imaginary), 2 weight vectors and a broadcast. One vector of channels keeps a slot's weight panel
+#: and a channel tile's products small; it ran faster than 4 x 2 and 6 x 2 (docs/measurements.md).
+ROWS = 8
+VECTORS = 1
 #: Tiles a block holds a multiple of: 16 tiles' inputs are one transpose.
 QUAD = 16
 #: A parallel block's transformed input, at most.
@@ -167,10 +168,11 @@ def kernel(
     channels = vectors * lanes
     m = n - taps + 1
     h = slots(n)
-    if m < lanes or n % lanes or c_out % channels or QUAD % rows:
+    if m < lanes or n % lanes or c_out % channels:
         raise ValueError(f"an FFT conv {c_in} -> {c_out}, {taps} taps in {n} points")
     q_tiles = QUAD * max(1, BLOCK_BYTES // (4 * h * c_in * d * QUAD))  # whole transposes
     tiles = d * q_tiles
+    padded = -(-tiles // rows) * rows  # whole register tiles; the GEMM's extra tiles are zeros
     span = d * m * q_tiles
     cols = q_tiles + (n - 1) // m + 1
     f32 = T.float32
@@ -208,9 +210,12 @@ def kernel(
             with bf16.helpers(T), T.parallel(0, (width + span - 1) // span) as blk:
                 t0 = blk * span
                 first = t0 - pad_left
-                spectra = T.alloc_buffer((h, c_in, tiles), "uint32")
+                spectra = T.alloc_buffer((h, c_in, padded), "uint32")
+                if padded > tiles:
+                    with T.grid(h, c_in, padded - tiles) as (k, c, e):
+                        T.buffer_store(spectra, tirx.const(0, "uint32"), [k, c, tiles + e])
                 # a tile's bins together: its inverse reads them all (bins a page apart thrashed L1)
-                products = T.alloc_buffer((tiles, h, 2, channels), "float32")
+                products = T.alloc_buffer((padded, h, 2, channels), "float32")
                 out = T.alloc_buffer((m, tiles, c_out), "float32")
                 acc = T.alloc_buffer((2, rows, channels), "float32", scope="local")
                 run = T.alloc_buffer((d * max(n, m), lanes), "float32", scope="local")
@@ -277,7 +282,7 @@ def kernel(
 
                 either(inner_in, gather_transposed, gather_copied)
                 with T.serial(0, c_out // channels) as ot:
-                    with T.grid(h, tiles // rows) as (slot, jt):
+                    with T.grid(h, padded // rows) as (slot, jt):
                         with T.grid(2, rows) as (part, rr):
                             with T.vectorized(0, channels) as oo:
                                 T.buffer_store(acc, f32(0), [part, rr, oo])

@@ -173,3 +173,76 @@ def test_float32s_largest_winograd_tile_fails_in_bf16():
     bf16 loses ~30 % of the output (its points' powers amplify the rounding)."""
     worst, direct = _winograd_rms(winograd.OUTPUTS[11], 11, 1, widths=(517,))
     assert worst > 10 * WINOGRAD_AMPLIFICATION * direct, (worst, direct)
+
+
+def _exported_conv(channels_in: int, channels_out: int, taps: int, dilation: int, bound: int):
+    """A ``Conv1d`` exported with a symbolic width up to ``bound`` (the bounded decoder's form) and
+    imported: ``(module, Relax module, its weights)``."""
+    import torch
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    torch.manual_seed(taps * 10 + dilation)
+    module = torch.nn.Conv1d(
+        channels_in, channels_out, taps, padding=dilation * (taps - 1) // 2, dilation=dilation
+    ).eval()
+    n = torch.export.Dim("n", min=2, max=bound)
+    ep = torch.export.export(module, (torch.randn(1, channels_in, 64),), dynamic_shapes=({2: n},))
+    mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    return module, mod, [p.numpy() for p in params["main"]]
+
+
+def _kernel_names(mod) -> list[str]:
+    return [gv.name_hint for gv in mod.functions if "conv1d" in gv.name_hint]
+
+
+@pytest.mark.parametrize("taps, dilation", [(3, 1), (7, 3), (11, 5)])
+def test_a_bf16_library_computes_a_generator_conv_with_bf16_products(taps, dilation):
+    """``legalize(..., precision="bf16")``: the conv takes its bf16 kernel, its weights' bf16
+    transform runs at load time, and the built library's output is within bf16 rounding of
+    float64 (F(6, 3)'s amplification for kernel 3, a direct conv's for the FFTs) at every width."""
+    import torch
+    from tvm import relax
+
+    from kokoro_tvm.compile.phases import build, legalize
+    from kokoro_tvm.runtime.vm import bind_params
+
+    module, mod, params = _exported_conv(64, 64, taps, dilation, 6000)
+    legal = legalize(mod, precision="bf16")
+    names = _kernel_names(legal)
+    prefix = "bf16_winograd" if taps == 3 else "bf16_fft"
+    assert [n for n in names if n.startswith(prefix)], names
+    assert not [n for n in names if n.startswith("winograd") or n.startswith("fused_conv1d")]
+    lifted = legal["main_transform_params"].script()
+    assert "bf16_pairs" not in legal["main"].script() and "weights" in lifted
+    ex, _, _ = build(legal, BF16_TARGET)
+    if not _runs_bf16():
+        pytest.skip("this CPU has no AVX512_BF16: the library is built, not run")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    bound = bind_params(vm, params)
+    tolerance = 2e-2 if taps == 3 else 5e-3
+    for width in WIDTHS:
+        x = torch.randn(1, 64, width)
+        got = vm["main"](tvm.runtime.tensor(x.numpy()), *bound)
+        got = (got if hasattr(got, "numpy") else got[0]).numpy()
+        with torch.no_grad():
+            want = module.double()(x.double()).numpy()
+            module.float()
+        assert got.shape == want.shape
+        assert _rms(got, want) < tolerance, width
+
+
+def test_precision_fp32_is_the_default_and_bf16_needs_its_isa():
+    """fp32 legalizes as a call without ``precision`` does (no bf16 kernel); an unknown precision
+    is refused naming the valid ones; a bf16 library for a target without AVX512_BF16 is refused
+    naming the feature and the fix, before LLVM would fail in instruction selection."""
+    from kokoro_tvm.compile.phases import build, legalize
+
+    _, mod, _ = _exported_conv(64, 64, 7, 1, 512)
+    fp32 = legalize(mod, precision="fp32")
+    assert fp32.script(show_meta=True) == legalize(mod).script(show_meta=True)
+    assert not [n for n in _kernel_names(fp32) if n.startswith("bf16")]
+    with pytest.raises(ValueError, match="valid precisions: fp32, bf16"):
+        legalize(mod, precision="fp16")
+    with pytest.raises(ValueError, match=r"lacks avx512bf16.*mattr"):
+        build(legalize(mod, precision="bf16"), {"kind": "llvm", "mcpu": "x86-64-v4"})

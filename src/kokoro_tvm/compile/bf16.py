@@ -41,6 +41,8 @@ FFT_TAPS = (7, 11)
 #: afford (as ``winograd.MAX_CHANNELS``); in bf16 Winograd they also lost the most.
 MAX_CHANNELS = 256
 
+#: ``hand_written.MAKER`` names of the bf16 kernels (``compile/retarget.py`` checks their target).
+MAKERS = ("bf16_winograd_conv1d", "bf16_fft_conv1d")
 DOT = "kokoro_dpbf16ps"
 TRANSPOSE = "kokoro_transpose16"
 
@@ -155,6 +157,32 @@ def pairs(lo, hi):
         return bits + u32(0x7FFF) + ((bits >> u32(16)) & u32(1))
 
     return (rounded(lo) >> u32(16)) | (rounded(hi) & u32(0xFFFF0000))
+
+
+def check_target(mod, target) -> None:
+    """Refuse to build ``mod``'s bf16 kernels (``MAKERS``) for a target without ``FEATURES``: LLVM
+    would stop in instruction selection with a message that names neither."""
+    from tvm import tirx
+    from tvm.target import codegen
+
+    from .hand_written import maker_of
+
+    kernels = [
+        gv.name_hint
+        for gv, f in mod.functions.items()
+        if isinstance(f, tirx.PrimFunc) and (maker_of(f) or ("", {}))[0] in MAKERS
+    ]
+    if not kernels:
+        return
+    with target:
+        missing = [f for f in FEATURES if not codegen.target_has_features(f, target)]
+    if missing:
+        raise ValueError(
+            f"{kernels[0]} and {len(kernels) - 1} more are bf16 kernels, and the target {target} "
+            f"lacks {', '.join(missing)}: build a bf16 library for a target with them, e.g. "
+            '{"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["+avx512bf16"]}, or legalize with '
+            'precision "fp32"'
+        )
 
 
 def pack_pairs(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

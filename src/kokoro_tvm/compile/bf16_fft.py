@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import bf16
-from .hand_written import FLOPS
+from .hand_written import FLOPS, made_by
 
 #: FFT points per tile.
 POINTS = 32
@@ -42,6 +42,7 @@ VECTORS = 1
 QUAD = 16
 #: A parallel block's transformed input, at most.
 BLOCK_BYTES = 256 * 1024
+MAKER_NAME = bf16.MAKERS[1]
 
 Complex = tuple[Any, Any]
 
@@ -137,6 +138,47 @@ def pack_weights(w: np.ndarray, n: int = POINTS) -> np.ndarray:
     out[1:, :, 0] = bf16.pack_pairs(re[1:h], im[1:h])
     out[1:, :, 1] = bf16.pack_pairs(-im[1:h], re[1:h])
     return out
+
+
+def weight_transform(bb, w, n: int = POINTS):
+    """``pack_weights`` as Relax ops on the parameter ``w`` (lifted to load time): the spectrum
+    as two float32 matmuls with the DFT's cosines and sines, its pairs rounded to bf16."""
+    from tvm import relax, te, tirx
+
+    o, c, r = (int(v) for v in w.ty.shape)
+    h = slots(n)
+    angle = 2 * np.pi * np.outer(np.arange(r), np.arange(h + 1)) / n
+    flat = bb.emit(relax.op.reshape(w, [o * c, r]))
+    re, im = (
+        bb.emit(
+            relax.op.reshape(
+                relax.op.matmul(flat, relax.const(basis.astype(np.float32))), [o, c, h + 1]
+            )
+        )
+        for basis in (np.cos(angle), -np.sin(angle))
+    )
+    zero = tirx.const(0.0, "float32")
+
+    def packed(re, im):
+        def pair(k, cc, part, oo):
+            dc, nyquist = re[oo, cc, 0], re[oo, cc, h]
+            real, imag = re[oo, cc, k], im[oo, cc, k]
+            lo = tirx.Select(
+                part == 0, tirx.Select(k == 0, dc, real), tirx.Select(k == 0, zero, -imag)
+            )
+            hi = tirx.Select(
+                part == 0, tirx.Select(k == 0, zero, imag), tirx.Select(k == 0, nyquist, real)
+            )
+            return bf16.pairs(lo, hi)
+
+        return te.compute((h, c, 2, o), pair, name="bf16_pairs")
+
+    return bb.emit_te(packed, re, im, primfunc_name_hint="bf16_fft_weights")
+
+
+def kernel_for(**sizes: int):
+    """``kernel`` marked with its maker (``hand_written.made_by``): one per shape in a module."""
+    return made_by(kernel(**sizes), MAKER_NAME, **sizes)
 
 
 def kernel(

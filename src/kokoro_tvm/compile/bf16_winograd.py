@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import bf16, winograd
-from .hand_written import FLOPS
+from .hand_written import FLOPS, made_by
 
 #: ``(m, r)``: outputs per tile and taps.
 TILE = (6, 3)
@@ -27,6 +27,7 @@ ROWS = 6
 VECTORS = 4
 #: A parallel block's transformed input, at most (as ``winograd.BLOCK_BYTES``).
 BLOCK_BYTES = 256 * 1024
+MAKER_NAME = bf16.MAKERS[0]
 
 
 def pack_weights(w: np.ndarray, m: int) -> np.ndarray:
@@ -34,6 +35,29 @@ def pack_weights(w: np.ndarray, m: int) -> np.ndarray:
     _, g, _ = winograd.matrices(m, w.shape[2])
     u = np.einsum("pk,ock->pco", g, w.astype(np.float64)).astype(np.float32)
     return bf16.pack_pairs(u[:, 0::2], u[:, 1::2])
+
+
+def weight_transform(bb, w, m: int):
+    """``pack_weights`` as Relax ops on the parameter ``w`` (lifted to load time): float32's
+    ``U = G g`` (``winograd.weight_transform``), its channel pairs rounded to bf16."""
+    from tvm import te
+
+    u = winograd.weight_transform(bb, w, m)
+    a, c, o = (int(v) for v in u.ty.shape)
+
+    def packed(u):
+        return te.compute(
+            (a, c // 2, o),
+            lambda p, c2, oo: bf16.pairs(u[p, 2 * c2, oo], u[p, 2 * c2 + 1, oo]),
+            name="bf16_pairs",
+        )
+
+    return bb.emit_te(packed, u, primfunc_name_hint="bf16_winograd_weights")
+
+
+def kernel_for(**sizes: int):
+    """``kernel`` marked with its maker (``hand_written.made_by``): one per shape in a module."""
+    return made_by(kernel(**sizes), MAKER_NAME, **sizes)
 
 
 def kernel(

@@ -39,16 +39,18 @@ def compile_component(
     target: dict[str, Any],
     lstm_strategy: str = "loop",
     shapes: Shapes = Shapes.PADDED,
+    precision: str = "fp32",
 ) -> Compiled:
     """export -> relax -> legalize -> build of one component at one bucket. A bounded library
-    (``Shapes.BOUNDED``) takes the loop LSTM strategy, the only one with a symbolic length."""
+    (``Shapes.BOUNDED``) takes the loop LSTM strategy, the only one with a symbolic length;
+    ``precision`` is ``legalize``'s."""
     if shapes is Shapes.BOUNDED and lstm_strategy != "loop":
         raise ValueError(
             "a bounded library needs lstm_strategy 'loop' (unroll needs a static length)"
         )
     ep = export(component, bucket, km, cfg, shapes)
     mod, sig = to_relax(ep, component, bucket, cfg, lstm_strategy)
-    legal = legalize(mod)
+    legal = legalize(mod, precision=precision)
     ex, seconds, report = build(legal, target)
     weights = component_weights(component, km)  # the same parameters for both shapes
     return Compiled(ex, sig, report, legal, seconds, [weights[n].numpy() for n in sig.params])

@@ -24,6 +24,7 @@ class Context:
     target: Any = None  # tvm.target.Target (build phase)
     tune_db: Path | None = None
     label: str = ""  # component-bucket[-target], names the dump directory
+    precision: str = "fp32"  # the convs' products (compile/bf16.py): "fp32" or "bf16"
     tuned: set[str] = field(default_factory=set)  # kernels the tuning database scheduled
     report: Any = None  # schedule.ScheduleReport, once ScheduleRules ran
 

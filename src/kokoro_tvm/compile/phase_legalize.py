@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import attention, batch_matmul, symbolic
-from .legalizations import LEGALIZE_MAP
+from .legalizations import legalize_map
 from .passes import Context, Pass, Phase, run, tvm_relax
 
 
@@ -19,13 +19,14 @@ def _fuse_attention(mod, _ctx: Context):
     return attention.fuse_attention(mod)
 
 
-def _legalize_ops(mod, _ctx: Context):
-    """TVM's LegalizeOps with our legalizations (``legalizations``) and, for bounded modules,
-    reshapes kept as Relax reshapes (``symbolic.legalize_map``)."""
+def _legalize_ops(mod, ctx: Context):
+    """TVM's LegalizeOps with our legalizations (``legalizations``, those of the context's
+    precision) and, for bounded modules, reshapes kept as Relax reshapes
+    (``symbolic.legalize_map``)."""
     from tvm import relax
 
     return relax.transform.LegalizeOps(
-        customize_legalize_map=symbolic.legalize_map(LEGALIZE_MAP, mod)
+        customize_legalize_map=symbolic.legalize_map(legalize_map(ctx.precision), mod)
     )(mod)
 
 
@@ -67,11 +68,14 @@ LEGALIZE = Phase(
 )
 
 
-def legalize(mod, label: str = ""):
-    """Run ``LEGALIZE`` on an imported module."""
+def legalize(mod, label: str = "", precision: str = "fp32"):
+    """Run ``LEGALIZE`` on an imported module; ``precision`` "bf16" computes the generator's convs
+    with bf16 products (``compile/bf16.py``; the build then needs a target with
+    ``bf16.FEATURES``)."""
+    legalize_map(precision)  # an unknown precision fails here, before any pass runs
     if "num_input" not in (mod["main"].attrs or {}):
         raise ValueError(
             "legalize needs main's 'num_input' attr (import with keep_params_as_input "
             "and detach_params) to tell inputs from parameters"
         )
-    return run(LEGALIZE, mod, Context(label=label))
+    return run(LEGALIZE, mod, Context(label=label, precision=precision))

@@ -18,7 +18,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from . import winograd
+from . import bf16, winograd
 from .hand_written import MADE_FOR, maker_of
 from .schedule.analysis import CPU
 
@@ -28,7 +28,9 @@ MAKERS: dict[str, Callable[..., tirx.PrimFunc]] = {winograd.MAKER_NAME: winograd
 
 def retarget(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     """``mod`` with every marked kernel made for ``target`` (``mod`` itself when the target's
-    registers are those the kernels were made for)."""
+    registers are those the kernels were made for). The bf16 kernels are made for the one ISA
+    they need (``bf16.FEATURES``), which the target must have (``bf16.check_target``)."""
+    bf16.check_target(mod, target)
     cpu = CPU.of(target)
     if (cpu.lanes, cpu.registers) == MADE_FOR:
         return mod
@@ -37,6 +39,8 @@ def retarget(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
         if not isinstance(func, tirx.PrimFunc) or (marked := maker_of(func)) is None:
             continue
         maker, sizes = marked
+        if maker in bf16.MAKERS:
+            continue
         made = MAKERS[maker](cpu.lanes, cpu.registers, **sizes)
         if not tvm_ffi.structural_equal(
             [getattr(p, "shape", None) for p in made.params],

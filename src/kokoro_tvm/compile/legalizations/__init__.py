@@ -8,8 +8,8 @@ live in ``compile.vector_math``, which the LSTM lowering shares.
 
 from __future__ import annotations
 
-from .. import vector_math
-from . import conv1d, conv1d_transpose, instance_norm, power, sin
+from .. import bf16, vector_math
+from . import conv1d, conv1d_bf16, conv1d_transpose, instance_norm, power, sin
 
 LEGALIZE_MAP = {
     **conv1d_transpose.LEGALIZATIONS,
@@ -19,3 +19,13 @@ LEGALIZE_MAP = {
     **instance_norm.LEGALIZATIONS,
     **vector_math.LEGALIZATIONS,
 }
+
+
+def legalize_map(precision: str = "fp32") -> dict:
+    """``LEGALIZE_MAP`` for a library of ``precision`` (``bf16.PRECISIONS``): bf16 computes the
+    convs ``bf16.method`` takes with bf16 products (``conv1d_bf16``), everything else as fp32."""
+    if precision not in bf16.PRECISIONS:
+        raise ValueError(
+            f"unknown precision {precision!r}; valid precisions: {', '.join(bf16.PRECISIONS)}"
+        )
+    return LEGALIZE_MAP if precision == "fp32" else {**LEGALIZE_MAP, **conv1d_bf16.LEGALIZATIONS}

@@ -1,0 +1,56 @@
+"""``relax.nn.conv1d`` with bf16 products (``compile/bf16.py``), for a library of precision bf16.
+
+A stride-1 conv that ``bf16.method`` takes (the generator's convs: kernel 3 through
+``bf16_winograd``, 7 and 11 through ``bf16_fft``) becomes a call to its kernel on its weights'
+bf16 transform, which ``LiftTransformParams`` moves to load time. Every other conv is legalized as
+a float32 library legalizes it (``conv1d.conv1d_strided_space_to_depth``), so that, with
+``precision`` fp32, nothing of this module is reached.
+"""
+
+from __future__ import annotations
+
+from .. import bf16, bf16_fft, bf16_winograd
+from ..hand_written import find_made
+from . import conv1d
+
+
+def conv1d_bf16(bb, call):
+    from tvm import relax
+
+    attrs = call.attrs
+    x, w = call.args
+    try:
+        c_out, c_in, taps = (int(v) for v in w.ty.shape)
+        int(x.ty.shape[1])
+    except TypeError:
+        return conv1d.conv1d_strided_space_to_depth(bb, call)
+    how = bf16.method(taps, c_in, c_out, int(attrs.groups), int(attrs.strides[0]))
+    if (
+        how is None
+        or attrs.data_layout != "NCW"
+        or attrs.kernel_layout != "OIW"
+        or (attrs.out_layout and attrs.out_layout != "NCW")
+        or str(call.ty.dtype) != "float32"
+        or str(x.ty.dtype) != "float32"
+    ):
+        return conv1d.conv1d_strided_space_to_depth(bb, call)
+    d = int(attrs.dilation[0])
+    sizes = dict(
+        channels_in=c_in,
+        channels_out=c_out,
+        taps=taps,
+        dilation=d,
+        pad_left=int(attrs.padding[0]),
+    )
+    if how == "winograd":
+        kernels, sizes["m"] = bf16_winograd, bf16_winograd.TILE[0]
+        weights = bf16_winograd.weight_transform(bb, w, sizes["m"])
+    else:
+        kernels, weights = bf16_fft, bf16_fft.weight_transform(bb, w)
+    gv = find_made(bb.get(), kernels.MAKER_NAME, **sizes) or bb.add_func(
+        kernels.kernel_for(**sizes), f"{kernels.MAKER_NAME}_{c_in}x{c_out}_k{taps}_d{d}"
+    )
+    return relax.call_tir(gv, [x, weights], relax.TensorType(call.ty.shape, "float32"))
+
+
+LEGALIZATIONS = {"relax.nn.conv1d": conv1d_bf16}

@@ -358,7 +358,8 @@ def test_the_runtime_passes_bounded_libraries_valid_length_inputs(bounded_projec
     res = tts.synthesize(
         find_phonemes(km, 17, 31), "random", seed=0
     )  # one chunk: 12 tokens max, 17-31 frames
-    (chunk,) = res.chunks
+    (part,) = res.parts
+    chunk, drawn = part.chunk, part.decoded
     assert len(seen) == 3  # duration, text encoder, decoder
     for lib, shapes in seen:
         axes, n = (
@@ -368,11 +369,11 @@ def test_the_runtime_passes_bounded_libraries_valid_length_inputs(bounded_projec
         names = [s["name"] for s in lib.entry["inputs"]]
         for name, (axis, scale) in axes.items():
             assert shapes[names.index(name)][axis] == scale * n, (lib.entry["component"], name)
-    assert chunk.n_frames < chunk.frame_bucket  # so a bucket-sized decoder input would have shown
+    assert chunk.n_frames < drawn.frame_bucket  # so a bucket-sized decoder input would have shown
     monkeypatch.setattr(CompiledComponent, "device_args", args)
-    dec = tts.libraries.get("decoder", chunk.frame_bucket)
+    dec = tts.libraries.get("decoder", drawn.frame_bucket)
     spf = tts.libraries.samples_per_frame
-    m, fb = chunk.n_frames, chunk.frame_bucket
+    m, fb = chunk.n_frames, drawn.frame_bucket
     en, asr = (
         alignment.expand(x, chunk.durations)
         for x in (
@@ -383,7 +384,7 @@ def test_the_runtime_passes_bounded_libraries_valid_length_inputs(bounded_projec
             )[0],
         )
     )
-    valid = dec(en, asr, np.array([m]), chunk.style, chunk.rand_ini, chunk.noise)[0]
+    valid = dec(en, asr, np.array([m]), chunk.style, drawn.rand_ini, drawn.noise)[0]
     pad = lambda x, axis, k: np.pad(
         x, [(0, k - x.shape[axis]) if i == axis else (0, 0) for i in range(x.ndim)]
     )
@@ -392,10 +393,10 @@ def test_the_runtime_passes_bounded_libraries_valid_length_inputs(bounded_projec
         pad(asr, 2, fb),
         np.array([m]),
         chunk.style,
-        chunk.rand_ini,
-        pad(chunk.noise, 1, fb * spf),
+        drawn.rand_ini,
+        pad(drawn.noise, 1, fb * spf),
     )[0]
     np.testing.assert_array_equal(valid, bucket)
-    np.testing.assert_allclose(valid.reshape(-1), chunk.audio, rtol=0, atol=0)
+    np.testing.assert_allclose(valid.reshape(-1), drawn.audio, rtol=0, atol=0)
     with pytest.raises(ValueError, match=r"input 'en' must have shape .* or "):
-        dec(en[..., :-1], asr, np.array([m]), chunk.style, chunk.rand_ini, chunk.noise)
+        dec(en[..., :-1], asr, np.array([m]), chunk.style, drawn.rand_ini, drawn.noise)

@@ -159,20 +159,20 @@ def test_long_token_is_cut_not_truncated():
 def test_first_clause_cuts_at_the_first_clause_mark_only_when_short():
     ps = "ðə lˈæst pˈɜɹsᵊn, ˈWt ʃˌʊd ˈɔlsO ʧˈɛk. ðæt ðə wˈɪndOz."
     assert [u.phonemes for u in chunking.phoneme_utterances(ps)] == [ps]  # kokoro: one utterance
-    first = [u.phonemes for u in chunking.phoneme_utterances(ps, first=True)]
+    first = [u.phonemes for u in chunking.phoneme_utterances(ps, first="clause")]
     assert first == [
         "ðə lˈæst pˈɜɹsᵊn,",
         "ˈWt ʃˌʊd ˈɔlsO ʧˈɛk. ðæt ðə wˈɪndOz.",
     ]  # the rest as usual
-    assert [u.phonemes for u in chunking.phoneme_utterances("“ab,” cd", first=True)] == [
+    assert [u.phonemes for u in chunking.phoneme_utterances("“ab,” cd", first="clause")] == [
         "“ab,”",
         "cd",
     ]
     far = "a" * 120 + ", bc"
-    assert [u.phonemes for u in chunking.phoneme_utterances(far, first=True)] == [
+    assert [u.phonemes for u in chunking.phoneme_utterances(far, first="clause")] == [
         far
     ]  # past the limit
-    assert [u.phonemes for u in chunking.phoneme_utterances("ab cd.", first=True)] == [
+    assert [u.phonemes for u in chunking.phoneme_utterances("ab cd.", first="clause")] == [
         "ab cd."
     ]  # ends input
 
@@ -247,7 +247,7 @@ def test_text_utterances_equal_kpipeline_call(g2p):
             assert len(ours) > 1  # a text over 510 phonemes was chunked
         # control: the low-latency first clause is a different chunking, and the check sees it
         if "," in text[:40]:
-            assert [u.phonemes for u in text_utterances(text, g2p=g2p, first_clause=True)] != [
+            assert [u.phonemes for u in text_utterances(text, g2p=g2p, first="clause")] != [
                 o[1] for o in ours
             ]
     assert total > len(texts())
@@ -300,6 +300,10 @@ def test_g2p_says_what_to_install_when_no_spacy_model(monkeypatch):
 # -- timestamps ---------------------------------------------------------------------------------
 
 
+AT_START = timestamps.Placement(offset=0, chunk=0, samples_per_frame=600, sample_rate=24000)
+AT_1200 = timestamps.Placement(offset=1200, chunk=0, samples_per_frame=600, sample_rate=24000)
+
+
 def kokoro_join(tokens, durations) -> list[tuple[float | None, float | None]]:
     tokens = copy.deepcopy(tokens)
     KPipeline.join_timestamps(tokens, torch.tensor(durations))
@@ -307,7 +311,7 @@ def kokoro_join(tokens, durations) -> list[tuple[float | None, float | None]]:
 
 
 def ours_join(tokens, durations) -> list[tuple[float | None, float | None]]:
-    return [(w.start, w.end) for w in timestamps.word_times(tokens, durations, 0, 600, 24000, 0)]
+    return [(w.start, w.end) for w in timestamps.word_times(tokens, durations, AT_START)]
 
 
 def random_case(rng: random.Random) -> tuple[list[MToken], list[int]]:
@@ -342,7 +346,7 @@ def test_token_times_tile_the_audio_and_words_meet_mid_space():
     ps = "ab$ cd, ef"  # '$' is outside the vocabulary: no model token, no time
     ids = chunking.token_ids(ps, VOCAB)
     durations = [rng.randint(1, 9) for _ in range(ids.size)]
-    toks = timestamps.token_times(ps, durations, VOCAB, 1200, 600, 24000, 0)
+    toks = timestamps.token_times(ps, durations, VOCAB, AT_1200)
     assert [t.text for t in toks] == ["", "a", "b", " ", "c", "d", ",", " ", "e", "f", ""]
     assert (
         toks[0].start == 1200 / 24000 and toks[-1].end == (1200 + 600 * sum(durations)) / 24000
@@ -350,7 +354,7 @@ def test_token_times_tile_the_audio_and_words_meet_mid_space():
     assert all(a.end == b.start and a.start < a.end for a, b in pairwise(toks))
     per_symbol = timestamps.symbol_durations(ps, durations, VOCAB)
     assert per_symbol.tolist()[3] == 0 and per_symbol.sum() == sum(durations)
-    words = timestamps.word_times(chunking.phoneme_tokens(ps), per_symbol, 1200, 600, 24000, 0)
+    words = timestamps.word_times(chunking.phoneme_tokens(ps), per_symbol, AT_1200)
     lead = min(3, durations[0]) * 600 / 24000
     spaces = [t for t in toks if t.text == " "]
     # "ab$" ends, and "cd" starts, in the middle of the space between them (less kokoro's lead)

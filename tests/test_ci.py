@@ -202,7 +202,7 @@ def test_job_stages_partition_the_library_stages(built_project: Project):
     owned = [n for job in jobs for n in job]
     assert len(owned) == len(set(owned)), "a stage belongs to two jobs"
     rest = set(names) - set(owned)
-    assert rest == {"manifest", "bench_e2e", "bench_cold"} | {
+    assert rest == {"manifest", "bench_e2e", "bench_cold", "bench_cuts"} | {
         f"{k}@{t}" for k in ("devices", "bench_summary") for t in targets
     }
     assert "build_frames@decoder-12-generic" in ci.owned(names, "generic", "frames")

@@ -240,7 +240,7 @@ def test_stream_wav_equals_whole_wav_and_stdout_is_raw_pcm(capsysbinary, artifac
     )
 
 
-def test_first_clause_flag_cuts_the_first_chunk(capsys, artifacts, tmp_path):
+def test_cuts_flag_cuts_the_first_chunk(capsys, artifacts, tmp_path):
     common = [
         "--phonemes",
         "ɐ, n ɪ",
@@ -253,8 +253,16 @@ def test_first_clause_flag_cuts_the_first_chunk(capsys, artifacts, tmp_path):
     ]
     rc, stdout, err = run(capsys, "synth", *common)
     assert rc == 0 and "1 chunk(s)" in stdout, err
-    rc, stdout, err = run(capsys, "synth", *common, "--first-clause")
+    rc, stdout, err = run(capsys, "synth", *common, "--cuts", "fast")
     assert rc == 0 and "2 chunk(s)" in stdout and "chunk 1: 2 phonemes" in err, err
+    # --stream cuts only where a sentence ends, and this one has no end before its last word
+    rc, stdout, err = run(capsys, "synth", *common, "--stream")
+    assert rc == 0 and "1 chunk(s)" in stdout, err
+    common[1] = "ɐ. n"
+    rc, stdout, err = run(capsys, "synth", *common, "--stream")
+    assert rc == 0 and "2 chunk(s)" in stdout and "chunk 1: 2 phonemes" in err, err
+    rc, stdout, err = run(capsys, "synth", *common, "--stream", "--cuts", "kokoro")
+    assert rc == 0 and "1 chunk(s)" in stdout, err
 
 
 def test_text_timestamps_name_the_words(capsys, artifacts, tmp_path):

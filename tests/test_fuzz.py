@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from runtime_project import runtime_artifacts
 
 from kokoro_tvm.errors import KokoroTVMError
-from kokoro_tvm.runtime import cli, planner
+from kokoro_tvm.runtime import cli
+from kokoro_tvm.runtime import options as speech_options
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 
 FUZZ = settings(
@@ -123,14 +124,14 @@ def test_api_inputs_raise_only_our_errors(tts):
 def test_the_api_fuzzing_finds_a_planted_bare_exception(tts, monkeypatch):
     """Negative control: a ``KeyError`` behind speeds above 2.5 only is found, and reported as
     itself (not swallowed as one of our errors)."""
-    real = planner.check_speed
+    real = speech_options.check_speed
 
     def planted(speed):
         real(speed)
         if speed > 2.5:
             raise KeyError("planted")
 
-    monkeypatch.setattr(planner, "check_speed", planted)
+    monkeypatch.setattr(speech_options, "check_speed", planted)
     with pytest.raises(KeyError, match="planted"):
         check_api(tts, examples=120)
 
@@ -153,7 +154,7 @@ def check_cli(artifacts: Path, tmp: Path, examples: int) -> None:
         values=st.data(),
         output=st.sampled_from(["out.wav", "-", "missing/out.wav", ".", ""]),
         timestamps=st.sampled_from([None, "ts.json", "-", "out.wav", "missing/ts.json"]),
-        switches=st.lists(st.sampled_from(["--stream", "--strict", "--first-clause"]), max_size=2),
+        switches=st.lists(st.sampled_from(["--stream", "--strict", "--cuts=fast"]), max_size=2),
     )
     def prop(text, flags, values, output, timestamps, switches):
         argv = ["synth", "--artifacts", str(artifacts), "--phonemes", text, "-q"]
@@ -287,12 +288,12 @@ def test_the_manifest_fuzzing_finds_a_planted_bare_exception(artifacts, tmp_path
 def test_speed_and_seed_checks_are_exact():
     """The boundaries the fuzzers lean on, stated once."""
     for ok in (0.25, 1, 4.0):
-        planner.check_speed(ok)
+        speech_options.check_speed(ok)
     for bad in (0, -1, math.nan, math.inf, True, "1"):
         with pytest.raises(KokoroTVMError):
-            planner.check_speed(bad)
+            speech_options.check_speed(bad)
     for ok in (0, 2**70):
-        planner.check_seed(ok)
+        speech_options.check_seed(ok)
     for bad in (-1, 1.0, True, "0"):
         with pytest.raises(KokoroTVMError):
-            planner.check_seed(bad)
+            speech_options.check_seed(bad)

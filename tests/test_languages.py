@@ -125,7 +125,7 @@ def test_phonemes_control_another_language_differs():
     for this one, so the parity above is not the same G2P everywhere."""
     text = SENTENCES["i"][0]
     assert G.phonemize(text, "e") != kokoro("i", text)
-    assert G.phonemize(text, "i", first_clause=True) != kokoro("i", text)
+    assert G.phonemize(text, "i", first="clause") != kokoro("i", text)
 
 
 @pytest.mark.parametrize("code", list(UNREADABLE))
@@ -252,10 +252,30 @@ def test_unpunctuated_text_is_cut_at_spaces_then_characters():
 )
 def test_first_clause_cuts_at_the_languages_first_mark(code, text, head):
     whole = G.text_utterances(text, code)
-    cut = G.text_utterances(text, code, first_clause=True)
+    cut = G.text_utterances(text, code, first="clause")
     assert len(cut) == len(whole) + 1 and cut[0].text == head
     assert len(cut[0].phonemes) <= FIRST_CLAUSE_LIMIT
     assert cut[1].text == text[len(head) :].strip()
+
+
+@pytest.mark.parametrize(
+    "code, text, head",
+    [
+        ("z", "你好，世界。今天天气很好。", "你好，世界。"),
+        ("j", "こんにちは、世界。元気ですか？", "こんにちは、世界。"),
+        ("e", "¡Hola, mundo! ¿Qué tal?", "¡Hola, mundo!"),
+        ("h", "नमस्ते। आप कैसे हैं?", "नमस्ते।"),
+        ("f", "Bonjour, le monde. Comment ça va ?", "Bonjour, le monde."),
+    ],
+)
+def test_first_sentence_cuts_at_the_languages_first_sentence_end(code, text, head):
+    """``sentences`` (what a streaming listener gets) ends the first chunk where a sentence
+    ends, in each language's marks, never at a clause mark."""
+    whole = G.text_utterances(text, code)
+    cut = G.text_utterances(text, code, first="sentence")
+    assert len(cut) == len(whole) + 1 and cut[0].text == head
+    assert cut[1].text == text[len(head) :].strip()
+    assert G.text_utterances(text, code, first="none") == whole  # control: no cut asked
 
 
 # -- loading ----------------------------------------------------------------------------------------

@@ -312,19 +312,22 @@ def test_replayed_durations_drive_kokoros_alignment(tts, km):
 
     from kokoro_tvm.eval.e2e import eager_chunk
 
-    chunk = tts.synthesize("ɐn ˈOp", "random").chunks[0]
-    extra = np.zeros(
-        (1, 600, chunk.noise.shape[-1]), chunk.noise.dtype
-    )  # SineGen's draws for one more frame
+    part = tts.synthesize("ɐn ˈOp", "random").parts[0]
+    chunk, noise = part.chunk, part.decoded.noise
+    extra = np.zeros((1, 600, noise.shape[-1]), noise.dtype)  # SineGen's draws for one more frame
     longer = dataclasses.replace(
-        chunk,
-        durations=chunk.durations + (np.arange(chunk.n_tokens) == 1),
-        noise=np.concatenate([chunk.noise, extra], axis=1),
+        part,
+        chunk=dataclasses.replace(
+            chunk, durations=chunk.durations + (np.arange(chunk.n_tokens) == 1)
+        ),
+        decoded=dataclasses.replace(part.decoded, noise=np.concatenate([noise, extra], axis=1)),
     )
     with torch.no_grad():
         audio, pred = eager_chunk(km, longer, 1.0, replay=True)
-        plain, own = eager_chunk(km, chunk, 1.0)
-    assert np.array_equal(pred, longer.durations) and audio.size == longer.n_frames * 600
+        plain, own = eager_chunk(km, part, 1.0)
+    assert (
+        np.array_equal(pred, longer.chunk.durations) and audio.size == longer.chunk.n_frames * 600
+    )
     assert np.array_equal(own, chunk.durations) and plain.size == chunk.n_frames * 600
 
 
@@ -333,7 +336,7 @@ def test_chunks_join_without_gap_or_click(long_row):
     audio, spf = res.audio, 600
     assert audio.dtype == np.float32 and res.sample_rate == 24000
     assert audio.size == sum(c.n_frames for c in res.chunks) * spf  # no gap, nothing dropped
-    seams = np.cumsum([c.audio.size for c in res.chunks])[:-1]
+    seams = np.cumsum([p.audio.size for p in res.parts])[:-1]
     steps = np.abs(np.diff(audio))
     typical = np.percentile(steps, 99)
     for s in seams:

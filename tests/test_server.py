@@ -29,7 +29,7 @@ from runtime_project import runtime_artifacts
 from server_process import ServerProcess, align, decode, decode_s16, wait_for
 
 from kokoro_tvm.eval.metrics import log_mel_snr
-from kokoro_tvm.runtime import chunking, voices
+from kokoro_tvm.runtime import voices
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 from kokoro_tvm.server.metrics import parse
 
@@ -89,8 +89,8 @@ def client(server):
 
 
 def reference(tts, text, voice="random", seed=0, speed=1.0, phonemes=False, lang="en-us"):
-    """The runtime's own audio for what the server is asked: the server's chunking, and its
-    shortened pauses (tested in ``test_streaming.py``)."""
+    """The runtime's own audio for what the server is asked: the server's chunking (its
+    default cuts, ``sentences``)."""
     parts = tts(
         text,
         voice=voice,
@@ -98,10 +98,7 @@ def reference(tts, text, voice="random", seed=0, speed=1.0, phonemes=False, lang
         lang=lang,
         is_phonemes=phonemes,
         seed=seed,
-        first_clause=True,
-        chunk_limits=chunking.SHARED_CHUNK_LIMITS,
-        cut_pauses=chunking.LISTENER_CUT_PAUSE,
-        lead_in=chunking.LISTENER_LEAD_IN,
+        cuts="sentences",
     )
     return np.concatenate([p.audio for p in parts])
 
@@ -168,7 +165,7 @@ def test_bytes_leave_after_every_chunk(server, tts):
     """Captioned speech shows what left after each chunk: every chunk's line carries audio, in
     every format, so nothing waits for the end (Ogg/Opus included: short pages)."""
     ref = reference(tts, PHONEMES, phonemes=True)
-    n_chunks = len(list(tts(PHONEMES, voice="random", is_phonemes=True, first_clause=True)))
+    n_chunks = len(list(tts(PHONEMES, voice="random", is_phonemes=True, cuts="sentences")))
     assert n_chunks >= 2
 
     def one(fmt: str) -> None:
@@ -465,7 +462,6 @@ def test_serve_options_are_checked_before_loading(artifacts, capsys):
     from kokoro_tvm.runtime import cli
 
     for argv, needle in (
-        (["--chunk-limits", "0,5"], "--chunk-limits must be positive"),
         (["--load-factor", "2"], "--load-factor"),
         (["--voices-dir", "/nowhere"], "is not a folder"),
         (["--workers", "-1"], "workers"),

@@ -1,5 +1,5 @@
-"""The server's chunk limits (``chunking.limit_chunks``, ``KokoroTVM(..., chunk_limits=...)``):
-every chunk within its limit, nothing lost or reordered, cuts where kokoro's grouping cuts."""
+"""The ``fast`` cuts' chunk limits (``chunking.limit_chunks``, ``options.Cuts.limits``): every
+chunk within its limit, nothing lost or reordered, cuts where kokoro's grouping cuts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from kokoro_tvm.runtime import chunking
 from kokoro_tvm.runtime.chunking import InputError, Utterance, limit_chunks
+from kokoro_tvm.runtime.options import FAST
 
 #: "Please leave the package at the front door before noon.": ten words, no comma
 NO_COMMA = "plˈiz lˈiv ðə pˈækɪʤ æt ðə fɹˈʌnt dˈɔɹ bəfˈɔɹ nˈun."
@@ -34,7 +35,7 @@ def test_a_sentence_without_a_comma_is_cut_at_a_word():
     assert [u.phonemes for u in out] == ["plˈiz lˈiv ðə pˈækɪʤ", "æt ðə fɹˈʌnt dˈɔɹ bəfˈɔɹ nˈun."]
     assert [u.text for u in out] == ["plˈiz lˈiv ðə pˈækɪʤ", "æt ðə fɹˈʌnt dˈɔɹ bəfˈɔɹ nˈun."]
     assert words(out) == NO_COMMA.split()
-    out = limit_chunks(utterances(NO_COMMA), chunking.LISTENER_CHUNK_LIMITS)
+    out = limit_chunks(utterances(NO_COMMA), FAST.limits)
     assert out[0].phonemes == "plˈiz lˈiv"  # not "plˈiz lˈiv ðə"
 
 

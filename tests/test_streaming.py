@@ -18,6 +18,7 @@ import pytest
 from runtime_project import runtime_artifacts
 
 from kokoro_tvm.runtime import chunking, planner, seams, stream
+from kokoro_tvm.runtime.options import Cuts
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 from kokoro_tvm.runtime.wav import AudioWriter, read_wav
 
@@ -77,14 +78,14 @@ def test_streamed_pieces_are_the_joined_audio(streamed):
     parts, _, _ = streamed
     audio = np.concatenate([p.audio for p in parts])
     assert np.array_equal(
-        audio, seams.join([p.chunk.audio for p in parts])
+        audio, seams.join([p.decoded.audio for p in parts])
     )  # bit-exact, fades included
     assert [p.offset for p in parts] == [
         0,
         parts[0].audio.size,
         parts[0].audio.size + parts[1].audio.size,
     ]
-    raw = np.concatenate([p.chunk.audio for p in parts])
+    raw = np.concatenate([p.decoded.audio for p in parts])
     assert audio.size == raw.size and not np.array_equal(
         audio, raw
     )  # control: the seams were faded
@@ -152,10 +153,24 @@ def test_word_times_meet_in_the_middle_of_spaces(spaced):
     assert words[0].end != naive  # control: a word does not end where its last phoneme does
 
 
-def test_first_clause_makes_a_short_first_chunk(tts):
+def test_cuts_make_a_short_first_chunk_where_they_may(tts):
     ps = "ɐ, n ɪ"
     assert [c.phonemes for c in tts.plan(ps, "random")] == [ps]
-    assert [c.phonemes for c in tts.plan(ps, "random", first_clause=True)] == ["ɐ,", "n ɪ"]
+    assert [c.phonemes for c in tts.plan(ps, "random", cuts="fast")] == ["ɐ,", "n ɪ"]
+    # a sentence end, where the speech breaks anyway, ends the first chunk of ``sentences``
+    ps = "ɐ. n"
+    assert [c.phonemes for c in tts.plan(ps, "random", cuts="sentences")] == ["ɐ.", "n"]
+    assert [c.phonemes for c in tts.plan(ps, "random", cuts="kokoro")] == [ps]
+    # the silence before each chunk's first word is a wait there: the first chunk's, and the
+    # next one's after the sentence the runtime ended early (kokoro would have gone on with a
+    # shorter pause), keep 2 frames, cut from the decoded audio (the model's input is kokoro's)
+    plan = tts.plan(ps, "random", cuts="sentences")
+    assert [c.lead_trim for c in plan] == [max(0, int(c.durations[0]) - 2) for c in plan]
+    assert plan[1].lead_trim > 0  # so the check above can fail
+    assert [c.lead_trim for c in tts.plan("ɐ. n", "random", cuts=Cuts("x", first="sentence"))] == [
+        0,
+        0,
+    ]
 
 
 def test_synthesize_reports_progress_and_timestamps(spaced, tts):
@@ -223,22 +238,23 @@ def test_text_word_times_are_kokoros_on_the_predicted_durations(tts):
         chunks = tts.plan(utts, "random")
     checked = 0
     for i, c in enumerate(chunks):
-        tokens = copy.deepcopy(c.words)
+        tokens = copy.deepcopy(list(c.words))
         KPipeline.join_timestamps(tokens, torch.from_numpy(c.durations))
-        ours = stream.word_times(tts.libraries, c, i)
+        ours = stream.word_times(tts.libraries, c, i, 0)
         assert [(w.text, w.start, w.end) for w in ours] == [
             (t.text, t.start_ts, t.end_ts) for t in tokens
         ]
         checked += sum(t.start_ts is not None for t in tokens)
     assert checked >= 3
-    shifted = stream.word_times(tts.libraries, chunks[0], 0)[0]
-    chunks[0].offset = 600  # control: the chunk's place in the audio moves its words
-    assert stream.word_times(tts.libraries, chunks[0], 0)[0].start == shifted.start + 600 / SR
+    shifted = stream.word_times(tts.libraries, chunks[0], 0, 0)[0]
+    # control: the chunk's place in the audio moves its words
+    assert stream.word_times(tts.libraries, chunks[0], 0, 600)[0].start == shifted.start + 600 / SR
 
 
 def _planned(tts, pack, phonemes, limit, **pauses):
     utts = chunking.limit_chunks(chunking.phoneme_utterances(phonemes), limit)
-    return list(planner.chunks(tts.libraries, utts, pack, 1.0, **pauses))
+    options = tts.options(pack, cuts=Cuts("test", **pauses))
+    return list(planner.chunks(tts.libraries, utts, options))
 
 
 def test_pauses_at_cuts_inside_a_sentence_are_shortened_before_decoding(tts, pack):
@@ -267,9 +283,13 @@ def test_pauses_at_cuts_inside_a_sentence_are_shortened_before_decoding(tts, pac
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "1"])
 def test_a_pause_that_is_not_a_frame_count_is_refused(tts, pack, bad):
     with pytest.raises(chunking.InputError, match="cut_pauses must be None"):
-        tts.stream("ɐn", pack, cut_pauses=bad)
+        tts.stream("ɐn", pack, cuts=Cuts("bad", cut_pauses=bad))
     with pytest.raises(chunking.InputError, match="lead_in must be None"):
-        tts.stream("ɐn", pack, lead_in=bad)
+        tts.stream("ɐn", pack, cuts=Cuts("bad", lead_in=bad))
+    with pytest.raises(chunking.InputError, match="cuts must be one of kokoro, sentences"):
+        tts.stream("ɐn", pack, cuts="whole")
+    with pytest.raises(chunking.InputError, match="unknown option.*cut_pauses"):
+        tts.stream("ɐn", pack, cut_pauses=1)
 
 
 def test_the_lead_in_is_cut_from_kokoros_audio_not_given_to_the_model(tts, pack):
@@ -277,7 +297,7 @@ def test_the_lead_in_is_cut_from_kokoros_audio_not_given_to_the_model(tts, pack)
     a whole sentence ``lead_in`` leaves the durations alone and cuts the silence from the decoded
     audio: the rest is kokoro's samples."""
     (a,) = list(tts.stream("ɐn", pack))
-    (b,) = list(tts.stream("ɐn", pack, lead_in=1))
+    (b,) = list(tts.stream("ɐn", pack, cuts=Cuts("lead", lead_in=1)))
     trim = int(a.chunk.durations[0]) - 1
     assert trim > 0 and b.chunk.lead_trim == trim and b.chunk.n_frames == a.chunk.n_frames
     fade = seams.FADE_SAMPLES

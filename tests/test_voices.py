@@ -422,7 +422,7 @@ for voice, text in spoken.items():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         audio, rate = tts.create(text, voice=voice)
-    chunks = tts.plan(tts._source(text, None, False, voice=voice), voice)
+    chunks = tts.plan(tts.source(text, None, False, tts.options(voice)), voice)
     phonemes = [c.phonemes for c in chunks]
     result[voice] = {"rc": rc, "samples": int(audio.size), "phonemes": phonemes,
                      "wav": (out / f"{voice}.wav").stat().st_size if rc == 0 else 0}

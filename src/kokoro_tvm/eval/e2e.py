@@ -23,6 +23,7 @@ from torch.overrides import TorchFunctionMode
 from ..errors import KokoroTVMError
 from ..runtime.chunking import MAX_PHONEMES, join
 from ..runtime.planner import BucketSplitWarning, Chunk
+from ..runtime.stream import ChunkAudio
 from ..runtime.synthesizer import KokoroTVM
 from ..spec import SAMPLE_RATE
 from .samples import phonemes as sample_phonemes
@@ -70,14 +71,15 @@ class ReplayDurations(TorchFunctionMode):
 
 
 def eager_chunk(
-    km, chunk: Chunk, speed: float, replay: bool = False
+    km, part: ChunkAudio, speed: float, replay: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """kokoro's audio and ``pred_dur`` for one decoded chunk, with its draws injected, in the
-    dtype of ``km``; with ``replay``, on the chunk's (the runtime's) durations."""
+    """kokoro's audio and ``pred_dur`` for one decoded chunk (its draws kept), with its draws
+    injected, in the dtype of ``km``; with ``replay``, on the chunk's (the runtime's) durations."""
     import torch
 
     from .eager import InjectDraws, default_dtype
 
+    chunk, drawn = part.chunk, part.decoded
     dtype = next(km.parameters()).dtype
     ids = torch.from_numpy(chunk.input_ids).unsqueeze(0)
     durations = (
@@ -85,7 +87,7 @@ def eager_chunk(
     )
     with (
         default_dtype(dtype),
-        InjectDraws(torch.from_numpy(chunk.rand_ini), torch.from_numpy(chunk.noise)),
+        InjectDraws(torch.from_numpy(drawn.rand_ini), torch.from_numpy(drawn.noise)),
         durations,
     ):
         audio, pred_dur = km.forward_with_tokens(
@@ -132,15 +134,15 @@ def compare(
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = tts.synthesize(phonemes, voice, speed, seed)
+        res = tts.synthesize(phonemes, voice, speed=speed, seed=seed)
     # the runtime cut an utterance past its largest bucket (and said so): chunks differ from kokoro's
     split = any(issubclass(w.category, BucketSplitWarning) for w in caught)
     t0 = time.perf_counter()
     with torch.no_grad():
-        ref32 = [eager_chunk(km, c, speed, replay=True) for c in res.chunks]
+        ref32 = [eager_chunk(km, p, speed, replay=True) for p in res.parts]
     eager_s = time.perf_counter() - t0
     with torch.no_grad():
-        ref64 = [eager_chunk(km64, c, speed, replay=True) for c in res.chunks]
+        ref64 = [eager_chunk(km64, p, speed, replay=True) for p in res.parts]
     durations = [durations_verdict(raw_durations(km64, c, speed), c.durations) for c in res.chunks]
     near = [i for d in durations for i in d["near_boundary"]]
     same_dur = all(d["durations_equal"] for d in durations)
@@ -156,8 +158,8 @@ def compare(
         "same_utterances": same_utterances,
         "split_beyond_kokoro": split,
         "token_buckets": [c.token_bucket for c in res.chunks],
-        "frame_buckets": [c.frame_bucket for c in res.chunks],
-        "at_bucket": all(c.n_frames == c.frame_bucket for c in res.chunks),
+        "frame_buckets": [p.frame_bucket for p in res.parts],
+        "at_bucket": all(p.chunk.n_frames == p.frame_bucket for p in res.parts),
         "durations_equal": same_dur,
         "near_boundary": near,
         "rtf_tvm": res.seconds / res.audio_seconds,
@@ -220,13 +222,14 @@ def measure_rtf(
                 f"{n} phonemes: runtime audio differs from kokoro beyond float32's own distance to "
                 f"float64 kokoro ({shown}); rebuild with `dvc repro` and run `python benchmarks/e2e.py`"
             )
+        parts = row["result"].parts
         chunks = row["result"].chunks
 
-        def eager(chunks=chunks):
+        def eager(parts=parts):
             with torch.no_grad():
-                return [eager_chunk(km, c, 1.0) for c in chunks]
+                return [eager_chunk(km, p, 1.0) for p in parts]
 
-        runners = {"tvm": lambda p=phonemes: tts.synthesize(p, voice, 1.0, seed), "eager": eager}
+        runners = {"tvm": lambda p=phonemes: tts.synthesize(p, voice, seed=seed), "eager": eager}
         ort_rows = {}
         for name, session in (onnx or {}).items():
             check = onnx_kmodel.agreement(session, chunks, row["reference"])

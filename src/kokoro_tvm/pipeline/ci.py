@@ -63,7 +63,7 @@ def _item(name: str) -> tuple[str, str]:
 
 def shared(names: list[str], targets: list[str]) -> list[str]:
     """The stages no target owns and the per-target jobs all need: built once, by ``prepare``."""
-    last = {"manifest", "bench_e2e", "bench_cold"}
+    last = {"manifest", "bench_e2e", "bench_cold", "bench_cuts"}
     return [
         n
         for n in names

@@ -3,7 +3,8 @@
 What is read is what the stages write, for every library ``params.yaml`` builds: the device
 record (``devices@T``), the validation metrics (``validate@C-B-T``), the bench metrics and the
 roofline's top kernels (``bench@C-B-T``), the build time and size (``build@C-B-T``), the
-toolchain, ``bench_e2e``, and ``bench_cold`` where it ran. A missing file is an error naming the stage that writes it: a
+toolchain, ``bench_e2e``, and ``bench_cold`` and ``bench_cuts`` where they ran. A missing file
+is an error naming the stage that writes it: a
 results file reports one complete ``dvc repro``. The metrics must come from this CPU (the bench
 stages record its name): a cache restored from another machine's run is refused, since the
 record would file that machine's timings under this one.
@@ -143,6 +144,36 @@ def cold_start(root: Path, cpu: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+#: what the cuts table keeps of each way of ``bench_cuts``, over its single sentences and its
+#: paragraphs (``eval.cuts``)
+CUT_KEYS = ("f0_rmse_cents", "extra_pauses_per_sentence", "duration_ratio", "extra_wer", "pass")
+
+
+def cut_cost(root: Path, cpu: dict[str, Any]) -> dict[str, Any] | None:
+    """``bench_cuts``'s verdicts per way, where the stage measured (optional, as ``bench_cold``)."""
+    path = root / "bench_cuts.json"
+    if not path.exists():
+        return None
+    doc = read_metric(path, "bench_cuts")
+    if "skipped" in doc:
+        return None
+    name = (doc.get("cpu") or {}).get("model_name")
+    if name != cpu["model_name"]:
+        raise MetricsError(
+            f"{path}: bench_cuts was measured on {name!r}, but this machine is "
+            f"{cpu['model_name']!r}; run `make results` where `dvc repro` ran"
+        )
+    return {
+        "voice": doc.get("voice"),
+        "sentences": doc.get("sentences"),
+        "texts": doc.get("texts"),
+        "ways": {
+            way: {part: {k: v[part][k] for k in CUT_KEYS} for part in ("sentences", "paragraphs")}
+            for way, v in doc["ways"].items()
+        },
+    }
+
+
 def measured_on(paths: list[Path]) -> str:
     """The day the newest metrics file was written (UTC): when this record's repro measured."""
     newest = max(p.stat().st_mtime for p in paths if p.exists())
@@ -186,6 +217,9 @@ def collect(root: Path, prm: Params, cpu: dict[str, Any]) -> dict[str, Any]:
     cold = cold_start(root, cpu)
     if cold:
         rec["cold_start"] = cold
+    cuts = cut_cost(root, cpu)
+    if cuts:
+        rec["cut_cost"] = cuts
     loads = [
         lib["bench"]["load_avg_1m"]
         for lib in libraries

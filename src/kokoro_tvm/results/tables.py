@@ -237,6 +237,31 @@ def cold_table(rec: dict[str, Any]) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
+def cuts_table(rec: dict[str, Any]) -> list[str]:
+    """``bench_cuts``: each way of speaking against kokoro's whole sentences, and its verdict."""
+    cuts = rec.get("cut_cost") or {}
+    head = [
+        "how it was spoken",
+        "F0 RMSE (cents)",
+        "extra pauses per sentence",
+        "duration",
+        "extra WER",
+        "within the bounds",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for way, parts in cuts.get("ways", {}).items():
+        s, p = parts["sentences"], parts["paragraphs"]
+        cells = [
+            f"{s['f0_rmse_cents']:.0f} ({p['f0_rmse_cents']:.0f})",
+            f"{s['extra_pauses_per_sentence']:.2f} ({p['extra_pauses_per_sentence']:.2f})",
+            f"{s['duration_ratio']:.2f} ({p['duration_ratio']:.2f})",
+            f"{s['extra_wer']:+.3f} ({p['extra_wer']:+.3f})",
+            f"{'yes' if s['pass'] else 'no'} ({'yes' if p['pass'] else 'no'})",
+        ]
+        lines.append(f"| {way} | " + " | ".join(cells) + " |")
+    return lines if len(lines) > 2 else []
+
+
 def kernel_lines(rec: dict[str, Any]) -> list[str]:
     lines = []
     for lib in rec["libraries"]:
@@ -301,6 +326,22 @@ def cpu_section(rec: dict[str, Any], figures: dict[str, str]) -> list[str]:
             "alternated (`bench_cold`); seconds and MB, medians.",
             "",
             *cold,
+            "",
+        ]
+    cuts = cuts_table(rec)
+    if cuts:
+        c = rec["cut_cost"]
+        out += [
+            "### What cuts cost a listener",
+            "",
+            f"On {cpu['label']}: {c['sentences']} single sentences (and, in parentheses, "
+            f"{c['texts'] - c['sentences']} short paragraphs) of the project's own, voice "
+            f"`{c['voice']}`, each way against `create()`'s whole sentences (kokoro's chunks), "
+            "aligned; kokoro with another seed is the floor (`bench_cuts`, `eval/cuts.py`). "
+            "Bounds: 50 cents, 0.3 extra pauses per sentence, duration within 10 %, WER within "
+            "0.05.",
+            "",
+            *cuts,
             "",
         ]
     out += [

@@ -18,7 +18,8 @@ them equal to kokoro's. Phoneme strings become such tokens with ``phoneme_tokens
 non-space symbols is a word, and each punctuation mark its own token, as misaki emits them.
 
 Beyond kokoro (``limit`` below 510, for a chunk that does not fit the largest built bucket, and
-``first_clause``) the same rules apply at the smaller size; a single token longer than the limit
+``first``, where a stream's first chunk may end early: ``options.Cuts``) the same rules apply at
+the smaller size; a single token longer than the limit
 (kokoro would truncate it and lose the rest) is cut at its inner spaces, else hard. kokoro's count
 occasionally lets a group pass 510 by a symbol (kokoro then truncates it); no bucket holds that,
 so the runtime cuts it further, saying so.
@@ -27,7 +28,7 @@ so the runtime cuts it further, saying so.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,20 +47,6 @@ CLAUSE_MARKS = frozenset(",;:.!?—…")  # where ``first_clause`` may end the f
 #: no sound, dropped as kokoro drops them, without a warning on every Spanish question
 SILENT_MARKS = frozenset("¿¡")
 FIRST_CLAUSE_LIMIT = 100  # phonemes: a first clause longer than this is not worth the cut
-#: How a stream is cut for a listener who plays it as it arrives (``synth --stream``, the
-#: server), where kokoro's own chunking would make the first audio wait for a whole sentence:
-#: phonemes per chunk (the first short, at a word boundary when its sentence has no clause mark
-#: early on; the next longer; then capped, since one chunk's decoding holds the cores), and the
-#: frames of silence kept at a cut inside a sentence and before the first word (kokoro's third
-#: of a second there is a wait, not a pause; Kokoro-FastAPI also starts a stream with 50 ms).
-LISTENER_CHUNK_LIMITS = (16, 60, 150)
-LISTENER_CUT_PAUSE = 1
-LISTENER_LEAD_IN = 2
-#: The same for listeners who share the cores (the server): every chunk after the first capped
-#: at 24 phonemes (about 1.5 s of audio). A chunk cannot be interrupted, so a listener who
-#: arrives while another stream's chunk is decoding waits for it: its first audio in time needs
-#: that wait plus its own first chunk within the server's first-audio bound (docs/serving.md).
-SHARED_CHUNK_LIMITS = (LISTENER_CHUNK_LIMITS[0], 24, 24)
 #: a chunk whose phonemes end with one of these (closing quotes and brackets aside) ends its
 #: sentence; any other chunk followed by another was cut inside one
 SENTENCE_ENDS = frozenset(".!?…。！？")
@@ -92,12 +79,16 @@ class Utterance:
     whitespace; word timestamps rely on that. ``timed_words``: whether ``tokens`` are words to
     time; False for text in a language whose G2P gives phonemes without words (every one but
     English: kokoro times English words only), whose tokens only serve to cut it.
+    ``cut_early``: the runtime ended it where kokoro's chunking would have gone on (a stream's
+    cuts, ``options.Cuts``), so the silence that starts the next one is the runtime's too.
     """
 
     phonemes: str
     tokens: list = field(default_factory=list, repr=False)
     text: str = ""
     timed_words: bool = True
+    #: the runtime ended it where kokoro would have gone on (``first_cut``, ``cut_first``)
+    cut_early: bool = False
 
 
 # -- phonemes -> tokens -------------------------------------------------------------------------
@@ -211,15 +202,22 @@ def split_long_tokens(tokens: Iterable[Any], limit: int) -> list[Any]:
     return out
 
 
-def first_clause(tokens: Sequence[Any], limit: int = FIRST_CLAUSE_LIMIT) -> int:
-    """How many tokens make the first clause: up to the first ``,;:.!?—…`` (and a closer after
-    it) within ``limit`` phonemes, or 0 when there is none (or it ends the input)."""
+def first_cut(tokens: Sequence[Any], first: str = "clause") -> int:
+    """How many tokens make the first chunk when it may end early (``options.Cuts.first``):
+    through the first ``!.?…`` (``sentence``) or the first ``,;:.!?—…`` within
+    ``FIRST_CLAUSE_LIMIT`` phonemes (``clause``), a closer after it included; 0 when there is
+    none, or nothing would follow it, or ``first`` is ``none``."""
+    if first == "none":
+        return 0
+    marks, limit = (
+        (WATERFALL[0], MAX_PHONEMES) if first == "sentence" else (CLAUSE_MARKS, FIRST_CLAUSE_LIMIT)
+    )
     for i, t in enumerate(tokens):
         if len(tokens_to_ps(tokens[: i + 1])) > limit:
             return 0
-        if len(_ps(t)) == 1 and _ps(t) in CLAUSE_MARKS:
+        if len(_ps(t)) == 1 and _ps(t) in marks:
             z = i + 1
-            if z < len(tokens) and _ps(tokens[z]) in BUMPS:
+            while z < len(tokens) and (_ps(tokens[z]) in BUMPS or _ps(tokens[z]) in marks):
                 z += 1
             return z if tokens_to_ps(tokens[z:]) else 0
     return 0
@@ -231,22 +229,24 @@ def ends_sentence(phonemes: str) -> bool:
 
 
 def utterances_from_tokens(
-    tokens: Sequence[Any], limit: int = MAX_PHONEMES, first: bool = False
+    tokens: Sequence[Any], limit: int = MAX_PHONEMES, first: str = "none"
 ) -> list[Utterance]:
-    """kokoro's utterances for one paragraph of tokens; ``first``: cut the first clause off."""
-    groups: list[list[Any]] = []
-    z = first_clause(tokens) if first else 0
-    if z:
-        groups.append(list(tokens[:z]))
-    groups += group_tokens(tokens[z:], limit)
-    return [Utterance(tokens_to_ps(g), g, tokens_to_text(g)) for g in groups if tokens_to_ps(g)]
+    """kokoro's utterances for one paragraph of tokens; ``first``: where the first may end
+    early (``first_cut``)."""
+    z = first_cut(tokens, first)
+    head = [Utterance(tokens_to_ps(tokens[:z]), list(tokens[:z]), tokens_to_text(tokens[:z]))]
+    head[0].cut_early = True
+    groups = group_tokens(tokens[z:], limit)
+    rest = [Utterance(tokens_to_ps(g), g, tokens_to_text(g)) for g in groups if tokens_to_ps(g)]
+    return head + rest if z else rest
 
 
-def phoneme_utterances(phonemes: str, first: bool = False) -> list[Utterance]:
-    """Phoneme input as kokoro runs it: one utterance up to 510 symbols, else its grouping."""
+def phoneme_utterances(phonemes: str, first: str = "none") -> list[Utterance]:
+    """Phoneme input as kokoro runs it: one utterance up to 510 symbols, else its grouping
+    (``first``: where the first utterance may end early, ``first_cut``)."""
     text = normalize_phonemes(phonemes)
     tokens = phoneme_tokens(text)
-    if len(text) <= MAX_PHONEMES and not (first and first_clause(tokens)):
+    if len(text) <= MAX_PHONEMES and not first_cut(tokens, first):
         return [Utterance(text, tokens, text)]
     return utterances_from_tokens(tokens, MAX_PHONEMES, first)
 
@@ -264,34 +264,15 @@ def split_utterance(utt: Utterance, limit: int) -> list[Utterance]:
     return out
 
 
-def check_chunk_limits(limits: int | Sequence[int]) -> tuple[int, ...]:
-    """``limits`` as a non-empty tuple of positive phoneme counts, or an ``InputError``."""
+def limit_chunks(utts: Sequence[Utterance], limits: int | Sequence[int]) -> list[Utterance]:
+    """Utterances recut so that the i-th has at most ``limits[i]`` phonemes (the last limit holds
+    for every later one; an int caps them all): ``cut_first`` over and over."""
     caps = (limits,) if not isinstance(limits, (tuple, list)) else tuple(limits)
     if not caps or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in caps):
         raise InputError(
             f"chunk_limits must be a positive number of phonemes or a sequence of them "
             f"(e.g. 150, or (24, 60, 150)), got {limits!r}"
         )
-    return caps
-
-
-ChunkLimits = int | Sequence[int] | Callable[[int], int]
-
-
-def cap_by_index(limits: ChunkLimits) -> Callable[[int], int]:
-    """``limits`` as a function of the chunk's index: a callable as it is (it decides each cap
-    when that chunk is planned, e.g. from a server's load), a sequence's i-th (its last for
-    every later chunk), an int for all."""
-    if callable(limits):
-        return limits
-    caps = check_chunk_limits(limits)
-    return lambda i: caps[min(i, len(caps) - 1)]
-
-
-def limit_chunks(utts: Sequence[Utterance], limits: int | Sequence[int]) -> list[Utterance]:
-    """Utterances recut so that the i-th has at most ``limits[i]`` phonemes (the last limit holds
-    for every later one; an int caps them all): ``cut_first`` over and over."""
-    caps = check_chunk_limits(limits)
     out: list[Utterance] = []
     pending = list(utts)
     while pending:
@@ -332,6 +313,7 @@ def cut_first(utt: Utterance, cap: int) -> tuple[Utterance, Utterance | None]:
         first = replace(first, phonemes=tokens_to_ps(kept), tokens=kept, text=tokens_to_text(kept))
     if not tokens_to_ps(tokens):
         return first, None
+    first.cut_early = True
     rest_ps, rest_text = tokens_to_ps(tokens), tokens_to_text(tokens)
     return first, replace(utt, phonemes=rest_ps, tokens=tokens, text=rest_text)
 

@@ -21,7 +21,7 @@ import time
 import warnings
 from pathlib import Path
 
-from . import chunking
+from .options import PROFILES, Cuts
 from .outputs import OutputError
 
 DEFAULT_ARTIFACTS = os.environ.get("KOKORO_TVM_ARTIFACTS", "artifacts")
@@ -36,16 +36,17 @@ def _say(args: argparse.Namespace, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-def _chunk_line(chunk, done: str) -> str:
+def _chunk_line(part, done: str) -> str:
+    c = part.chunk
     return (
-        f"  chunk {done}: {len(chunk.phonemes)} phonemes, {chunk.n_tokens} tokens (bucket {chunk.token_bucket}), "
-        f"{chunk.n_frames} frames (bucket {chunk.frame_bucket}), {chunk.seconds:.1f} s"
+        f"  chunk {done}: {len(c.phonemes)} phonemes, {c.n_tokens} tokens (bucket "
+        f"{c.token_bucket}), {c.n_frames} frames (bucket {part.frame_bucket}), {part.seconds:.1f} s"
     )
 
 
-def _source(args: argparse.Namespace, tts):
+def _source(args: argparse.Namespace, tts, cuts: Cuts):
     """Phonemes as typed, or kokoro's utterances for ``--text`` in ``--lang`` (by default the
-    voice's language)."""
+    voice's language), the first ending where ``cuts`` lets it."""
     if args.text is None:
         if args.lang is not None:
             tts.language(None, args.lang)  # a wrong --lang is an error either way
@@ -63,7 +64,7 @@ def _source(args: argparse.Namespace, tts):
     utts = text_utterances(
         _read_arg(args.text),
         lang,
-        first_clause=args.first_clause or args.stream,
+        first=cuts.first,
         normalize=not args.no_normalize,
     )
     for u in utts:
@@ -73,7 +74,7 @@ def _source(args: argparse.Namespace, tts):
 
 def _check_args(args: argparse.Namespace) -> None:
     """Everything ``synth`` can check before loading anything, so that a typo costs nothing."""
-    from . import planner, threads
+    from . import options, threads
     from .outputs import check_output
 
     check_output(args.output, "-o/--output")
@@ -81,8 +82,8 @@ def _check_args(args: argparse.Namespace) -> None:
         check_output(args.timestamps, "--timestamps", allow_stdout=False)
         if args.output != "-" and Path(args.timestamps).resolve() == Path(args.output).resolve():
             raise OutputError("--timestamps and -o name the same file; give them two paths")
-    planner.check_speed(args.speed)
-    planner.check_seed(args.seed)
+    options.check_speed(args.speed)
+    options.check_seed(args.seed)
     threads.check_count(args.threads, "--threads")
 
 
@@ -99,9 +100,15 @@ def synth(args: argparse.Namespace) -> None:
             "(the default, kokoro-onnx-int8)",
             file=sys.stderr,
         )
-    pack = tts.voice_pack(args.voice, args.seed)  # a bad voice fails before the G2P runs
-    source = _source(args, tts)
-    unknown = "error" if args.strict else "warn"
+    cuts = PROFILES[args.cuts or ("sentences" if args.stream else "kokoro")]
+    options = tts.options(  # a bad voice fails here, before the G2P runs
+        args.voice,
+        speed=args.speed,
+        seed=args.seed,
+        unknown="error" if args.strict else "warn",
+        cuts=cuts,
+    )
+    source = _source(args, tts, cuts)
     to_stdout = args.output == "-"
     _say(
         args,
@@ -109,15 +116,7 @@ def synth(args: argparse.Namespace) -> None:
         f"{tts.libraries.frame_buckets}",
     )
     t0 = time.perf_counter()
-    listener = {}  # --stream: cut for a listener who plays it as it arrives (chunking)
-    if args.stream:
-        listener = dict(
-            chunk_limits=chunking.LISTENER_CHUNK_LIMITS,
-            cut_pauses=chunking.LISTENER_CUT_PAUSE,
-            lead_in=chunking.LISTENER_LEAD_IN,
-        )
-    first = args.first_clause or args.stream
-    parts = tts.stream(source, pack, args.speed, args.seed, unknown, first, **listener)
+    parts = tts.stream(source, options)
     w = write_speech(
         parts,
         tts.libraries,
@@ -125,7 +124,7 @@ def synth(args: argparse.Namespace) -> None:
         args.format,
         args.timestamps,
         on_chunk=lambda p: _say(
-            args, _chunk_line(p.chunk, f"{p.index + 1}") + f", out at {p.latency:.2f} s"
+            args, _chunk_line(p, f"{p.index + 1}") + f", out at {p.latency:.2f} s"
         ),
     )
     seconds = time.perf_counter() - t0
@@ -293,17 +292,16 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--stream",
         action="store_true",
-        help="for a listener playing the audio as it arrives: a short first chunk (the first "
-        "clause, or the first words), chunks capped at "
-        f"{'/'.join(map(str, chunking.LISTENER_CHUNK_LIMITS))} phonemes, and kokoro's silences "
-        "at those cuts and before the first word shortened (every output is written chunk by "
-        "chunk either way; without --stream the chunks are kokoro's)",
+        help="for a listener playing the audio as it arrives: --cuts sentences unless --cuts "
+        "says otherwise (every output is written chunk by chunk either way)",
     )
     s.add_argument(
-        "--first-clause",
-        action="store_true",
-        help="end the first chunk at the first clause mark (,;:.!?—…) for earlier first audio "
-        "(differs from kokoro's chunking there)",
+        "--cuts",
+        choices=[n for n in PROFILES if n != "fast-shared"],
+        help="where the audio may be cut beyond kokoro's own chunks: kokoro (none; the default "
+        "without --stream), sentences (the first chunk ends at its first sentence end; the "
+        "default with --stream), fast (short chunks cut inside sentences: earlier first audio, "
+        "at a measured cost in melody, pauses and words: docs/runtime.md)",
     )
     s.add_argument(
         "--timestamps",

@@ -6,6 +6,7 @@ to the valid length here."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -14,8 +15,20 @@ from .libraries import Libraries
 from .planner import Chunk, token_input
 
 
-def decode(libs: Libraries, chunk: Chunk, rng: np.random.Generator) -> np.ndarray:
-    """Fill ``chunk``'s decoder draws (from ``rng``, as kokoro's SineGen draws them) and audio."""
+@dataclass(frozen=True)
+class Decoded:
+    """The decoder's result for one chunk: its audio before any trim or fade, and the draws
+    that made it (kokoro's SineGen draws them; a replay in eager kokoro injects them)."""
+
+    audio: np.ndarray = field(repr=False)  # float32 [frames * samples_per_frame]
+    frame_bucket: int
+    rand_ini: np.ndarray = field(repr=False)  # [1, harmonics]
+    noise: np.ndarray = field(repr=False)  # [1, frames * samples_per_frame, harmonics]
+    seconds: float  # compute time of the text encoder, alignment and decoder
+
+
+def decode(libs: Libraries, chunk: Chunk, rng: np.random.Generator) -> Decoded:
+    """``chunk``'s audio, its decoder draws taken from ``rng`` in kokoro's order."""
     t0 = time.perf_counter()
     t, m = chunk.n_tokens, chunk.n_frames
     tb, fb = chunk.token_bucket, libs.bucket("frames", m)
@@ -24,17 +37,15 @@ def decode(libs: Libraries, chunk: Chunk, rng: np.random.Generator) -> np.ndarra
     dec = libs.get("decoder", fb)
     harmonics = next(s["shape"][1] for s in dec.entry["inputs"] if s["name"] == "rand_ini")
     spf = libs.samples_per_frame
-    chunk.frame_bucket = fb
-    chunk.rand_ini = rng.random((1, harmonics), dtype=np.float32)
-    chunk.noise = rng.standard_normal((1, m * spf, harmonics), dtype=np.float32)
+    rand_ini = rng.random((1, harmonics), dtype=np.float32)
+    noise = rng.standard_normal((1, m * spf, harmonics), dtype=np.float32)
     pad = None if dec.bounded else fb
-    noise = chunk.noise
+    given = noise
     if pad is not None:
-        noise = np.zeros((1, fb * spf, harmonics), np.float32)
-        noise[:, : m * spf] = chunk.noise
+        given = np.zeros((1, fb * spf, harmonics), np.float32)
+        given[:, : m * spf] = noise
     en = alignment.expand(chunk.d, chunk.durations, pad)
     asr = alignment.expand(t_en[:, :, :t], chunk.durations, pad)
-    (audio,) = dec(en, asr, np.array([m]), chunk.style, chunk.rand_ini, noise)
-    chunk.audio = audio.reshape(-1)[: m * spf].astype(np.float32)
-    chunk.seconds += time.perf_counter() - t0
-    return chunk.audio
+    (audio,) = dec(en, asr, np.array([m]), chunk.style, rand_ini, given)
+    audio = audio.reshape(-1)[: m * spf].astype(np.float32)
+    return Decoded(audio, fb, rand_ini, noise, time.perf_counter() - t0)

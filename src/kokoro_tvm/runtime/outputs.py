@@ -80,14 +80,14 @@ class TimestampLog:
         self.chunks.append(
             {
                 "index": part.index,
-                "start": c.offset / rate,
-                "end": (c.offset + c.samples) / rate,
+                "start": part.offset / rate,
+                "end": (part.offset + part.samples) / rate,
                 "phonemes": c.phonemes,
                 "text": c.text,
             }
         )
         self.tokens += part.tokens
-        self.pieces += piece_times(libs, c, part.index)
+        self.pieces += piece_times(libs, c, part.index, part.offset)
         self.words += c.words
 
     def document(self, samples: int) -> dict[str, Any]:

@@ -10,7 +10,7 @@ durations fill it, and each piece is re-predicted (durations depend on the whole
 until every piece fits. Frames are never cut: the decoder's BiLSTM and norms see the whole
 utterance.
 
-Pauses at cuts inside a sentence (``cut_pauses``): kokoro wraps every utterance in a boundary
+Pauses at cuts inside a sentence (``options.Cuts.cut_pauses``): kokoro wraps every utterance in a boundary
 token, and the model gives the first one about a third of a second of silence and the last one
 a frame or more: between two sentences a natural pause, inside one ("Please leave the package
 at ... the front door") a pause where a listener expects none. So where a chunk does not end its
@@ -22,7 +22,7 @@ its own (it is a token with its duration, inside the chunk). Only at a cut the r
 chunk kokoro's chunking would not make is the runtime's input to the model anyway, and its
 boundary token's duration one more such choice.
 
-``lead_in`` shortens the silence before the first word, which a listener waits through: given
+``Cuts.lead_in`` shortens the silence before the first word, which a listener waits through: given
 to the model the same way when the first chunk is itself cut inside its sentence, but cut from
 the decoded audio (``Chunk.lead_trim``) when the first chunk ends where kokoro's chunking could:
 the model's rendition of a whole utterance depends on the length of the silence it starts with
@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from . import alignment, chunking, voices
 from .chunking import Utterance
 from .component import CompiledComponent
 from .libraries import BucketError, Libraries
+from .options import SpeechOptions
 
 Source = str | Sequence[Utterance]  # phonemes, or utterances (``g2p.text_utterances`` for text)
 
@@ -51,28 +52,21 @@ class BucketSplitWarning(UserWarning):
     """An utterance did not fit the largest built bucket and was cut beyond kokoro's chunking."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Chunk:
-    """One utterance as the compiled components saw it; enough to replay it in eager kokoro."""
+    """One utterance as planned for the compiled components: enough to decode it, and to replay
+    it in eager kokoro."""
 
     phonemes: str  # kokoro's ps: the voice row is pack[len(phonemes) - 1]
     input_ids: np.ndarray  # [T], with the boundary token 0 at both ends
-    durations: np.ndarray  # [T] frames per token (after ``speed``)
+    durations: np.ndarray  # [T] frames per token (after ``speed``, and the cuts' pauses)
     style: np.ndarray  # [1, 2 * style_dim]: the voice-pack row for this chunk's length
     token_bucket: int
-    frame_bucket: int = 0
-    rand_ini: np.ndarray | None = None  # decoder draws: [1, harmonics]
-    noise: np.ndarray | None = None  # [1, frames * samples_per_frame, harmonics]
-    audio: np.ndarray | None = None  # this chunk's audio before ``seams.join``
-    seconds: float = 0.0  # compute time spent on this chunk
-    d: np.ndarray | None = field(default=None, repr=False)  # duration predictor's d, [1, C, T]
-    words: list = field(
-        default_factory=list, repr=False
-    )  # the utterance's tokens (misaki MToken / Token)
+    d: np.ndarray = field(repr=False)  # duration predictor's d, [1, C, T]
+    words: tuple = field(default=(), repr=False)  # the utterance's tokens, when words are timed
     text: str = ""  # the utterance's text (graphemes), or its phonemes for phoneme input
-    offset: int = 0  # samples of audio before this chunk in the joined output
-    samples: int = 0  # samples of this chunk's audio, once decoded (and trimmed)
-    lead_trim: int = 0  # frames of silence cut from the decoded audio's start (``lead_in``)
+    lead_trim: int = 0  # frames of silence to cut from the decoded audio's start (``lead_in``)
+    seconds: float = 0.0  # compute time spent planning it (the duration predictor)
 
     @property
     def n_tokens(self) -> int:
@@ -95,45 +89,20 @@ class Chunk:
         return out
 
 
-def check_speed(speed: float) -> None:
-    if isinstance(speed, bool) or not (
-        isinstance(speed, (int, float)) and np.isfinite(speed) and speed > 0
-    ):
-        raise chunking.InputError(f"speed must be a positive number, got {speed!r}")
-
-
-def check_seed(seed: int) -> None:
-    """numpy's generators take any non-negative whole number; anything else is the caller's."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise chunking.InputError(
-            f"seed must be a whole number >= 0 (it seeds the decoder's noise), got {seed!r}"
-        )
-
-
-#: what ``unknown`` may say about symbols outside the vocabulary
-UNKNOWN = ("warn", "error")
-
-
-def check_unknown(unknown: str) -> None:
-    if unknown not in UNKNOWN:
-        raise chunking.InputError(f"unknown must be one of {UNKNOWN}, got {unknown!r}")
-
-
-def utterances(
-    libs: Libraries, source: Source, unknown: str = "warn", first_clause: bool = False
-) -> list[Utterance]:
-    """kokoro's utterances for phonemes (``chunking.phoneme_utterances``), or the given ones;
-    symbols outside the vocabulary are warned about (once) or refused.
+def utterances(libs: Libraries, source: Source, options: SpeechOptions) -> list[Utterance]:
+    """kokoro's utterances for phonemes (``chunking.phoneme_utterances``, the first ending where
+    ``options.cuts`` lets it), or the given ones; symbols outside the vocabulary are warned about
+    (once) or refused (``options.unknown``).
 
     An utterance left with no symbol of the vocabulary would be only the two boundary tokens,
     shorter than any library takes: it is skipped with a warning (it holds nothing to say)."""
     if isinstance(source, str):
-        utts = chunking.phoneme_utterances(source, first_clause)
+        utts = chunking.phoneme_utterances(source, options.cuts.first)
     else:
         utts = [u for u in source if u.phonemes]
         if not utts:
             raise chunking.InputError("empty input: nothing to say")
-    chunking.check_symbols("".join(u.phonemes for u in utts), libs.vocab, unknown)
+    chunking.check_symbols("".join(u.phonemes for u in utts), libs.vocab, options.unknown)
     known = [any(c in libs.vocab for c in u.phonemes) for u in utts]
     speakable = [u for u, k in zip(utts, known) if k]
     if len(speakable) < len(utts):
@@ -146,44 +115,24 @@ def utterances(
     return speakable
 
 
-def check_pause(frames: int | None, what: str) -> None:
-    if frames is not None and (
-        isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or frames < 1
-    ):
-        raise chunking.InputError(
-            f"{what} must be None (kokoro's pause) or the frames (>= 1) its boundary token "
-            f"keeps, got {frames!r}"
-        )
-
-
-def shorten_pauses(chunk: Chunk, head: int | None, tail: int | None) -> None:
-    """At most ``head`` frames for the boundary token before the chunk's first phoneme and
-    ``tail`` after its last (None: as predicted)."""
+def shorten_pauses(chunk: Chunk, head: int | None, tail: int | None) -> Chunk:
+    """``chunk`` with at most ``head`` frames for the boundary token before its first phoneme
+    and ``tail`` after its last (None: as predicted)."""
     durations = chunk.durations.copy()
     if head is not None:
         durations[0] = min(durations[0], head)
     if tail is not None:
         durations[-1] = min(durations[-1], tail)
-    chunk.durations = durations
+    return replace(chunk, durations=durations)
 
 
-def chunks(
-    libs: Libraries,
-    pending: list[Utterance],
-    pack: np.ndarray,
-    speed: float,
-    cut_pauses: int | None = None,
-    lead_in: int | None = None,
-    limit: Callable[[int], int] | None = None,
-) -> Iterator[Chunk]:
+def chunks(libs: Libraries, pending: list[Utterance], options: SpeechOptions) -> Iterator[Chunk]:
     """Predict durations utterance by utterance, consuming ``pending``; an utterance that does
     not fit the largest buckets is cut and its pieces put back first. Lazy, so a stream starts
-    after its first chunk; ``pending`` tells whether another chunk follows. ``cut_pauses``:
-    frames kept by the pauses at cuts inside a sentence; ``lead_in``: by the silence before
-    the first word (None: kokoro's; module docstring). ``limit``: the most phonemes of the
-    i-th chunk, asked when it is planned (``chunking.cut_first``)."""
-    check_pause(cut_pauses, "cut_pauses")
-    check_pause(lead_in, "lead_in")
+    after its first chunk; ``pending`` tells whether another chunk follows. ``options.cuts``:
+    the most phonemes of each chunk, and the frames the pauses at cuts inside a sentence and the
+    silence before the first word keep (module docstring)."""
+    cuts = options.cuts
     max_phonemes = libs.token_buckets[-1] - 2
     if max_phonemes < 1:
         raise BucketError(
@@ -191,13 +140,14 @@ def chunks(
             "plus 2 boundary tokens; add a bigger bucket to 'buckets.tokens' and run `dvc repro`"
         )
     warned = False
-    first = True
     cut_before = False  # the chunk yielded last did not end its sentence
+    ended_early = False  # the runtime ended the chunk yielded last where kokoro would go on
     yielded = 0
     while pending:
         utt = pending.pop(0)
-        if limit is not None:
-            utt, rest = chunking.cut_first(utt, limit(yielded))
+        cap = cuts.limit(yielded)
+        if cap is not None:
+            utt, rest = chunking.cut_first(utt, cap)
             if rest is not None:
                 pending[:0] = _speakable(libs, [rest])
             if not _speakable(libs, [utt]):
@@ -207,24 +157,31 @@ def chunks(
             warned = warned or _warn_split(utt, f"{n + 2} tokens", "tokens", libs.token_buckets[-1])
             pending[:0] = _speakable(libs, chunking.split_utterance(utt, max_phonemes))
             continue
-        chunk = predict_durations(libs, utt, pack, speed)
+        chunk = predict_durations(libs, utt, options.pack, options.speed)
         cut_after = bool(pending) and not chunking.ends_sentence(utt.phonemes)
-        head = cut_pauses if cut_before else None
-        if first and lead_in is not None:
-            if cut_after:  # a piece of a sentence: the runtime's input to the model already
-                head = lead_in
+        head = cuts.cut_pauses if cut_before else None
+        # the silence a chunk starts with is a wait before the first word, and after a sentence
+        # the runtime ended early, more pause than kokoro's (its own end is the sentence's)
+        lead = cuts.lead_in is not None and (not yielded or (ended_early and not cut_before))
+        if lead:
+            if not yielded and cut_after:  # a piece of a sentence: the runtime's input already
+                head = cuts.lead_in
             else:
-                chunk.lead_trim = max(0, int(chunk.durations[0]) - lead_in)
-        shorten_pauses(chunk, head, cut_pauses if cut_after else None)
+                trim = max(0, int(chunk.durations[0]) - cuts.lead_in)
+                chunk = replace(chunk, lead_trim=trim)
+        chunk = shorten_pauses(chunk, head, cuts.cut_pauses if cut_after else None)
         if chunk.n_frames <= libs.frame_buckets[-1]:
-            first, cut_before = False, cut_after
+            cut_before, ended_early = cut_after, utt.cut_early
             yielded += 1
             yield chunk
             continue
         warned = warned or _warn_split(
-            utt, f"{chunk.n_frames} frames at speed {speed}", "frames", libs.frame_buckets[-1]
+            utt,
+            f"{chunk.n_frames} frames at speed {options.speed}",
+            "frames",
+            libs.frame_buckets[-1],
         )
-        pending[:0] = _speakable(libs, _split_for_frames(libs, chunk, utt, speed))
+        pending[:0] = _speakable(libs, _split_for_frames(libs, chunk, utt, options.speed))
 
 
 def _speakable(libs: Libraries, pieces: list[Utterance]) -> list[Utterance]:
@@ -271,10 +228,10 @@ def predict_durations(
         durations,
         style,
         tb,
-        seconds=time.perf_counter() - t0,
         d=np.ascontiguousarray(d[:, :t, :].transpose(0, 2, 1)),
-        words=list(utt.tokens) if utt.timed_words else [],
+        words=tuple(utt.tokens) if utt.timed_words else (),
         text=utt.text,
+        seconds=time.perf_counter() - t0,
     )
 
 

@@ -17,19 +17,23 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import artifacts
-from . import chunking, languages, planner, stream, threads, voices
-from .chunking import InputError, Utterance
+from . import languages, planner, stream, threads, voices
+from .chunking import InputError
 from .libraries import BucketError, Libraries
 from .manifest import check_toolchain, explain_pick, pick_target, read_manifest
+from .options import SpeechOptions
 from .planner import BucketSplitWarning, Chunk, Source
-from .stream import ChunkAudio, Progress, Synthesis
+from .stream import ChunkAudio, Synthesis
+
+#: (chunks done, chunks known so far, the part just decoded)
+Progress = Callable[[int, int, ChunkAudio], None]
 
 __all__ = [
     "BucketError",
@@ -37,6 +41,7 @@ __all__ = [
     "Chunk",
     "ChunkAudio",
     "KokoroTVM",
+    "SpeechOptions",
     "Synthesis",
     "describe",
 ]
@@ -48,10 +53,10 @@ RANDOM_VOICE = "random"
 class KokoroTVM:
     """Speech from the compiled libraries of one target: verified, loaded on first use."""
 
-    def __init__(self, libraries: Libraries):
+    def __init__(self, libraries: Libraries, voice_set: voices.VoiceSet | None = None):
         self.libraries = libraries
         #: the voices known by name (the manifest's; None for artifacts built without them)
-        self.voice_set = voices.VoiceSet.from_manifest(libraries.root, libraries.manifest)
+        self.voice_set = voice_set
 
     @classmethod
     def from_manifest(
@@ -76,7 +81,7 @@ class KokoroTVM:
             os.environ.setdefault(threads.NUM_VARIABLE, str(threads.available_cores()))
         libraries = Libraries(root, manifest, pick_target(manifest, target))
         libraries.verify_ahead()  # beside TVM's import and the caller's input (``integrity``)
-        return cls(libraries)
+        return cls(libraries, voices.VoiceSet.from_manifest(root, manifest))
 
     @property
     def target(self) -> str:
@@ -126,13 +131,15 @@ class KokoroTVM:
         speed: float = 1.0,
         lang: str | None = None,
         is_phonemes: bool = False,
-        seed: int = 0,
+        **more: Any,
     ) -> tuple[np.ndarray, int]:
         """kokoro-onnx's ``Kokoro.create``: the whole utterance as (float32 audio, sample rate).
-        ``lang`` None reads the text in the voice's language (``language``)."""
-        res = self.synthesize(
-            self._source(text, lang, is_phonemes, voice=voice), voice, speed, seed
-        )
+        ``lang`` None reads the text in the voice's language (``language``); ``more``: any other
+        ``SpeechOptions`` field (``seed``, ``unknown``) or ``normalize``."""
+        normalize = more.pop("normalize", True)
+        options = self.options(voice, speed=speed, **more)
+        source = self.source(text, lang, is_phonemes, options, normalize)
+        res = self.synthesize(source, options)
         return res.audio, res.sample_rate
 
     def __call__(
@@ -142,45 +149,61 @@ class KokoroTVM:
         speed: float = 1.0,
         lang: str | None = None,
         is_phonemes: bool = False,
-        seed: int = 0,
-        first_clause: bool = False,
-        chunk_limits: chunking.ChunkLimits | None = None,
-        cut_pauses: int | None = None,
-        lead_in: int | None = None,
+        **more: Any,
     ) -> Iterator[ChunkAudio]:
-        """kokoro's ``KPipeline.__call__``: one result per chunk, with ``graphemes``,
-        ``phonemes``, ``audio`` and word ``words`` / token ``tokens`` timestamps
-        (``chunk_limits``, ``cut_pauses``, ``lead_in``: see ``stream``). ``lang`` None reads the
-        text in the voice's language. Words are timed for English only, as in kokoro: other languages' G2Ps give
-        phonemes without words, so their ``words`` are empty (``tokens`` are timed for all)."""
-        return self.stream(
-            self._source(text, lang, is_phonemes, first_clause, voice),
-            voice,
-            speed,
-            seed,
-            first_clause=first_clause,
-            chunk_limits=chunk_limits,
-            cut_pauses=cut_pauses,
-            lead_in=lead_in,
-        )
+        """kokoro's ``KPipeline.__call__``: one result per chunk, which unpacks as
+        ``graphemes, phonemes, audio`` and carries word ``words`` / token ``tokens`` timestamps.
+        ``lang`` None reads the text in the voice's language. ``more``: any other
+        ``SpeechOptions`` field (``seed``, ``cuts``: ``"kokoro"``, kokoro's chunks, by default)
+        or ``normalize``. Words are timed for English only, as in kokoro: other languages' G2Ps
+        give phonemes without words, so their ``words`` are empty (``tokens`` are timed for
+        all)."""
+        normalize = more.pop("normalize", True)
+        options = self.options(voice, speed=speed, **more)
+        return self.stream(self.source(text, lang, is_phonemes, options, normalize), options)
 
-    def _source(
+    def source(
         self,
         text: str,
-        lang: str | None,
-        is_phonemes: bool,
-        first_clause: bool = False,
-        voice: Any = None,
+        lang: str | None = None,
+        is_phonemes: bool = False,
+        options: SpeechOptions | None = None,
+        normalize: Any = True,
     ) -> Source:
+        """What ``text`` says: the phonemes themselves, or the utterances of the text read in
+        ``lang`` (the voice's language when None; ``normalize``: ``g2p.text_utterances``), the
+        first ending where ``options.cuts`` lets it."""
         if is_phonemes:
             if lang is not None:
                 languages.resolve(lang)  # a wrong lang is an error either way
             return text
         from .g2p import text_utterances
 
-        return text_utterances(text, self.language(voice, lang), first_clause=first_clause)
+        if options is None:
+            return text_utterances(text, self.language(None, lang), normalize=normalize)
+        language = self.language(options.voice or options.pack, lang)
+        return text_utterances(text, language, first=options.cuts.first, normalize=normalize)
 
     # -- phonemes or utterances in ------------------------------------------------------------
+    def options(self, voice: Any, **fields: Any) -> SpeechOptions:
+        """The checked options of one call: ``voice`` (``voice_pack``) and any other
+        ``SpeechOptions`` field; a ``SpeechOptions`` is returned as it is (with ``fields``
+        applied). Bad values raise here, before any library runs."""
+        if isinstance(voice, SpeechOptions):
+            return voice.but(**fields) if fields else voice
+        unknown = set(fields) - SpeechOptions.FIELDS
+        if unknown:
+            raise InputError(
+                f"unknown option(s) {', '.join(sorted(unknown))}: the options are "
+                f"{', '.join(sorted(SpeechOptions.FIELDS))}"
+            )
+        from .options import check_seed, check_speed
+
+        check_speed(fields.get("speed", 1.0))  # before the voice, as the arguments come
+        pack = self.voice_pack(voice, check_seed(fields.get("seed", 0)))
+        name = str(voice) if isinstance(voice, (str, Path)) else None
+        return SpeechOptions(pack, voice=name, **fields)
+
     def voice_pack(self, voice: Any, seed: int = 0) -> np.ndarray:
         """A checked [N, 1, W] pack: a voice spec (``voices.resolve``: a voice's name, a file, a
         blend), an array, or ``"random"`` (a style seeded by ``seed``). No voice is an error, as
@@ -203,112 +226,40 @@ class KokoroTVM:
             return voices.resolve(voice, width, self.voice_set)
         return voices.check_pack(np.asarray(voice), width)
 
-    def plan(
-        self,
-        phonemes: Source,
-        voice: Any,
-        speed: float = 1.0,
-        seed: int = 0,
-        unknown: str = "warn",
-        first_clause: bool = False,
-    ) -> list[Chunk]:
-        """Every chunk with its predicted durations, each fitting a built bucket; ``render``
-        decodes them. ``unknown``: ``warn`` drops symbols outside the vocabulary (kokoro's
-        behaviour), ``error`` refuses them."""
-        pending, pack = self._prepare(phonemes, voice, speed, seed, unknown, first_clause)
-        return list(planner.chunks(self.libraries, pending, pack, speed))
+    def plan(self, phonemes: Source, voice: Any, **fields: Any) -> list[Chunk]:
+        """Every chunk with its predicted durations, each fitting a built bucket (``voice`` and
+        ``fields``: ``options``)."""
+        options = self.options(voice, **fields)
+        pending = planner.utterances(self.libraries, phonemes, options)
+        return list(planner.chunks(self.libraries, pending, options))
 
-    def render(
-        self,
-        chunks: list[Chunk],
-        seed: int = 0,
-        progress: Progress | None = None,
-        started: float | None = None,
-    ) -> Synthesis:
-        """Decode planned chunks (draws seeded by ``seed``, in chunk order) and join them."""
-        return stream.render(
-            self.libraries,
-            chunks,
-            seed,
-            progress,
-            time.perf_counter() if started is None else started,
-        )
-
-    def stream(
-        self,
-        phonemes: Source,
-        voice: Any,
-        speed: float = 1.0,
-        seed: int = 0,
-        unknown: str = "warn",
-        first_clause: bool = False,
-        keep_draws: bool = False,
-        chunk_limits: chunking.ChunkLimits | None = None,
-        cut_pauses: int | None = None,
-        lead_in: int | None = None,
-    ) -> Iterator[ChunkAudio]:
+    def stream(self, phonemes: Source, voice: Any, **fields: Any) -> Iterator[ChunkAudio]:
         """Yield each chunk's audio and timestamps as soon as it is decoded.
 
-        ``phonemes``: misaki/kokoro phonemes, or utterances (``g2p.text_utterances`` for text).
-        ``first_clause``: cut the first chunk at the first clause mark (``,;:.!?—…``) within
-        ``chunking.FIRST_CLAUSE_LIMIT`` phonemes, for earlier first audio (not kokoro's chunking).
-        Draws are seeded by ``seed`` in chunk order, so the audio equals ``synthesize``'s.
-        A stream holds one chunk at a time: each yielded chunk keeps its audio and timestamps,
-        not the decoder's draws (``keep_draws`` keeps them, to replay a chunk in eager kokoro).
-        Any number of threads may run streams of one ``KokoroTVM`` at once; one stream is
-        advanced by one thread at a time. ``chunk_limits``: phonemes per chunk, the i-th limit
-        for the i-th chunk and the last for every later one, or a function of the index asked
-        as each chunk is planned (``chunking.cut_first``: short first chunks, and a cap on how
-        long one chunk's decoding holds the cores).
-        ``cut_pauses``: at a cut inside a sentence (one that ``first_clause`` or
-        ``chunk_limits`` made), the frames each boundary token keeps instead of kokoro's
-        sentence pause; ``lead_in``: the frames of silence kept before the first word, cut
-        from the decoded audio (both ``planner``; None keeps kokoro's).
-        """
+        ``phonemes``: misaki/kokoro phonemes, or utterances (``source``, ``g2p.text_utterances``
+        for text); ``voice`` and ``fields``: ``options`` (a ``SpeechOptions`` as it is). Draws
+        are seeded by ``seed`` in chunk order, so the audio equals ``synthesize``'s. Any number
+        of threads may run streams of one ``KokoroTVM`` at once; one stream is advanced by one
+        thread at a time. Input errors raise here, before the first chunk is asked for."""
         t0 = time.perf_counter()
-        planner.check_pause(cut_pauses, "cut_pauses")
-        planner.check_pause(lead_in, "lead_in")
-        limit = None if chunk_limits is None else chunking.cap_by_index(chunk_limits)
-        pending, pack = self._prepare(phonemes, voice, speed, seed, unknown, first_clause)
-        return stream.stream(
-            self.libraries, pending, pack, speed, seed, t0, keep_draws, cut_pauses, lead_in, limit
-        )
-
-    def _prepare(
-        self,
-        phonemes: Source,
-        voice: Any,
-        speed: float,
-        seed: int,
-        unknown: str,
-        first_clause: bool,
-    ) -> tuple[list[Utterance], np.ndarray]:
-        """Checked input: the utterances still to plan and the voice pack (bad input raises here,
-        before any library runs)."""
-        planner.check_speed(speed)
-        planner.check_seed(seed)
-        planner.check_unknown(unknown)
-        pack = self.voice_pack(voice, seed)
-        return planner.utterances(self.libraries, phonemes, unknown, first_clause), pack
+        options = self.options(voice, **fields)
+        pending = planner.utterances(self.libraries, phonemes, options)
+        return stream.stream(self.libraries, pending, options, t0)
 
     def synthesize(
-        self,
-        phonemes: Source,
-        voice: Any,
-        speed: float = 1.0,
-        seed: int = 0,
-        unknown: str = "warn",
-        progress: Progress | None = None,
-        first_clause: bool = False,
+        self, phonemes: Source, voice: Any, progress: Progress | None = None, **fields: Any
     ) -> Synthesis:
         """Phonemes (misaki/kokoro alphabet) or utterances to float32 audio at 24 kHz, with
-        timestamps; ``seed`` seeds the decoder's random draws (and a ``"random"`` voice)."""
+        timestamps (``voice`` and ``fields``: ``options``; the draws are kept, for replays)."""
         t0 = time.perf_counter()
+        if not isinstance(voice, SpeechOptions):
+            fields.setdefault("keep_draws", True)
+        options = self.options(voice, **fields)
         parts = []
-        for part in self.stream(phonemes, voice, speed, seed, unknown, first_clause, True):
+        for part in self.stream(phonemes, options):
             parts.append(part)
             if progress is not None:
-                progress(part.index + 1, part.index + 1 + (0 if part.last else 1), part.chunk)
+                progress(part.index + 1, part.index + 1 + (0 if part.last else 1), part)
         return stream.joined(self.libraries, parts, t0)
 
     def info(self) -> dict[str, Any]:

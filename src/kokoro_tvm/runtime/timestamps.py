@@ -42,6 +42,20 @@ class Timestamp:
         }
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where an utterance's audio sits in the whole: ``offset`` samples in, ``chunk`` its index."""
+
+    offset: int
+    chunk: int
+    samples_per_frame: int
+    sample_rate: int
+
+    def seconds(self, half_frames: float) -> float:
+        """Seconds from the start of the whole audio at ``half_frames`` into the utterance."""
+        return (2 * self.offset + half_frames * self.samples_per_frame) / (2 * self.sample_rate)
+
+
 def symbol_durations(phonemes: str, durations: np.ndarray, vocab: dict[str, int]) -> np.ndarray:
     """Frames per position of ``[boundary, *phonemes, boundary]``: the model's durations with 0
     for each symbol outside the vocabulary (the model never saw it)."""
@@ -57,19 +71,13 @@ def symbol_durations(phonemes: str, durations: np.ndarray, vocab: dict[str, int]
 
 
 def token_times(
-    phonemes: str,
-    durations: np.ndarray,
-    vocab: dict[str, int],
-    offset: int,
-    samples_per_frame: int,
-    sample_rate: int,
-    chunk: int,
+    phonemes: str, durations: np.ndarray, vocab: dict[str, int], at: Placement
 ) -> list[Timestamp]:
-    """Each model token's span (boundary tokens as ``""``); ``offset``: samples before the utterance."""
+    """Each model token's span (boundary tokens as ``""``)."""
     symbols = ["", *(c for c in phonemes if c in vocab), ""]
-    edges = offset + np.concatenate([[0], np.cumsum(durations)]) * samples_per_frame
+    edges = 2 * np.concatenate([[0], np.cumsum(durations)])
     return [
-        Timestamp(s, s, int(edges[k]) / sample_rate, int(edges[k + 1]) / sample_rate, chunk)
+        Timestamp(s, s, at.seconds(edges[k]), at.seconds(edges[k + 1]), at.chunk)
         for k, s in enumerate(symbols)
     ]
 
@@ -111,23 +119,12 @@ def kokoro_word_times(
     return out
 
 
-def word_times(
-    tokens: Sequence[Any],
-    durations: Sequence[int],
-    offset: int,
-    samples_per_frame: int,
-    sample_rate: int,
-    chunk: int,
-) -> list[Timestamp]:
+def word_times(tokens: Sequence[Any], durations: Sequence[int], at: Placement) -> list[Timestamp]:
     """``kokoro_word_times`` in seconds from the start of the whole audio, one per token."""
     out = []
     for t, span in zip(tokens, kokoro_word_times(tokens, durations)):
-        times = (
-            (None, None)
-            if span is None
-            else tuple((2 * offset + h * samples_per_frame) / (2 * sample_rate) for h in span)
-        )
-        out.append(Timestamp(t.text, t.phonemes or "", *times, chunk))
+        times = (None, None) if span is None else tuple(at.seconds(h) for h in span)
+        out.append(Timestamp(t.text, t.phonemes or "", *times, at.chunk))
     return out
 
 

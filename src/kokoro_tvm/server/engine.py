@@ -5,6 +5,7 @@ that keep the event loop free (G2P and request checks on one thread, encoding on
 from __future__ import annotations
 
 import gc
+import itertools
 import logging
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 
 from ..errors import KokoroTVMError
 from ..runtime import chunking
+from ..runtime.options import FAST_SHARED, LISTENER, Cuts
 from .metrics import Metrics
 from .scheduler import Scheduler
 from .schema import SpeechRequest
@@ -24,7 +26,8 @@ log = logging.getLogger("kokoro_tvm.server")
 
 
 #: a warm-up utterance (phonemes, so no G2P is needed): loads every worker's VMs, and its
-#: chunks of 8 to 130 phonemes give the cost model its first data over the range requests span
+#: chunks, short and sentence-long, give the cost model its first data over the range requests
+#: span
 #: (chunks of one size alone leave its slope and overhead apart to chance)
 WARMUP_PHONEMES = (
     "ðə wˈɔɹm ˌʌp ɪz dˈʌn, ænd ðə sˈɜɹvəɹ ɪz ɹˈɛdi. ˌɪt lˈOdz ˈɛvəɹi lˈIbɹˌɛɹi wˈʌns, tˈImz ɐ "
@@ -48,11 +51,8 @@ class ServerConfig:
     first_slack: float = 0.0  # seconds after arrival a first chunk is due (its EDF deadline)
     load_factor: float = 0.9  # share of the workers' time admission may plan to use
     admission: bool = True
-    chunk_limits: tuple[int, ...] = chunking.SHARED_CHUNK_LIMITS  # phonemes per chunk
+    cuts: Cuts = LISTENER  # where streams are cut beyond kokoro's utterances (options.Cuts)
     max_ahead: int = 2  # chunks a stream may run ahead of its client
-    # frames of silence at a cut inside a sentence and before the first word (None: kokoro's)
-    cut_pause_frames: int | None = chunking.LISTENER_CUT_PAUSE
-    lead_in_frames: int | None = chunking.LISTENER_LEAD_IN
     voices_dir: Path | None = None
     warmup: bool = True
     api_key: str | None = None  # required as a bearer token on /v1/ when set
@@ -98,7 +98,7 @@ class Engine:
             first_slack=config.first_slack,
             load_factor=config.load_factor,
             admission=config.admission,
-            chunk_limits=config.chunk_limits,
+            chunk_limits=config.cuts.limits or (chunking.MAX_PHONEMES,),
         )
         random_build = tts.manifest.get("model", {}).get("checkpoint") == "random"
         self.voices = VoiceBook(
@@ -123,13 +123,10 @@ class Engine:
             names = [n for n in self.voices.names() if n != RANDOM_VOICE]
             trained = names and not self.voices.random_voice
             pack = self.voices.resolve(names[0]).pack if trained else RANDOM_VOICE
-            warmup = lambda: self.tts.stream(
-                WARMUP_PHONEMES,
-                pack,
-                first_clause=True,
-                chunk_limits=self.config.chunk_limits,
-                cut_pauses=self.config.cut_pause_frames,
-                lead_in=self.config.lead_in_frames,
+            # short chunks, then the configured ones: the cost model's first data spans both
+            warmup = lambda: itertools.chain(
+                self.tts.stream(WARMUP_PHONEMES, pack, cuts=FAST_SHARED),
+                self.tts.stream(WARMUP_PHONEMES, pack, cuts=self.config.cuts),
             )
         self.scheduler.start(warmup)
         g2p.result()
@@ -156,15 +153,14 @@ class Engine:
         """The runtime stream for a request (on the prep thread: voice, G2P and every input
         check run here, so a bad request fails before any audio is sent)."""
         voice = self.voices.resolve(req.voice)
-        return self.tts(
-            req.input,
-            voice=voice.pack,
-            speed=req.speed,
-            lang=req.lang or voice.lang or "en-us",
-            is_phonemes=req.input_type == "phonemes",
-            seed=req.seed,
-            first_clause=True,
-            chunk_limits=self.config.chunk_limits,
-            cut_pauses=self.config.cut_pause_frames,
-            lead_in=self.config.lead_in_frames,
+        options = self.tts.options(
+            voice.pack, speed=req.speed, seed=req.seed, cuts=self.config.cuts
         )
+        source = self.tts.source(
+            req.input,
+            req.lang or voice.lang or "en-us",
+            req.input_type == "phonemes",
+            options,
+            True if req.normalization is None else req.normalization,
+        )
+        return self.tts.stream(source, options)

@@ -51,11 +51,11 @@ def run(
     engine = Engine(config)
     warning_log.count_in(engine.metrics)
     log.info(
-        "target %s; %d worker(s) x %d TVM thread(s); chunk limits %s phonemes",
+        "target %s; %d worker(s) x %d TVM thread(s); cuts: %s",
         engine.tts.target,
         engine.scheduler.workers,
         engine.scheduler.threads_per_worker,
-        list(config.chunk_limits),
+        config.cuts.name,
     )
     engine.start()
     app = create_app(engine, read_timeout)

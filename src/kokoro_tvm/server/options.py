@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import KokoroTVMError
-from ..runtime import chunking
+from ..runtime.options import PROFILES
 
 if TYPE_CHECKING:
     from .engine import ServerConfig
@@ -88,24 +88,19 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
         help="accept every request up to --max-streams, even when streams will run late",
     )
     p.add_argument(
-        "--chunk-limits",
-        default=",".join(map(str, chunking.SHARED_CHUNK_LIMITS)),
-        help="phonemes per chunk: the first, the second, ..., the last repeating (default "
-        f"{','.join(map(str, chunking.SHARED_CHUNK_LIMITS))})",
+        "--cuts",
+        choices=("sentences", "kokoro", "fast"),
+        default="sentences",
+        help="where streams are cut beyond kokoro's own chunks: sentences (the default: the "
+        "first chunk ends at its first sentence end), kokoro (none), fast (short chunks cut "
+        "inside sentences, 16 then 24 phonemes: earlier first audio and more listeners, at a "
+        "measured cost in melody, pauses and words: docs/serving.md)",
     )
     p.add_argument(
         "--voices-dir",
         type=Path,
         help="a folder of extra voices (.pt, .npy, or one-voice .npz/.bin), each served by "
         "its file name without the suffix",
-    )
-    p.add_argument(
-        "--kokoro-pauses",
-        action="store_true",
-        help="keep kokoro's silences where the server shortens them: the sentence-end pause at "
-        "every cut, also inside a sentence, and the third of a second before the first word "
-        "(default: one 25 ms frame each side of a cut inside a sentence, two before the first "
-        "word)",
     )
     p.add_argument(
         "--api-key",
@@ -170,15 +165,6 @@ def config(args: argparse.Namespace) -> ServerConfig:
         raise ServeOptionError("--load-factor must be in (0, 1]")
     if not 0 <= args.port <= 65535:
         raise ServeOptionError(f"--port must be 0-65535, got {args.port}")
-    try:
-        limits = tuple(int(x) for x in str(args.chunk_limits).split(",") if x.strip())
-    except ValueError:
-        limits = ()
-    if not limits or min(limits) < 1:
-        raise ServeOptionError(
-            f"--chunk-limits must be positive phoneme counts such as 24,60,150, got "
-            f"{args.chunk_limits!r}"
-        )
     if args.voices_dir is not None and not args.voices_dir.is_dir():
         raise ServeOptionError(f"--voices-dir {args.voices_dir} is not a folder")
     return ServerConfig(
@@ -193,11 +179,9 @@ def config(args: argparse.Namespace) -> ServerConfig:
         first_audio=args.first_audio,
         load_factor=args.load_factor,
         admission=not args.no_admission,
-        chunk_limits=limits,
+        cuts=PROFILES["fast-shared" if args.cuts == "fast" else args.cuts],
         voices_dir=args.voices_dir,
         warmup=not args.no_warmup,
-        cut_pause_frames=None if args.kokoro_pauses else chunking.LISTENER_CUT_PAUSE,
-        lead_in_frames=None if args.kokoro_pauses else chunking.LISTENER_LEAD_IN,
         api_key=args.api_key or None,
         allow_origins=tuple(args.allow_origin),
         download_files=args.download_files,

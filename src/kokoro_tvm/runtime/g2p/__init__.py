@@ -70,15 +70,15 @@ def load(lang: str | Language) -> Any:
 def text_utterances(
     text: str,
     lang: str | Language | None = None,
-    first_clause: bool = False,
+    first: str = "none",
     g2p: Any = None,
     british: bool = False,
     limit: int = MAX_PHONEMES,
     normalize: bool | NormalizationOptions = True,
 ) -> list[Utterance]:
     """kokoro's utterances for ``text`` in ``lang`` (a ``lang_code`` letter or kokoro-onnx
-    ``lang``; None: American English, or British with ``british``). ``first_clause`` cuts the
-    first chunk at its first clause mark. ``g2p``: a loaded G2P to use instead of ``load``'s.
+    ``lang``; None: American English, or British with ``british``). ``first``: where the
+    first chunk may end early (``options.Cuts.first``). ``g2p``: a loaded G2P to use instead of ``load``'s.
     ``normalize``: True rewrites chat text as it is said (``NormalizationOptions()``), False
     reads it as written (kokoro's G2P on the text itself), or the options to use.
     Raises ``InputError`` when nothing of the text is left to say."""
@@ -93,11 +93,11 @@ def text_utterances(
         if lang.g2p == "en":
             from . import en
 
-            utts = en.text_utterances(filtered.text, lang.british, first_clause, g2p)
+            utts = en.text_utterances(filtered.text, lang.british, first, g2p)
         else:
             from . import sentences
 
-            utts = sentences.utterances(filtered.text, lang, g2p, first_clause, limit)
+            utts = sentences.utterances(filtered.text, lang, g2p, first, limit)
     if not any(u.phonemes.strip() for u in utts):
         raise InputError(_nothing_to_say(text, said, filtered, lang))
     return utts

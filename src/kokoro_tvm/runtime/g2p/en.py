@@ -90,10 +90,10 @@ def assemble(en: Any, nlp: Any, british: bool, fallback: Any) -> Any:
 
 
 def text_utterances(
-    text: str, british: bool = False, first_clause: bool = False, g2p: Any = None
+    text: str, british: bool = False, first: str = "none", g2p: Any = None
 ) -> list[Utterance]:
     """kokoro's utterances for English ``text``: ``KPipeline.__call__`` with ``split_pattern``
-    ``\\n+``; ``first_clause`` cuts the very first chunk at its first clause mark."""
+    ``\\n+``; ``first``: where the very first chunk may end early (``chunking.first_cut``)."""
     g2p = load_g2p(british) if g2p is None else g2p
     utts: list[Utterance] = []
     for paragraph in re.split(r"\n+", str(text).strip()):
@@ -101,7 +101,7 @@ def text_utterances(
             continue
         for piece in pieces(paragraph):
             _, tokens = g2p(piece)
-            utts += utterances_from_tokens(tokens, first=first_clause and not utts)
+            utts += utterances_from_tokens(tokens, first=first if not utts else "none")
     return utts
 
 

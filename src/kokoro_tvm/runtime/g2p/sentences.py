@@ -12,8 +12,9 @@ Beyond kokoro, in the two places where it differs on purpose:
   spoken: a Chinese or Japanese paragraph has no ``.!?`` to cut at), is cut at the language's own
   marks (``。！？`` and ``।`` end sentences, ``，、`` end clauses), strongest first, then at
   spaces, then between characters, into the fewest pieces that fit;
-* ``first_clause`` cuts the very first chunk after its first clause mark, when that clause has at
-  most ``chunking.FIRST_CLAUSE_LIMIT`` phonemes, for earlier first audio.
+* ``first`` (``options.Cuts.first``) may end the very first chunk early, for earlier first
+  audio: after its first sentence (``sentence``), or after its first clause mark when that
+  clause has at most ``chunking.FIRST_CLAUSE_LIMIT`` phonemes (``clause``).
 
 Each cut runs the G2P on the pieces as text, so every utterance keeps the graphemes it came from.
 """
@@ -57,7 +58,7 @@ def utterances(
     text: str,
     lang: Language,
     g2p: Phonemizer,
-    first_clause: bool = False,
+    first: str = "none",
     limit: int = MAX_PHONEMES,
 ) -> list[Utterance]:
     """kokoro's utterances for ``text`` in ``lang``, each at most ``limit`` phonemes."""
@@ -68,8 +69,8 @@ def utterances(
         for chunk in kokoro_chunks(paragraph):
             if not chunk.strip():
                 continue
-            if first_clause and not out:
-                head, chunk = _first_clause(chunk, lang, g2p)
+            if first != "none" and not out:
+                head, chunk = _first_piece(chunk, lang, g2p, first)
                 out += head
             out += [_utterance(t, ps) for t, ps in fit(chunk, lang, g2p, limit)]
     return out
@@ -81,10 +82,13 @@ def _utterance(text: str, phonemes: str) -> Utterance:
     return Utterance(phonemes, phoneme_tokens(phonemes), text, timed_words=False)
 
 
-def _first_clause(chunk: str, lang: Language, g2p: Phonemizer) -> tuple[list[Utterance], str]:
-    """The chunk's first clause as an utterance, and the rest of the chunk; no cut when there
-    is no clause mark before the end or the clause is long."""
-    marks = lang.sentence_marks + lang.clause_marks
+def _first_piece(
+    chunk: str, lang: Language, g2p: Phonemizer, first: str
+) -> tuple[list[Utterance], str]:
+    """The chunk's first sentence (``first="sentence"``) or clause as an utterance, and the
+    rest of the chunk; no cut when there is no mark before the end or a clause is long."""
+    clause = first == "clause"
+    marks = lang.sentence_marks + (lang.clause_marks if clause else "")
     z = next((i + 1 for i, c in enumerate(chunk) if c in marks), 0)
     while 0 < z < len(chunk) and (chunk[z] in marks or chunk[z] in CLOSERS):
         z += 1
@@ -92,9 +96,11 @@ def _first_clause(chunk: str, lang: Language, g2p: Phonemizer) -> tuple[list[Utt
     if not z or not rest:
         return [], chunk
     ps = g2p(head)
-    if not ps or len(ps) > FIRST_CLAUSE_LIMIT:
+    if not ps or len(ps) > (FIRST_CLAUSE_LIMIT if clause else MAX_PHONEMES):
         return [], chunk
-    return [_utterance(head, ps)], rest
+    piece = _utterance(head, ps)
+    piece.cut_early = True
+    return [piece], rest
 
 
 def fit(text: str, lang: Language, g2p: Phonemizer, limit: int, level: int = 0) -> list[tuple]:

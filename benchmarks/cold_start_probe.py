@@ -347,12 +347,13 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
 
+    from kokoro_tvm import cpuinfo
     from kokoro_tvm.eval import cold_start
 
     root = Path(a.artifacts).resolve()
     phonemes, voice = a.phonemes or cold_start.SENTENCE, a.voice or cold_start.VOICE
     runtime = make_runtime_venv(a.runtime_venv.resolve()) if a.runtime_venv else None
-    print(f"load average before: {cold_start.load_average()}", flush=True)
+    print(f"load average before: {cpuinfo.load_average()}", flush=True)
     if a.mode == "bench":
         from kokoro_tvm.params import load
         from kokoro_tvm.pipeline import bench_cold
@@ -372,7 +373,7 @@ def main() -> int:
         print(f"wrote {out}")
     else:
         report = {
-            "cpu": cold_start.machine(),
+            "cpu": cpuinfo.this_cpu().as_dict(),
             "sizes": sizes(root),
             "phonemes": phonemes,
             "voice": voice,
@@ -383,11 +384,11 @@ def main() -> int:
         for name, python in pythons.items():
             report[name] = probe(python, root, phonemes, voice, a.repeats)
             _print_probe(name, report[name])
-        report["load_avg_after"] = cold_start.load_average()
+        report["load_avg_after"] = cpuinfo.load_average()
         print(f"\nsizes: {report['sizes']}")
         if a.out:
             a.out.write_text(json.dumps(report, indent=1))
-    print(f"load average after: {cold_start.load_average()}")
+    print(f"load average after: {cpuinfo.load_average()}")
     return 0
 
 

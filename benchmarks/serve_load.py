@@ -484,7 +484,9 @@ def main() -> int:
         base, pid = server.base, server.pid
     rng = random.Random(args.seed)
     levels: list[Level] = []
-    report = {"server": args.url or args.server, "cpu": cpu_name(), "cores": os.cpu_count()}
+    from kokoro_tvm.cpuinfo import model_name
+
+    report = {"server": args.url or args.server, "cpu": model_name(), "cores": os.cpu_count()}
     try:
         if args.idle:
             asyncio.run(run_level("warm-up", base, pid, [(0, IDLE_SENTENCE)], body))
@@ -555,16 +557,6 @@ def main() -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))
     return 0
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":

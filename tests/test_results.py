@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
+from kokoro_tvm.cpuinfo import CPUINFO_ENV
 from kokoro_tvm.devices import resolve
-from kokoro_tvm.devices.isa import CPUINFO_ENV
 from kokoro_tvm.eval import cases, latency, verdicts
 from kokoro_tvm.results import figures, machine, tables
 from kokoro_tvm.results.__main__ import main

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from kokoro_tvm import cpuinfo
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.devices import isa, resolve
 from kokoro_tvm.params import ParamsError, TrackerDevice, parse
@@ -130,7 +131,7 @@ def cpu(monkeypatch, tmp_path):
     def use(line: str) -> None:
         path = tmp_path / f"cpuinfo-{abs(hash(line))}"
         path.write_text(f"processor\t: 0\nflags\t\t: {line}\n")
-        monkeypatch.setenv(isa.CPUINFO_ENV, str(path))
+        monkeypatch.setenv(cpuinfo.CPUINFO_ENV, str(path))
 
     return use
 
@@ -266,12 +267,12 @@ def test_aarch64_features_come_from_the_aux_vector(tmp_path):
 
     def auxv(hwcap: int) -> str:
         path = tmp_path / f"auxv-{hwcap}"
-        path.write_bytes(struct.pack("<6Q", 6, 4096, isa.AT_HWCAP, hwcap, 0, 0))
-        isa._hwcap_flags.cache_clear()
+        path.write_bytes(struct.pack("<6Q", 6, 4096, cpuinfo.AT_HWCAP, hwcap, 0, 0))
+        cpuinfo.hwcap_flags.cache_clear()
         return str(path)
 
-    neon = isa.host_features("aarch64", isa._hwcap_flags(auxv(0b11)))
+    neon = isa.host_features("aarch64", cpuinfo.hwcap_flags(auxv(0b11)))
     assert isa.missing(isa.requirements(ARM), "aarch64", neon) == []
-    fp_only = isa.host_features("aarch64", isa._hwcap_flags(auxv(0b01)))
+    fp_only = isa.host_features("aarch64", cpuinfo.hwcap_flags(auxv(0b01)))
     assert isa.missing(isa.requirements(ARM), "aarch64", fp_only) == ["neon"]
-    isa._hwcap_flags.cache_clear()
+    cpuinfo.hwcap_flags.cache_clear()

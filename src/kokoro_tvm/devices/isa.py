@@ -8,17 +8,15 @@ misses is refused with the missing extensions named, instead of dying of SIGILL 
 
 Only ISA extensions are compared: LLVM also lists tuning flags (``fast-*``, ``slow-*``), trace
 and system-register features (``ete``, ``el3``) that no kernel executes, and which no
-``/proc/cpuinfo`` shows. ``LINUX_FLAGS`` maps each LLVM extension name to the flag Linux reports.
+``/proc/cpuinfo`` shows. ``LINUX_FLAGS`` maps each LLVM extension name to the flag Linux reports;
+``cpuinfo.host_flags`` says which of those flags this CPU has.
 """
 
 from __future__ import annotations
 
-import os
-import platform
-import struct
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
+
+from .. import cpuinfo
 
 #: LLVM feature name -> the flag Linux reports for it (``/proc/cpuinfo`` flags / Features)
 LINUX_FLAGS = {
@@ -69,86 +67,21 @@ LINUX_FLAGS = {
         "sve2": "sve2",
     },
 }
-_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 
 def arch_of(triple: str) -> str:
     """``aarch64-linux-gnu`` -> ``aarch64``; ``x86_64-pc-linux-gnu`` -> ``x86_64``."""
-    head = triple.split("-", 1)[0].lower()
-    return _ARCH_ALIASES.get(head, head)
+    return cpuinfo.arch_name(triple.split("-", 1)[0])
 
 
 def host_arch() -> str:
-    machine = platform.machine().lower()
-    return _ARCH_ALIASES.get(machine, machine)
-
-
-#: Another CPU's ``/proc/cpuinfo`` to read instead of this one's: how the tests show what a cache
-#: moved to an AVX2-only machine reruns, on whatever CPU runs them.
-CPUINFO_ENV = "KOKORO_TVM_CPUINFO"
-
-
-#: aarch64 ``AT_HWCAP`` / ``AT_HWCAP2`` bits (Linux ``asm/hwcap.h``) -> the ``/proc/cpuinfo`` flag
-HWCAP = {
-    "fp": 0,
-    "asimd": 1,
-    "aes": 3,
-    "sha2": 6,
-    "crc32": 7,
-    "atomics": 8,
-    "fphp": 9,
-    "asimdhp": 10,
-    "asimdrdm": 12,
-    "lrcpc": 15,
-    "asimddp": 20,
-    "sve": 22,
-}
-HWCAP2 = {"sve2": 1, "i8mm": 13, "bf16": 14}
-AT_HWCAP, AT_HWCAP2 = 16, 26
-
-
-def _cpuinfo_flags() -> frozenset[str]:
-    path = os.environ.get(CPUINFO_ENV)
-    if path is None and host_arch() == "aarch64":
-        return _hwcap_flags()
-    return _flags_of(path or "/proc/cpuinfo")
-
-
-@lru_cache(maxsize=1)
-def _hwcap_flags(path: str = "/proc/self/auxv") -> frozenset[str]:
-    """aarch64: the kernel's ``AT_HWCAP`` words from the aux vector, as cpuinfo names. What LLVM
-    reads too; ``/proc/cpuinfo`` would do on a board, but under qemu-user it is the x86 host's
-    file, while qemu emulates the guest's aux vector."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError:
-        return frozenset()
-    words = dict(struct.iter_unpack("<QQ", raw[: len(raw) // 16 * 16]))
-    hw, hw2 = words.get(AT_HWCAP, 0), words.get(AT_HWCAP2, 0)
-    return frozenset(
-        [f for f, bit in HWCAP.items() if hw >> bit & 1]
-        + [f for f, bit in HWCAP2.items() if hw2 >> bit & 1]
-    )
-
-
-@lru_cache(maxsize=4)
-def _flags_of(path: str) -> frozenset[str]:
-    """The first CPU's ``flags`` (x86) or ``Features`` (aarch64) line."""
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
-    return frozenset()
+    return cpuinfo.host_arch()
 
 
 def host_features(arch: str | None = None, flags: frozenset[str] | None = None) -> frozenset[str]:
     """The LLVM names of the ISA extensions this CPU has (of those ``LINUX_FLAGS`` knows)."""
     arch = arch or host_arch()
-    flags = _cpuinfo_flags() if flags is None else flags
+    flags = cpuinfo.host_flags() if flags is None else flags
     return frozenset(f for f, linux in LINUX_FLAGS.get(arch, {}).items() if linux in flags)
 
 

@@ -25,22 +25,24 @@ first (it also compiles their ``.pyc``), so ``cold`` means a new process, not a 
 
 kokoro-onnx runs as its users run it: ``Kokoro(model, voices)`` with the registry's int8 model
 (``kokoro-v1.0.int8.onnx``), ORT's default threads (every physical core), ``is_phonemes=True`` on
-the same phonemes; stdlib ``wave`` writes its file (``ONNX_SCRIPT``). The runtime runs with its
+the same phonemes; stdlib ``wave`` writes its file (``Setup.onnx_script``: the script, which the
+stage writes beside the model, ``pipeline.bench_cold.ONNX_SCRIPT``). The runtime runs with its
 defaults too (every core it may use). Variables the pipeline's own processes set and a user's
 shell lacks (``PIPELINE_ENV``) are removed from every child's environment. A runner that fails
 (a non-zero exit, no audio) raises ``ColdStartError`` with its stderr: a failed start must never
-be recorded as a fast one.
+be recorded as a fast one. Nothing but the children writes to the work directory (a WAV file
+each, as a user's would): their stderr and the launcher's record go to unnamed temporary files.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import selectors
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import wave
 from collections.abc import Callable
@@ -48,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cpuinfo import load_average
 from ..errors import KokoroTVMError
 
 #: "Please remember to turn off the lights when you leave the office." (misaki en-US): one whole
@@ -62,18 +65,19 @@ PIPELINE_ENV = ("TVM_NUM_THREADS", "TVM_USE_RUNTIME_LIB")
 #: the most one child may take; a hung one is an error, not a slow sample
 CHILD_TIMEOUT_S = 600.0
 MB = 1024.0
-_RUNS = itertools.count()  # names each process's files in the work directory
 
 
 class ColdStartError(KokoroTVMError, RuntimeError):
     """A timed process failed, or produced no audio: nothing is recorded for it."""
 
 
-#: Forks the command from a bare interpreter, reaps it with ``wait4`` and writes its rusage (see
-#: the module docstring). ``time.monotonic`` is CLOCK_MONOTONIC: one clock for every process.
+#: Forks the command from a bare interpreter, reaps it with ``wait4`` and writes its rusage to the
+#: file descriptor it is given (see the module docstring), which the command does not inherit.
+#: ``time.monotonic`` is CLOCK_MONOTONIC: one clock for every process.
 LAUNCHER = r"""
 import json, os, sys, time
-out, argv = sys.argv[1], sys.argv[2:]
+out, argv = int(sys.argv[1]), sys.argv[2:]
+os.set_inheritable(out, False)
 with open("/proc/self/status") as f:
     hwm = next(int(l.split()[1]) for l in f if l.startswith("VmHWM"))
 start = time.monotonic()
@@ -86,30 +90,9 @@ if pid == 0:
     os._exit(127)
 _, status, ru = os.wait4(pid, 0)
 end = time.monotonic()
-with open(out, "w") as f:
-    json.dump({"start": start, "end": end, "status": os.waitstatus_to_exitcode(status),
-               "user_s": ru.ru_utime, "sys_s": ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
-               "launcher_hwm_kb": hwm}, f)
-"""
-
-#: kokoro-onnx as its README has users call it; the README writes the file with soundfile, which
-#: the project does not install: stdlib ``wave`` writes the same 16-bit file (``-``: raw s16le on stdout)
-ONNX_SCRIPT = """\
-import sys, wave
-import numpy as np
-from kokoro_onnx import Kokoro
-
-model, voices, phonemes, voice, out = sys.argv[1:6]
-samples, rate = Kokoro(model, voices).create(phonemes, voice=voice, is_phonemes=True)
-pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
-if out == "-":
-    sys.stdout.buffer.write(pcm)
-else:
-    with wave.open(out, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm)
+os.write(out, json.dumps({"start": start, "end": end, "status": os.waitstatus_to_exitcode(status),
+                          "user_s": ru.ru_utime, "sys_s": ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
+                          "launcher_hwm_kb": hwm}).encode())
 """
 
 #: one process, two ``create`` calls: the second is the warm call (``open_s``: the imports and
@@ -171,6 +154,7 @@ class Setup:
     onnx_voice: str  # kokoro-onnx's (the same voice, from its voices file)
     onnx_model: Path
     onnx_voices: Path
+    onnx_script: Path  # kokoro-onnx's user script: argv model, voices, phonemes, voice, out
     runtime_python: Path  # the interpreter whose ``kokoro-tvm`` runs
     onnx_python: Path
     workdir: Path
@@ -194,12 +178,9 @@ class Setup:
         ]
 
     def onnx(self, out: str) -> list[str]:
-        script = self.workdir / "kokoro_onnx_user.py"
-        if not script.exists():
-            script.write_text(ONNX_SCRIPT, encoding="utf-8")
         return [
             str(self.onnx_python),
-            str(script),
+            str(self.onnx_script),
             str(self.onnx_model),
             str(self.onnx_voices),
             self.phonemes,
@@ -226,11 +207,8 @@ def user_env(base: dict[str, str] | None = None) -> dict[str, str]:
 def timed(argv: list[str], workdir: Path, env: dict[str, str], what: str) -> Sample:
     """Run ``argv`` in ``workdir`` through the launcher; its stdout is read here as it comes
     (first byte stamped), its stderr kept for the error a failure raises."""
-    n = next(_RUNS)
-    result = workdir / f"run-{n}.json"
-    errors = workdir / f"run-{n}.err"
-    launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER, str(result), *argv]
-    with open(errors, "wb") as err:
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as record:
+        launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER, str(record.fileno()), *argv]
         proc = subprocess.Popen(
             launcher,
             stdin=subprocess.DEVNULL,
@@ -238,20 +216,17 @@ def timed(argv: list[str], workdir: Path, env: dict[str, str], what: str) -> Sam
             stderr=err,
             env=env,
             cwd=workdir,
+            pass_fds=(record.fileno(),),
         )
         first, out = _read_all(proc, what)
-    stderr = errors.read_text(encoding="utf-8", errors="replace")
-    if proc.returncode != 0 or not result.exists():
-        raise ColdStartError(
-            f"{what}: the launcher failed (status {proc.returncode}): {stderr[-2000:]}"
-        )
-    r = json.loads(result.read_text())
-    result.unlink()
-    errors.unlink()
+        stderr = _tail(err)
+        record.seek(0)
+        raw = record.read()
+    if proc.returncode != 0 or not raw:
+        raise ColdStartError(f"{what}: the launcher failed (status {proc.returncode}): {stderr}")
+    r = json.loads(raw)
     if r["status"] != 0:
-        raise ColdStartError(
-            f"{what} exited with status {r['status']}; its stderr ends:\n{stderr[-2000:]}"
-        )
+        raise ColdStartError(f"{what} exited with status {r['status']}; its stderr ends:\n{stderr}")
     if r["maxrss_kb"] <= r["launcher_hwm_kb"]:
         raise ColdStartError(
             f"{what}: its peak RSS ({r['maxrss_kb']} kB) is not above the launcher's "
@@ -264,6 +239,12 @@ def timed(argv: list[str], workdir: Path, env: dict[str, str], what: str) -> Sam
         first_byte_s=None if first is None else first - r["start"],
         stdout=out,
     )
+
+
+def _tail(f, chars: int = 2000) -> str:
+    """The end of what a child wrote to ``f`` (its stderr)."""
+    f.seek(0)
+    return f.read().decode("utf-8", errors="replace")[-chars:]
 
 
 def _read_all(proc: subprocess.Popen, what: str) -> tuple[float | None, bytes]:
@@ -295,16 +276,16 @@ def _read_all(proc: subprocess.Popen, what: str) -> tuple[float | None, bytes]:
 
 
 def cold(setup: Setup, runner: str) -> dict[str, float]:
-    wav = setup.workdir / f"{runner}.wav"
-    wav.unlink(missing_ok=True)
-    argv = setup.cli("-o", str(wav)) if runner == "kokoro_tvm" else setup.onnx(str(wav))
+    path = setup.workdir / f"{runner}.wav"  # written by the child, as a user's would be
+    path.unlink(missing_ok=True)
+    argv = setup.cli("-o", str(path)) if runner == "kokoro_tvm" else setup.onnx(str(path))
     s = timed(argv, setup.workdir, setup.env, f"{runner} (one sentence to a WAV file)")
     try:
-        with wave.open(str(wav), "rb") as w:
-            audio_s = w.getnframes() / w.getframerate()
+        with wave.open(str(path), "rb") as f:
+            audio_s = f.getnframes() / f.getframerate()
     except (OSError, EOFError, wave.Error) as e:
         raise ColdStartError(f"{runner} exited 0 but wrote no readable WAV file ({e})") from e
-    wav.unlink()
+    path.unlink()
     if audio_s <= 0:
         raise ColdStartError(f"{runner} exited 0 but its WAV file holds no audio")
     return {"wall_s": s.wall_s, "cpu_s": s.cpu_s, "peak_rss_mb": s.peak_rss_mb, "audio_s": audio_s}
@@ -366,8 +347,7 @@ def smaps_rollup(pid: int) -> dict[str, float]:
 
 def _held(setup: Setup, runner: str) -> subprocess.Popen:
     """A process of ``runner`` with its model loaded and its calls made, waiting on stdin."""
-    errors = setup.workdir / f"held-{next(_RUNS)}.err"
-    with open(errors, "wb") as err:
+    with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
             setup.api(runner, hold=True),
             stdin=subprocess.PIPE,
@@ -376,14 +356,14 @@ def _held(setup: Setup, runner: str) -> subprocess.Popen:
             env=setup.env,
             cwd=setup.workdir,
         )
-    line = proc.stdout.readline()
-    if line.strip() != b"ready":
-        proc.kill()
-        proc.wait()
-        raise ColdStartError(
-            f"{runner} (a held process for smaps_rollup) did not start; its stderr ends:\n"
-            f"{errors.read_text(encoding='utf-8', errors='replace')[-2000:]}"
-        )
+        line = proc.stdout.readline()
+        if line.strip() != b"ready":
+            proc.kill()
+            proc.wait()
+            raise ColdStartError(
+                f"{runner} (a held process for smaps_rollup) did not start; its stderr ends:\n"
+                f"{_tail(err)}"
+            )
     return proc
 
 
@@ -432,7 +412,7 @@ def measure(
     loads = []
     for rnd in range(rounds):
         order = runners if rnd % 2 == 0 else runners[::-1]
-        loads.append(round(os.getloadavg()[0], 2))
+        loads.append(load_average()["1m"])
         for name, fn in MEASURES.items():
             for runner in order:
                 row = fn(setup, runner)
@@ -463,40 +443,6 @@ def summary(by_runner: dict[str, list[dict[str, float]]]) -> dict[str, dict[str,
 
 def _shown(row: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.3f}" for k, v in row.items())
-
-
-# -- the machine -----------------------------------------------------------------------------
-
-_X86_V4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
-_X86_V3 = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "movbe"}
-
-
-def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
-    """The CPU the numbers belong to: name, family/model, ISA level, logical CPUs."""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            fields.setdefault(key.strip(), value.strip())
-    flags = set((fields.get("flags") or fields.get("Features") or "").split())
-    if "flags" in fields:
-        isa = "x86-64-v4" if _X86_V4 <= flags else "x86-64-v3" if _X86_V3 <= flags else "x86-64"
-        family, model = fields.get("cpu family", ""), fields.get("model", "")
-    else:
-        isa = "ARMv8-A NEON" if "asimd" in flags else "ARMv8-A"
-        family, model = fields.get("CPU implementer", ""), fields.get("CPU part", "")
-    return {
-        "model_name": fields.get("model name", "") or os.uname().machine,
-        "family": family,
-        "model": model,
-        "isa": isa,
-        "logical_cpus": os.cpu_count() or 0,
-    }
-
-
-def load_average() -> dict[str, float]:
-    one, five, fifteen = os.getloadavg()
-    return {"1m": round(one, 2), "5m": round(five, 2), "15m": round(fifteen, 2)}
 
 
 def has_torch(python: Path) -> bool:

@@ -16,12 +16,13 @@ A speedup over eager says nothing about how much is left. The roofline view does
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from .. import cpuinfo
 
 #: Independent accumulator vectors per thread: enough chains to cover FMA latency (4-5 cycles)
 #: on two pipes, and few enough to stay in 16 registers (AVX2) with the two operands.
@@ -99,14 +100,14 @@ def fma_peak(
     if not np.isfinite(out.numpy()).all():
         raise RuntimeError("FMA loop produced non-finite values: the peak kernel is broken")
     gflops = best / 1e9
-    mhz = cpu_mhz()
+    mhz = cpuinfo.this_cpu().mhz
     row = {
         "gflops": round(gflops, 1),
         "threads": threads,
         "lanes": lanes,
         "fma_pipes_assumed": FMA_PIPES,
         "implied_ghz": round(gflops / (threads * FMA_PIPES * lanes * 2), 3),
-        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "load_avg_1m": cpuinfo.load_average()["1m"],
     }
     if mhz:
         row |= {
@@ -114,18 +115,6 @@ def fma_peak(
             "flops_per_cycle_per_thread": round(best / threads / (mhz * 1e6), 1),
         }
     return row
-
-
-def cpu_mhz() -> float | None:
-    """The clock /proc/cpuinfo reports (on VMs the base or TSC clock, not the boost clock)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return max(
-                (float(line.split(":")[1]) for line in f if line.startswith("cpu MHz")),
-                default=None,
-            )
-    except OSError:
-        return None
 
 
 def model_flops(fn, *args) -> int:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+
+from .. import cpuinfo
 
 #: Pause before each timed call. PyTorch's OpenMP, ONNX Runtime and TVM all keep their worker
 #: threads spinning for a while after a run; on 2 cores the next runtime then shares the cores
@@ -67,13 +68,5 @@ def time_interleaved(
 
 
 def cpu_name() -> str:
-    """Timings belong to a machine; the metrics say which."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
+    """Timings belong to a machine; the metrics say which (``cpuinfo.model_name``)."""
+    return cpuinfo.model_name()

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import artifacts
+from .. import artifacts, cpuinfo
 from ..eval import cold_start
 from ..eval.kokoro_onnx_package import INSTALL, VERSION, PackageMissingError
 from ..model.onnx_checkpoint.registry import REGISTRY_MODEL_SHA256, registry_onnx_bytes
@@ -32,6 +32,26 @@ from ..runtime import cli as timed_cli
 from ..runtime.manifest import explain_pick, read_manifest
 from ..runtime.threads import available_cores
 from ..runtime.voices import read_named_file, registry_voices_file
+
+#: kokoro-onnx as its README has users call it; the README writes the file with soundfile, which
+#: the project does not install: stdlib ``wave`` writes the same 16-bit file (``-``: raw s16le on stdout)
+ONNX_SCRIPT = """\
+import sys, wave
+import numpy as np
+from kokoro_onnx import Kokoro
+
+model, voices, phonemes, voice, out = sys.argv[1:6]
+samples, rate = Kokoro(model, voices).create(phonemes, voice=voice, is_phonemes=True)
+pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+if out == "-":
+    sys.stdout.buffer.write(pcm)
+else:
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm)
+"""
 
 
 def metrics_file(root: Path = artifacts.ROOT) -> Path:
@@ -74,6 +94,7 @@ def run(
             onnx_voice=onnx_voice,
             onnx_model=work / "kokoro-v1.0.int8.onnx",
             onnx_voices=_onnx_voices(onnx_voice) if with_onnx else work / "unused",
+            onnx_script=work / "kokoro_onnx_user.py",
             runtime_python=runtime_python,
             onnx_python=Path(sys.executable),
             workdir=work,
@@ -87,12 +108,13 @@ def run(
             )
         if with_onnx:
             setup.onnx_model.write_bytes(registry_onnx_bytes())
-        before = cold_start.load_average()
+            setup.onnx_script.write_text(ONNX_SCRIPT, encoding="utf-8")
+        before = cpuinfo.load_average()
         log(f"bench_cold: {why[-1]}; load average {before}")
         measured = cold_start.measure(setup, rounds, runners, log)
-        after = cold_start.load_average()
+        after = cpuinfo.load_average()
     report = {
-        "cpu": cold_start.machine(),
+        "cpu": cpuinfo.this_cpu().as_dict(),
         "target": target,
         "picked": why,
         "threads": available_cores(),

@@ -25,8 +25,8 @@ import numpy as np
 
 from .. import artifacts
 from ..atomic import write_json
+from ..cpuinfo import load_average, this_cpu
 from ..eval import cuts
-from ..eval.cold_start import load_average, machine
 from ..params import Params
 from ..runtime import cli
 from ..runtime.manifest import explain_pick, read_manifest
@@ -74,7 +74,7 @@ def run(_: Params, root: Path = artifacts.ROOT, log: Callable[[str], None] = pri
         "target": target,
         "picked": why,
         "voice": voice,
-        "cpu": machine(),
+        "cpu": this_cpu().as_dict(),
         "load_before": load_before,
         "load_after": load_average(),
         "texts": len(cuts.TEXTS),

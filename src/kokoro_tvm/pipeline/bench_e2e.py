@@ -8,7 +8,9 @@ the target, and the per-library ``bench`` stages already time every target this 
 and rounds of params (``runtime.num_threads``, ``bench.repeats``); each length must first pass
 the float64 criterion. With ``bench.onnxruntime`` kokoro-onnx's whole model runs beside them on
 ONNX Runtime (``eval.onnx_kmodel``), and the kokoro-onnx package's ``create()`` on the same
-models (``eval.kokoro_onnx_package``).
+models (``eval.kokoro_onnx_package``). This module reads what they run on (the manifest's
+libraries, kokoro, the voice, the registry's int8 model) and writes the files the package reads
+and the metrics; ``eval`` computes.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from .. import artifacts
+import numpy as np
+
+from .. import artifacts, cpuinfo
 from ..eval import e2e, kokoro_onnx_package, onnx_kmodel
 from ..eval.eager import as_float64, load_kokoro
-from ..eval.timing import apply_threads, cpu_name
+from ..eval.timing import apply_threads
+from ..model.onnx_checkpoint import registry_onnx_bytes
 from ..params import Params
 from ..runtime.manifest import explain_pick, read_manifest
 from ..runtime.synthesizer import KokoroTVM
@@ -34,17 +39,11 @@ def run(prm: Params) -> None:
     voice = artifacts.load_array(artifacts.voice_file())
     with tempfile.TemporaryDirectory(prefix="kokoro-onnx-") as workdir:
         onnx = packages = None
-        if (
-            prm.bench_onnxruntime
-        ):  # kokoro-onnx's whole model; its int8 file holds Kokoro-82M's weights only
-            files = onnx_kmodel.models(
-                artifacts.kokoro_checkpoint_file(),
-                artifacts.model_config_file(),
-                int8=prm.model_config == "kokoro-82m",
-            )
+        if prm.bench_onnxruntime:
+            files = onnx_models(km, cfg, int8=prm.model_config == "kokoro-82m")
             onnx = onnx_kmodel.sessions(files, threads)
             packages = kokoro_onnx_package.packages(
-                files, voice, cfg["vocab"], threads, Path(workdir)
+                *package_files(files, voice, Path(workdir)), cfg["vocab"], threads
             )
         lengths = list(prm.bench_phonemes or e2e.default_lengths(list(prm.tokens)))
         rows = e2e.measure_rtf(
@@ -64,7 +63,29 @@ def run(prm: Params) -> None:
             "picked": why,
             "threads": threads,
             "repeats": prm.bench_repeats,
-            "cpu": cpu_name(),
+            "cpu": cpuinfo.model_name(),
             **rows,
         },
     )
+
+
+def onnx_models(km, cfg: dict, int8: bool) -> dict[str, bytes]:
+    """kokoro-onnx's whole model by name: ``fp32``, these weights exported as kokoro-onnx exports
+    them, and with ``int8`` the registry's file (it holds Kokoro-82M's weights only)."""
+    files = {"fp32": onnx_kmodel.export_kmodel(km, cfg)}
+    if int8:
+        files["int8"] = registry_onnx_bytes()
+    return files
+
+
+def package_files(
+    files: dict[str, bytes], pack: np.ndarray, workdir: Path
+) -> tuple[dict[str, Path], Path]:
+    """What the kokoro-onnx package reads, written under ``workdir``: each model by name, and a
+    voices file holding ``pack``."""
+    voices = workdir / "voices.npz"
+    np.savez(voices, **kokoro_onnx_package.voices_arrays(pack))
+    models = {name: workdir / f"kokoro-{name}.onnx" for name in files}
+    for name, data in files.items():
+        models[name].write_bytes(data)
+    return models, voices

@@ -21,11 +21,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..model.kmodel import quiet_upstream
+from ..model.kmodel import SUBMODULES, quiet_upstream
 from ..spec import DECODER, DURATION, TEXT_ENCODER, lookup, samples_per_frame
-
-#: kokoro's ``KModel`` checkpoints are keyed by these submodules
-SUBMODULES = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 
 
 class InjectDraws(TorchFunctionMode):

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ..errors import KokoroTVMError
-from .kmodel import construct, random_kmodel
+from .kmodel import SUBMODULES, construct, random_kmodel
 
 
 class CheckpointError(KokoroTVMError, RuntimeError):
@@ -77,13 +77,12 @@ def _torch_state(path: Path) -> dict[str, Any]:
 
 
 def _load_state(km, state: dict[str, Any], where: str) -> None:
-    expected = {"bert", "bert_encoder", "predictor", "text_encoder", "decoder"}
-    missing = expected - set(state)
+    missing = set(SUBMODULES) - set(state)
     if missing:
         raise CheckpointError(
             f"model.checkpoint: {where} lacks {sorted(missing)}; is it a Kokoro checkpoint?"
         )
-    for key in sorted(expected):
+    for key in sorted(SUBMODULES):
         sd = state[key]
         if sd and all(k.startswith("module.") for k in sd):  # DataParallel-saved checkpoints
             sd = {k[len("module.") :]: v for k, v in sd.items()}

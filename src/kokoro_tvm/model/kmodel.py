@@ -11,6 +11,10 @@ from typing import Any
 import torch
 from torch import nn
 
+#: ``KModel``'s submodules as ``KModel.__init__`` builds them (``construct``): the keys of kokoro's
+#: checkpoints (``{submodule: state_dict}``), which every reader and writer of one walks
+SUBMODULES = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
+
 
 @contextlib.contextmanager
 def quiet_upstream() -> Iterator[None]:

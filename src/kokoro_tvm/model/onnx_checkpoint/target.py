@@ -8,9 +8,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..kmodel import SUBMODULES
 from .graph import OnnxCheckpointError
-
-SUBMODULES = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 
 
 def skeleton(cfg: dict[str, Any]) -> nn.Module:

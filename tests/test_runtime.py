@@ -188,7 +188,7 @@ def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch, tmp_path):
     loads = []
 
     def counted(root, info):
-        loads.append(info["path"])
+        loads.append(info.path)
         return ComponentWeights(root, info)
 
     monkeypatch.setattr(R, "ComponentWeights", counted)
@@ -454,8 +454,8 @@ def test_kokoro_onnx_export_runs_any_length_like_kokoro(artifacts):
     from kokoro_tvm.eval.onnx_export import ort_session
 
     pth, config = artifacts / "weights/kokoro.pth", artifacts / "weights/config.json"
-    _, km = load_kokoro(pth, config)
-    session = ort_session(onnx_kmodel.export_kmodel(pth, config), 1)
+    cfg, km = load_kokoro(pth, config)
+    session = ort_session(onnx_kmodel.export_kmodel(km, cfg), 1)
     rng = np.random.default_rng(0)
     for tokens in (7, 20, 61):
         ids = np.concatenate([[0], rng.integers(1, 100, tokens - 2), [0]]).astype(np.int64)

@@ -33,10 +33,11 @@ class PackageMissingError(KokoroTVMError, ImportError):
 
 
 def packages(
-    files: dict[str, bytes], pack: np.ndarray, vocab: dict[str, int], threads: int, workdir: Path
+    models: dict[str, Path], voices: Path, vocab: dict[str, int], threads: int
 ) -> dict[str, Any]:
-    """A ``kokoro_onnx.Kokoro`` per model file (``onnx_kmodel.models``), with ``pack`` as its one
-    voice and the model's vocabulary, its files written under ``workdir``."""
+    """A ``kokoro_onnx.Kokoro`` per model file by name, with ``voices`` (a kokoro-onnx voices
+    ``.npz`` of ``voices_arrays``) and the model's vocabulary. The package reads both from files,
+    which its caller writes."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -51,17 +52,18 @@ def packages(
         raise PackageMissingError(
             f"kokoro-onnx {found} is installed; the bench pins {VERSION}: `{INSTALL}`"
         )
-    workdir.mkdir(parents=True, exist_ok=True)
-    voices = workdir / "voices.npz"
-    np.savez(voices, bench=np.asarray(pack, np.float32))
-    out = {}
-    for name, model in files.items():
-        path = workdir / f"kokoro-{name}.onnx"
-        path.write_bytes(model)
-        out[name] = kokoro_onnx.Kokoro.from_session(
+    return {
+        name: kokoro_onnx.Kokoro.from_session(
             ort_session(str(path), threads), str(voices), vocab_config={"vocab": vocab}
         )
-    return out
+        for name, path in models.items()
+    }
+
+
+def voices_arrays(pack: np.ndarray) -> dict[str, np.ndarray]:
+    """A kokoro-onnx voices ``.npz``'s arrays, ``pack`` its one voice (``create`` passes the pack
+    itself, so the name is never looked up)."""
+    return {"bench": np.asarray(pack, np.float32)}
 
 
 def create(kokoro, phonemes: str, pack: np.ndarray, speed: float = 1.0) -> np.ndarray:

@@ -18,7 +18,6 @@ import io
 import logging
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -80,10 +79,9 @@ def export_onnx(
     bucket: int,
     km,
     cfg: dict[str, Any],
-    path: Path | None = None,
     dynamo: bool = False,
 ) -> bytes:
-    """ONNX bytes of ``component`` at a static ``bucket`` (also written to ``path`` if given).
+    """ONNX bytes of ``component`` at a static ``bucket``.
 
     ``dynamo=False`` (default) is the TorchScript exporter (deprecated, still in torch 2.13):
     ``torch.onnx.export``'s default until torch 2.9, and so what kokoro-onnx's ``scripts/export.py``
@@ -108,11 +106,6 @@ def export_onnx(
                 module, args, buf, dynamo=False, opset_version=OPSET, input_names=names
             )
             data = buf.getvalue()
-    if path is not None:
-        from ..atomic import atomic_path
-
-        with atomic_path(path, suffix=".onnx") as tmp:
-            tmp.write_bytes(data)
     return data
 
 

@@ -18,7 +18,6 @@ fp32's durations (hence its audio length) against kokoro's, and reports the log-
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,13 +44,11 @@ def complex_free(km, cfg: dict[str, Any]):
     return km
 
 
-def export_kmodel(pth: Path, config: Path) -> bytes:
-    """ONNX bytes of the whole model from a checkpoint written by ``eager.save_checkpoint``."""
+def export_kmodel(km, cfg: dict[str, Any]) -> bytes:
+    """ONNX bytes of the whole model ``km`` (kokoro's ``KModel``, ``eager.load_kokoro``; left as
+    it is: the export runs on a copy)."""
     from kokoro.model import KModelForONNX
 
-    from .eager import load_kokoro
-
-    cfg, km = load_kokoro(pth, config)
     model = KModelForONNX(complex_free(km, cfg)).eval()
     gen = torch.Generator().manual_seed(0)
     ids = torch.cat(
@@ -83,18 +80,9 @@ def export_kmodel(pth: Path, config: Path) -> bytes:
     return buf.getvalue()
 
 
-def models(pth: Path, config: Path, int8: bool) -> dict[str, bytes]:
-    """The ONNX files by name: ``fp32`` always, ``int8`` (the registry model) if asked."""
-    out = {"fp32": export_kmodel(pth, config)}
-    if int8:
-        from ..model.onnx_checkpoint import registry_onnx_bytes
-
-        out["int8"] = registry_onnx_bytes()
-    return out
-
-
 def sessions(files: dict[str, bytes], threads: int) -> dict[str, Any]:
-    """An ORT session per model of ``models``, with the bench's thread count."""
+    """An ORT session per model by name (``fp32``: ``export_kmodel``; ``int8``: the registry's
+    file), with the bench's thread count."""
     return {name: ort_session(model, threads) for name, model in files.items()}
 
 

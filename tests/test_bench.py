@@ -1,5 +1,6 @@
-"""Benchmark module on the tiny config: ONNX export parity, ``measure`` on a real tiny library,
-output layout, and clear errors. Builds one small library itself (seconds), not the DVC project."""
+"""The bench stage on the tiny config: ONNX export parity, ``latency.measure`` on a real tiny
+library through the stage's ``on_host``, output layout, and clear errors. Builds one small
+library itself (seconds), not the DVC project."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from kokoro_tvm.eval.metrics import rel_err
 from kokoro_tvm.model import components, lengths, lstm_op
 from kokoro_tvm.model.checkpoint import build_kmodel
 from kokoro_tvm.model.inputs import example_inputs
+from kokoro_tvm.pipeline import bench
 
 pytest.importorskip("onnxruntime", reason="needs the bench extra: pip install -e '.[bench]'")
 from kokoro_tvm.eval import onnx_export
@@ -169,9 +171,7 @@ def test_plain_lstms_is_scoped():
 
 def test_measure_tiny_library(project, tiny):
     component, bucket, target = LIB
-    r = latency.measure(
-        component, bucket, target, _params(project), project / "artifacts", model=tiny
-    )
+    r = bench.on_host(_params(project), component, bucket, target, project / "artifacts", tiny)
     assert (r["component"], r["bucket"], r["target"]) == LIB
     for key in ("eager_ms", "ort_ms", "tvm_ms"):
         assert r[key] > 0, key
@@ -199,7 +199,7 @@ def test_measure_tiny_library(project, tiny):
     assert any(k["gflop"] > 0 for k in kernels) and r["kernel_profile"]["kernels"] >= len(kernels)
 
     art = project / "artifacts"
-    metrics, plot, roof = latency.write_outputs(r, art)
+    metrics, plot, roof = bench.write_outputs(r, art)
     assert metrics == art / "bench" / target / f"{component}-{bucket}.json"
     assert json.loads(metrics.read_text()) == {k: v for k, v in r.items() if k != "top_kernels"}
     assert json.loads(plot.read_text())[0]["speedup_vs_eager"] == r["speedup_vs_eager"]
@@ -255,7 +255,7 @@ def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(
     from kokoro_tvm.runtime.component import CompiledComponent
 
     component, bucket, target = LIB
-    case = latency.full_bucket_case(component, bucket, tiny[0], project / "artifacts")
+    case = bench.full_bucket_case(component, bucket, tiny[0], project / "artifacts")
     assert latency.verdict(component, case, case["r32"])["ok"]  # float32 kokoro meets its own bound
     off = [x * 1.01 for x in case["r32"]]
     assert not latency.verdict(component, case, off)["ok"]
@@ -265,7 +265,7 @@ def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(
     )
     prm = _params(project, bench_repeats=1)
     with pytest.raises(latency.DisagreementError, match="misses the float64 criterion"):
-        latency.measure(component, bucket, target, prm, project / "artifacts", model=tiny)
+        bench.on_host(prm, component, bucket, target, project / "artifacts", tiny)
     monkeypatch.setattr(CompiledComponent, "__call__", call)
     ort = latency.ort_runner
     monkeypatch.setattr(
@@ -273,7 +273,7 @@ def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(
         "ort_runner",
         lambda *a, **k: (lambda f: lambda: [x * 1.01 for x in f()])(ort(*a, **k)),
     )
-    r = latency.measure(component, bucket, target, prm, project / "artifacts", model=tiny)
+    r = bench.on_host(prm, component, bucket, target, project / "artifacts", tiny)
     assert r["tvm_vs_float64"]["ok"] and not r["ort_vs_float64"]["ok"] and r["ort_ms"] > 0
     assert "ort misses the float64 criterion" in capsys.readouterr().out
 
@@ -286,7 +286,7 @@ def test_summary_has_one_sorted_file_per_component(tmp_path, monkeypatch, projec
     monkeypatch.chdir(tmp_path)
     for component in BUCKETS:
         for b in prm.buckets(component):
-            latency.write_outputs(
+            bench.write_outputs(
                 {
                     "component": component,
                     "bucket": b,
@@ -305,8 +305,8 @@ def test_summary_has_one_sorted_file_per_component(tmp_path, monkeypatch, projec
     assert all(p.exists() for p in paths)
     assert [row["bucket"] for row in json.loads(paths[0].read_text())] == [8, 16]
     monkeypatch.undo()
-    without_ort = latency.measure(
-        *LIB, _params(project, bench_onnxruntime=False), project / "artifacts", model=tiny
+    without_ort = bench.on_host(
+        _params(project, bench_onnxruntime=False), *LIB, project / "artifacts", tiny
     )
     assert "ort_ms" not in without_ort and without_ort["tvm_ms"] > 0
 
@@ -316,13 +316,13 @@ def test_bad_requests_say_what_to_do(project, tiny):
     from kokoro_tvm.spec import UnknownComponent
 
     with pytest.raises(UnknownComponent, match="unknown component 'vocoder'"):
-        latency.measure("vocoder", 8, "generic", prm, art)
+        bench.on_host(prm, "vocoder", 8, "generic", art)
     with pytest.raises(
         artifacts.ArtifactError, match="text_encoder-16.so is missing; run `dvc repro`"
     ):
-        latency.measure("text_encoder", 16, "generic", prm, art, model=tiny)
+        bench.on_host(prm, "text_encoder", 16, "generic", art, tiny)
     with pytest.raises(artifacts.ArtifactError, match="is missing; run `dvc repro`"):
-        latency.measure("text_encoder", 8, "generic", prm, project / "nowhere")
+        bench.on_host(prm, "text_encoder", 8, "generic", project / "nowhere")
     from kokoro_tvm.params import ParamsError as PE
     from kokoro_tvm.params import parse
 

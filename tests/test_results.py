@@ -1,6 +1,6 @@
 """The results generator (``python -m kokoro_tvm.results``) on metric files written as the stages
 write them (their own writers where they are plain functions: ``validate.summary`` over real
-verdicts, ``latency.write_outputs``, ``resolve.resolve``), for a CPU posed through
+verdicts, the bench stage's ``write_outputs``, ``resolve.resolve``), for a CPU posed through
 ``KOKORO_TVM_CPUINFO``: what it collects, what it renders, and what it refuses."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import yaml
 
 from kokoro_tvm.cpuinfo import CPUINFO_ENV
 from kokoro_tvm.devices import resolve
-from kokoro_tvm.eval import cases, latency, verdicts
+from kokoro_tvm.eval import cases, verdicts
+from kokoro_tvm.pipeline.bench import write_outputs
 from kokoro_tvm.results import figures, machine, tables
 from kokoro_tvm.results.__main__ import main
 from kokoro_tvm.spec import COMPONENTS, Axis, Output
@@ -75,7 +76,7 @@ def validation_rows(component: str, bucket: int, emulated: bool) -> dict[int, di
 
 
 def bench_result(component: str, bucket: int, target: str, cpu: str, scale: float) -> dict:
-    """``latency.measure``'s document, with its keys and nested rows."""
+    """The bench stage's document (``bench.on_host``), with its keys and nested rows."""
     tvm_ms = AXIS_BUCKET[COMPONENTS[component].axis] * 2.34375 * scale  # 150 / 300 ms
     peak = {"gflops": 250.0, "threads": 2, "lanes": 8, "implied_ghz": 3.9, "load_avg_1m": 1.1}
     return {
@@ -176,7 +177,7 @@ def repro_outputs(root: Path, cpu: str, features: frozenset[str], scale: float =
                     },
                 )
             else:
-                latency.write_outputs(bench_result(component, bucket, target, cpu, scale), root)
+                write_outputs(bench_result(component, bucket, target, cpu, scale), root)
     write(
         root / "toolchain.json", {"apache-tvm": "0.27.0.post1", "torch": "2.13.0", "llvm_major": 22}
     )

@@ -1,14 +1,12 @@
-"""Validation cases (``cases``) as one ``.npz`` of flat arrays, and back: what the ``reference``
+"""Validation cases (``cases``) as one ``.npz``'s flat arrays, and back: what the ``reference``
 stage writes once per component and bucket, and every target's validation and bench read."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..artifacts import ArtifactError
 from ..spec import lookup, valid
 from .cases import Case
 
@@ -53,13 +51,3 @@ def cases_from_arrays(
                 case[key] = [arrays[k] for _, k in parts]
         cases[n] = case
     return cases
-
-
-def load_cases(path: Path, component: str, bucket: int, cfg: dict[str, Any]) -> dict[int, Case]:
-    """The cases of a reference file, padded to ``bucket``'s signature."""
-    if not path.exists():
-        raise ArtifactError(
-            f"{path} does not exist; run `dvc repro` (the reference stage writes it)"
-        )
-    with np.load(path) as z:
-        return cases_from_arrays(component, bucket, dict(z), cfg)

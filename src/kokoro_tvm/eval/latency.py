@@ -1,16 +1,18 @@
 """Latency of one compiled library against PyTorch eager and ONNX Runtime, in one process.
 
-The three runners get the same weights (the manifest's checkpoint), the same full-bucket inputs
-and the same thread count (``runtime.num_threads``), and are timed in interleaved rounds whose
-order rotates, so load from other processes on a shared machine hits all three alike. The inputs
-are the reference stage's full-bucket case, and each runner's first outputs are judged against
-kokoro in float64 there, by validation's criterion (``eval.verdicts``): a speedup of a library
-that computes something else is worthless. Eager float32 is no yardstick: float32 kokoro is
-itself chaotic on voiced audio, and two correct float32 decoders can disagree by more than a
-fixed log-mel floor allows while both meet the float64 criterion.
+The three runners get the same weights, the same full-bucket inputs and the same thread count,
+and are timed in interleaved rounds whose order rotates, so load from other processes on a shared
+machine hits all three alike. The inputs are the reference stage's full-bucket case, and each
+runner's first outputs are judged against kokoro in float64 there, by validation's criterion
+(``eval.verdicts``): a speedup of a library that computes something else is worthless. Eager
+float32 is no yardstick: float32 kokoro is itself chaotic on voiced audio, and two correct
+float32 decoders can disagree by more than a fixed log-mel floor allows while both meet the
+float64 criterion.
 
 Each call includes the runtime's own host<->tensor conversions (numpy in, numpy out for ORT and
-TVM), i.e. what a caller of that runtime pays.
+TVM), i.e. what a caller of that runtime pays. Everything here works on what its caller loaded
+(the library, kokoro, the case, the legalized module): the ``bench`` stage reads them and writes
+what this returns.
 """
 
 from __future__ import annotations
@@ -18,16 +20,14 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .. import artifacts
 from ..errors import KokoroTVMError
-from ..params import Params
 from ..spec import lookup
-from .timing import SETTLE_S, apply_threads, cpu_name, time_interleaved, timed_call
+from .cases import Case
+from .timing import SETTLE_S, time_interleaved, timed_call
 from .verdicts import criterion, judge
 
 RUNNERS = ("eager", "ort", "tvm")
@@ -51,12 +51,13 @@ class DisagreementError(KokoroTVMError, RuntimeError):
     """A benchmarked runtime's outputs differ from eager kokoro's."""
 
 
-def _tvm_runner(lib, inputs):
+def tvm_runner(lib, inputs) -> Callable[[], Any]:
+    """One call of ``lib`` (a ``CompiledComponent``) on ``inputs`` (tensors), numpy in and out."""
     arrays = [x.numpy() for x in inputs]
     return lambda: lib(*arrays)
 
 
-def _eager_runner(component: str, bucket: int, km, inputs, cfg: dict[str, Any]):
+def eager_runner(component: str, bucket: int, km, inputs, cfg: dict[str, Any]):
     """kokoro's own modules (packed LSTMs, TorchSTFT) at full length: what users run today."""
     from .eager import reference
 
@@ -74,22 +75,7 @@ def ort_runner(
     return lambda: session.run(None, feeds)
 
 
-def full_bucket_case(
-    component: str, bucket: int, cfg: dict[str, Any], root: Path = artifacts.ROOT
-) -> dict[str, Any]:
-    """The reference stage's case at the full bucket: inputs, float64 and float32 kokoro outputs."""
-    from .case_files import load_cases
-
-    path = artifacts.reference_file(component, bucket, root)
-    cases = load_cases(path, component, bucket, cfg)
-    if bucket not in cases:
-        raise artifacts.ArtifactError(
-            f"{path} has no full-bucket case (lengths {sorted(cases)}); rerun its reference stage"
-        )
-    return cases[bucket]
-
-
-def verdict(component: str, case: dict[str, Any], got: list[np.ndarray]) -> dict[str, Any]:
+def verdict(component: str, case: Case, got: list[np.ndarray]) -> dict[str, Any]:
     """Validation's verdict on ``got`` against float64 kokoro (``eval.verdicts``), compact."""
     row = judge(component, case, [np.asarray(g) for g in got])
     return {k: row[k] for k in VERDICT_KEYS if k in row}
@@ -109,36 +95,39 @@ VERDICT_KEYS = (
 
 
 def measure(
-    component: str, bucket: int, target: str, prm: Params, root: Path = artifacts.ROOT, model=None
+    component: str,
+    bucket: int,
+    lib,
+    model: tuple[dict[str, Any], Any],
+    case: Case,
+    pack: np.ndarray,
+    legalized,
+    *,
+    threads: int,
+    repeats: int,
+    target: dict[str, Any],
+    onnxruntime: bool = True,
 ) -> dict[str, Any]:
-    """Median ms of eager, ORT and TVM on ``component`` at full ``bucket`` length, and ratios.
+    """Median ms of eager, ORT (with ``onnxruntime``) and TVM on ``case``, and their ratios.
 
-    ``speedup_vs_eager`` = eager/tvm and ``speedup_vs_ort`` = ort/tvm (> 1: TVM is faster).
-    Repeats, thread count and whether ORT runs come from ``prm`` (``bench``, ``runtime``).
-    The inputs are the reference stage's full-bucket case (English text, the validation voice),
-    and every runner's outputs get validation's verdict against float64 kokoro on it
-    (``<runner>_vs_float64``); the library's must pass. ``model`` = ``(cfg, km)`` skips loading
-    kokoro from the artifacts when the caller already has it.
-    """
+    ``lib``: the validated library (``CompiledComponent``); ``model``: kokoro's ``(cfg, km)``;
+    ``case``: the reference stage's full-bucket case (inputs, float64 and float32 outputs);
+    ``pack``: the voice pack (a bounded library's quarter-length inputs); ``legalized``: the
+    library's legalized module (the roofline's FLOPs per kernel); ``target``: its TVM target
+    (the FMA peak). ``threads`` must already be applied (``timing.apply_threads``).
+
+    ``speedup_vs_eager`` = eager/tvm and ``speedup_vs_ort`` = ort/tvm (> 1: TVM is faster). Every
+    runner's outputs get validation's verdict against float64 kokoro (``<runner>_vs_float64``);
+    the library's must pass (``DisagreementError``)."""
     import torch
 
-    from ..runtime.built import load_built
-    from .eager import load_kokoro
-
-    lookup(component)  # an unknown name, and below a missing library, fail before the slow part
-    threads = apply_threads(prm.num_threads)
-    lib = load_built(root, component, bucket, target, validated=True)
-    cfg, km = model or load_kokoro(
-        artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root)
-    )
-    pack = artifacts.load_array(artifacts.voice_file(root))
-    case = full_bucket_case(component, bucket, cfg, root)
+    cfg, km = model
     inputs = tuple(torch.from_numpy(np.ascontiguousarray(x)) for x in case["inputs"])
     runners = {
-        "eager": _eager_runner(component, bucket, km, inputs, cfg),
-        "tvm": _tvm_runner(lib, inputs),
+        "eager": eager_runner(component, bucket, km, inputs, cfg),
+        "tvm": tvm_runner(lib, inputs),
     }
-    if prm.bench_onnxruntime:
+    if onnxruntime:
         runners["ort"] = ort_runner(component, bucket, km, cfg, inputs, threads)
     checks: dict[str, dict[str, Any]] = {}
 
@@ -148,29 +137,19 @@ def measure(
         )
         refuse_disagreement(component, checks)
 
-    samples, warmup = checked_rounds(runners, prm.bench_repeats, check)
+    samples, warmup = checked_rounds(runners, repeats, check)
     load = os.getloadavg()[0]  # > threads: other processes share the cores, timings are inflated
     ms = {name: round(statistics.median(s) * 1e3, 3) for name, s in samples.items()}
-    roof, kernels = roofline_of(
-        lib, runners, ms, prm.targets[target], threads, component, bucket, root
-    )
+    roof, kernels = roofline_of(lib, runners, ms, target, threads, legalized)
     ratios = {"speedup_vs_eager": round(ms["eager"] / ms["tvm"], 4)}
     if lib.bounded:
-        ratios |= quarter_scaling(
-            lib, runners["tvm"], component, bucket, cfg, pack, km, prm.bench_repeats
-        )
+        ratios |= quarter_scaling(lib, runners["tvm"], component, bucket, cfg, pack, km, repeats)
     if "ort" in ms:
         ratios |= {
             "speedup_vs_ort": round(ms["ort"] / ms["tvm"], 4),
             "ort_vs_eager": round(ms["ort"] / ms["eager"], 4),
         }
     return {
-        "component": component,
-        "bucket": bucket,
-        "target": target,
-        "timed": True,
-        "device": "host",
-        "emulated": False,
         **{f"{name}_ms": v for name, v in ms.items()},
         **ratios,
         "criterion": criterion(component),
@@ -180,10 +159,9 @@ def measure(
         "library_sha256": lib.entry["sha256"],
         "weights_sha256": lib.weights_sha256,
         "threads": threads,
-        "repeats": prm.bench_repeats,
+        "repeats": repeats,
         "warmup": warmup,
         "load_avg_1m": round(load, 2),
-        "cpu": cpu_name(),
     }
 
 
@@ -191,11 +169,9 @@ def roofline_of(
     lib,
     runners: dict[str, Callable[[], Any]],
     ms: dict[str, float],
-    target_spec: dict[str, Any],
+    target: dict[str, Any],
     threads: int,
-    component: str,
-    bucket: int,
-    root: Path,
+    legalized,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The roofline view of one bench (``eval.roofline``), after the timed rounds: FLOPs counted
     on eager kokoro's call, the target's FMA peak measured here, and one instrumented run of the
@@ -203,54 +179,19 @@ def roofline_of(
     from . import roofline
 
     flops = roofline.model_flops(runners["eager"])
-    peak = roofline.fma_peak(target_spec, threads)
-    kernels = roofline.kernel_profile(
-        lib.vm,
-        runners["tvm"],
-        artifacts.load_ir(artifacts.legalized_file(component, bucket, root)),
-        peak["gflops"],
-    )
+    peak = roofline.fma_peak(target, threads)
+    kernels = roofline.kernel_profile(lib.vm, runners["tvm"], legalized, peak["gflops"])
     return roofline.summary(flops, ms, peak, kernels), kernels["top"]
 
 
-def measure_on_board(
-    component: str,
-    bucket: int,
-    target: str,
-    prm: Params,
-    device: dict[str, Any],
-    root: Path = artifacts.ROOT,
-) -> dict[str, Any]:
-    """Median ms of the library on a board reached through an RPC tracker, at full ``bucket``
-    length, timed there (``time_evaluator``: no transfer over the connection). kokoro and ONNX
-    Runtime do not run on the board, so there is no ratio; ``benchmarks`` on the board give them."""
-    from ..devices.session import open_session
-    from ..runtime.built import load_built
-    from .cases import inputs_for, inputs_model
-    from .eager import load_kokoro
-
-    cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
-    pack = artifacts.load_array(artifacts.voice_file(root))
-    inputs = inputs_for(component, bucket, bucket, cfg, pack, inputs_model(component, km))
-    with open_session(device) as session:
-        lib = load_built(root, component, bucket, target, validated=True, session=session)
-        lib.vm.set_input("main", *lib.device_args(*[x.numpy() for x in inputs]))  # RPC: no tuples
-        timer = lib.vm.time_evaluator(
-            "invoke_stateful", lib.dev, number=1, repeat=prm.bench_repeats, min_repeat_ms=0
-        )
-        ms = timer("main").median * 1e3
-    return {
-        "component": component,
-        "bucket": bucket,
-        "target": target,
-        "timed": True,
-        "device": device["device"],
-        "key": device["key"],
-        "tvm_ms": round(ms, 3),
-        "repeats": prm.bench_repeats,
-        "library_sha256": lib.entry["sha256"],
-        "weights_sha256": lib.weights_sha256,
-    }
+def board_ms(lib, inputs: list[np.ndarray], repeats: int) -> float:
+    """Median ms of ``lib`` on a board reached through an RPC tracker (``lib`` loaded in that
+    session), timed there (``time_evaluator``: no transfer over the connection)."""
+    lib.vm.set_input("main", *lib.device_args(*inputs))  # RPC: no tuples
+    timer = lib.vm.time_evaluator(
+        "invoke_stateful", lib.dev, number=1, repeat=repeats, min_repeat_ms=0
+    )
+    return round(timer("main").median * 1e3, 3)
 
 
 def quarter_scaling(
@@ -270,7 +211,7 @@ def quarter_scaling(
 
     n = max(lookup(component).min_length, bucket // 4)
     quarter = inputs_for(component, bucket, n, cfg, pack, inputs_model(component, km))
-    samples = time_interleaved({"full": full, "quarter": _tvm_runner(lib, quarter)}, repeats, 1)
+    samples = time_interleaved({"full": full, "quarter": tvm_runner(lib, quarter)}, repeats, 1)
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
     return {
         "tvm_quarter_ms": round(ms["quarter"], 3),
@@ -317,46 +258,3 @@ def refuse_disagreement(component: str, checks: dict[str, dict[str, Any]]) -> No
             "its timing would compare different computations, so it is not reported "
             "(run the validate stage, which holds the library to the same criterion)"
         )
-
-
-def roofline_file(component: str, bucket: int, target: str, root: Path = artifacts.ROOT) -> Path:
-    """Per-library top kernels: time, GFLOP/s and share of the FMA peak (DVC ``plots``). Here, not
-    in ``artifacts`` (every stage depends on that module): only the bench stage writes it."""
-    return root / "roofline" / target / f"{component}-{bucket}.json"
-
-
-def write_outputs(result: dict[str, Any], root: Path = artifacts.ROOT) -> tuple[Path, Path, Path]:
-    """The stage's three DVC outputs, each written atomically: metrics (the per-kernel rows
-    aside), its plot row, and the roofline plot of its top kernels (empty where nothing ran here)."""
-    comp, bucket, target = result["component"], result["bucket"], result["target"]
-    paths = (
-        artifacts.bench_file(comp, bucket, target, root),
-        artifacts.bench_plot_file(comp, bucket, target, root),
-        roofline_file(comp, bucket, target, root),
-    )
-    kernels = [
-        {"component": comp, "bucket": bucket, **row} for row in result.get("top_kernels", [])
-    ]
-    artifacts.write_json(paths[0], {k: v for k, v in result.items() if k != "top_kernels"})
-    artifacts.write_json(paths[1], [_plot_row(result)])
-    artifacts.write_json(paths[2], kernels)
-    return paths
-
-
-def _plot_row(result: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        "component",
-        "bucket",
-        "speedup_vs_eager",
-        "speedup_vs_ort",
-        "eager_ms",
-        "ort_ms",
-        "tvm_ms",
-        "gflop",
-        "tvm_gflops",
-        "eager_gflops",
-        "ort_gflops",
-        "peak_gflops",
-        "tvm_of_peak",
-    )
-    return {k: result[k] for k in keys if k in result}

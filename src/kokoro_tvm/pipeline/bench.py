@@ -1,20 +1,30 @@
 """Stage ``bench@<component>-<bucket>-<target>``: the validated library against kokoro eager and
-ONNX Runtime on one thread count, interleaved; medians and ratios as DVC metrics plus a plot row.
+ONNX Runtime on one thread count, interleaved; medians and ratios as DVC metrics plus a plot row
+and the roofline plot of its top kernels.
 
 What is measured depends on the target's device (``devices.resolve``): on this CPU, the three
-runtimes side by side; on a board through a tracker, the library's own time there (kokoro and
-ONNX Runtime do not run on the board); under qemu, no time at all (emulated time means nothing),
-only the validation verdict on that device, marked ``emulated``; with no device, a record that
-nothing ran."""
+runtimes side by side (``eval.latency.measure``); on a board through a tracker, the library's own
+time there (kokoro and ONNX Runtime do not run on the board); under qemu, no time at all
+(emulated time means nothing), only the validation verdict on that device, marked ``emulated``;
+with no device, a record that nothing ran. This module reads what the measurement needs (params,
+the library, kokoro, the voice, the reference's full-bucket case, the legalized module) and
+writes the outputs; ``eval.latency`` only computes."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .. import artifacts
 from ..devices.resolve import HOST, NONE, QEMU
 from ..eval import latency
+from ..eval.case_files import cases_from_arrays
+from ..eval.cases import Case
+from ..eval.eager import load_kokoro
+from ..eval.timing import apply_threads, cpu_name
 from ..params import Params
+from ..runtime.built import load_built
+from ..spec import lookup
 
 
 def run(prm: Params, component: str, bucket: int, target: str) -> None:
@@ -22,7 +32,7 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     prm.check_target(target)
     device = artifacts.read_json(artifacts.device_file(target), "device record")
     if device["device"] == HOST:
-        result = latency.measure(component, bucket, target, prm, artifacts.ROOT)
+        result = on_host(prm, component, bucket, target)
     elif device["device"] == NONE:
         result = _untimed(component, bucket, target, device, reason=device["reason"])
     elif device["device"] == QEMU:
@@ -38,8 +48,96 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
             **{k: v for k, v in check.items() if k.startswith("worst_")},
         }
     else:
-        result = latency.measure_on_board(component, bucket, target, prm, device, artifacts.ROOT)
-    latency.write_outputs(result)
+        result = on_board(prm, component, bucket, target, device)
+    write_outputs(result)
+
+
+def on_host(
+    prm: Params,
+    component: str,
+    bucket: int,
+    target: str,
+    root: Path = artifacts.ROOT,
+    model: tuple[dict[str, Any], Any] | None = None,
+) -> dict[str, Any]:
+    """The bench metrics of ``component``-``bucket`` for ``target`` on this CPU
+    (``latency.measure``), with repeats, threads and whether ONNX Runtime runs from ``prm``.
+    ``model`` = ``(cfg, km)`` skips loading kokoro when the caller already has it."""
+    lookup(component)  # an unknown name, and below a missing library, fail before the slow part
+    threads = apply_threads(prm.num_threads)  # before the first TVM call
+    lib = load_built(root, component, bucket, target, validated=True)
+    cfg, km = model or load_kokoro(
+        artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root)
+    )
+    measured = latency.measure(
+        component,
+        bucket,
+        lib,
+        (cfg, km),
+        full_bucket_case(component, bucket, cfg, root),
+        artifacts.load_array(artifacts.voice_file(root)),
+        artifacts.load_ir(artifacts.legalized_file(component, bucket, root)),
+        threads=threads,
+        repeats=prm.bench_repeats,
+        target=prm.targets[target],
+        onnxruntime=prm.bench_onnxruntime,
+    )
+    return {
+        "component": component,
+        "bucket": bucket,
+        "target": target,
+        "timed": True,
+        "device": HOST,
+        "emulated": False,
+        **measured,
+        "cpu": cpu_name(),
+    }
+
+
+def on_board(
+    prm: Params,
+    component: str,
+    bucket: int,
+    target: str,
+    device: dict[str, Any],
+    root: Path = artifacts.ROOT,
+) -> dict[str, Any]:
+    """The library's median ms on a board reached through an RPC tracker, on the reference's
+    full-bucket inputs. kokoro and ONNX Runtime do not run on the board, so there is no ratio;
+    ``benchmarks`` on the board give them."""
+    from ..devices.session import open_session
+
+    cfg = artifacts.read_json(artifacts.model_config_file(root), "model config")
+    inputs = full_bucket_case(component, bucket, cfg, root)["inputs"]
+    with open_session(device) as session:
+        lib = load_built(root, component, bucket, target, validated=True, session=session)
+        ms = latency.board_ms(lib, inputs, prm.bench_repeats)
+    return {
+        "component": component,
+        "bucket": bucket,
+        "target": target,
+        "timed": True,
+        "device": device["device"],
+        "key": device["key"],
+        "tvm_ms": ms,
+        "repeats": prm.bench_repeats,
+        "library_sha256": lib.entry["sha256"],
+        "weights_sha256": lib.weights_sha256,
+    }
+
+
+def full_bucket_case(
+    component: str, bucket: int, cfg: dict[str, Any], root: Path = artifacts.ROOT
+) -> Case:
+    """The reference stage's case at the full bucket: inputs, float64 and float32 kokoro outputs."""
+    path = artifacts.reference_file(component, bucket, root)
+    with artifacts.load_array(path) as z:  # an .npz of the reference stage's cases
+        cases = cases_from_arrays(component, bucket, dict(z), cfg)
+    if bucket not in cases:
+        raise artifacts.ArtifactError(
+            f"{path} has no full-bucket case (lengths {sorted(cases)}); rerun its reference stage"
+        )
+    return cases[bucket]
 
 
 def _untimed(
@@ -54,3 +152,46 @@ def _untimed(
         "emulated": device["emulated"],
         "reason": reason,
     }
+
+
+def roofline_file(component: str, bucket: int, target: str, root: Path = artifacts.ROOT) -> Path:
+    """Per-library top kernels: time, GFLOP/s and share of the FMA peak (DVC ``plots``). Here, not
+    in ``artifacts`` (every stage depends on that module): only this stage writes it."""
+    return root / "roofline" / target / f"{component}-{bucket}.json"
+
+
+def write_outputs(result: dict[str, Any], root: Path = artifacts.ROOT) -> tuple[Path, Path, Path]:
+    """The stage's three DVC outputs, each written atomically: metrics (the per-kernel rows
+    aside), its plot row, and the roofline plot of its top kernels (empty where nothing ran here)."""
+    comp, bucket, target = result["component"], result["bucket"], result["target"]
+    paths = (
+        artifacts.bench_file(comp, bucket, target, root),
+        artifacts.bench_plot_file(comp, bucket, target, root),
+        roofline_file(comp, bucket, target, root),
+    )
+    kernels = [
+        {"component": comp, "bucket": bucket, **row} for row in result.get("top_kernels", [])
+    ]
+    artifacts.write_json(paths[0], {k: v for k, v in result.items() if k != "top_kernels"})
+    artifacts.write_json(paths[1], [_plot_row(result)])
+    artifacts.write_json(paths[2], kernels)
+    return paths
+
+
+def _plot_row(result: dict[str, Any]) -> dict[str, Any]:
+    keys = (
+        "component",
+        "bucket",
+        "speedup_vs_eager",
+        "speedup_vs_ort",
+        "eager_ms",
+        "ort_ms",
+        "tvm_ms",
+        "gflop",
+        "tvm_gflops",
+        "eager_gflops",
+        "ort_gflops",
+        "peak_gflops",
+        "tvm_of_peak",
+    )
+    return {k: result[k] for k in keys if k in result}

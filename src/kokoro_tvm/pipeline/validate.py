@@ -13,13 +13,11 @@ validation ran instead of transforming the raw weights at every load."""
 
 from __future__ import annotations
 
-import json
-
 from .. import artifacts, packed
 from ..devices.resolve import NONE
 from ..devices.session import open_session
 from ..eval import verdicts
-from ..eval.case_files import load_cases
+from ..eval.case_files import cases_from_arrays
 from ..eval.cases import lengths_for
 from ..params import Params
 from ..runtime.built import load_built
@@ -46,8 +44,9 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
             },
         )
         return
-    cfg = json.loads(artifacts.model_config_file().read_text(encoding="utf-8"))
-    cases = load_cases(artifacts.reference_file(component, bucket), component, bucket, cfg)
+    cfg = artifacts.read_json(artifacts.model_config_file(), "model config")
+    with artifacts.load_array(artifacts.reference_file(component, bucket)) as z:  # an .npz
+        cases = cases_from_arrays(component, bucket, dict(z), cfg)
     lengths = lengths_for(component, bucket, emulated=device["emulated"])
     with open_session(device) as session:
         lib = load_built(artifacts.ROOT, component, bucket, target, session=session)

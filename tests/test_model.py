@@ -102,7 +102,8 @@ def test_saved_checkpoint_is_the_same_bytes_every_time(tmp_path):
     -f weights``, a cleared run-cache) does not invalidate every validation and bench after it.
     Negative control: ``torch.save`` to a path named the zip's records after the random atomic
     temporary, and two saves differed."""
-    from kokoro_tvm.eval.eager import load_kokoro, save_checkpoint
+    from kokoro_tvm.eval.eager import load_kokoro
+    from kokoro_tvm.pipeline.weights import save_checkpoint
 
     cfg = load_model_config("tiny")
     km = build_kmodel(cfg, "random", seed=3)

@@ -50,20 +50,9 @@ class InjectDraws(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def save_checkpoint(km, cfg: dict[str, Any], pth: Path, config: Path) -> None:
-    """``km`` as kokoro's own checkpoint (``{submodule: state_dict}``) and config, what
-    ``load_kokoro`` and kokoro's ``KModel(config=..., model=...)`` read."""
-    from ..atomic import atomic_path, write_json
-
-    # Saved through a file object: given a path, torch.save names the zip's records after the file
-    # (here the atomic temporary's random name), so the same weights were other bytes every run.
-    with atomic_path(pth, suffix=".pth") as tmp, open(tmp, "wb") as f:
-        torch.save({k: getattr(km, k).state_dict() for k in SUBMODULES}, f)
-    write_json(config, cfg)
-
-
 def load_kokoro(pth: Path, config: Path):
-    """kokoro's ``KModel`` (default path, eval mode) from a checkpoint written by ``save_checkpoint``.
+    """kokoro's ``KModel`` (default path, eval mode) from a checkpoint the ``weights`` stage wrote
+    (``pipeline.weights.save_checkpoint``).
 
     ``KModel.__init__`` falls back to a non-strict load with the first 7 characters of every key
     cut off when a strict load fails; the loaded parameters are compared with the file so that

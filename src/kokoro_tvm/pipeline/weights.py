@@ -8,10 +8,14 @@ benchmarks use (``voice.npy``).
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from .. import artifacts
-from ..eval.eager import save_checkpoint
+from ..atomic import atomic_path, write_json
 from ..model.checkpoint import load
 from ..model.components import component_weights
+from ..model.kmodel import SUBMODULES
 from ..params import Params
 from ..runtime.voices import VoiceError, random_style, resolve
 from ..spec import COMPONENTS
@@ -29,6 +33,18 @@ def run(prm: Params) -> None:
         artifacts.weights_dir() / "weights.json",
         {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed, "voice": name},
     )
+
+
+def save_checkpoint(km, cfg: dict[str, Any], pth: Path, config: Path) -> None:
+    """``km`` as kokoro's own checkpoint (``{submodule: state_dict}``) and config, what
+    ``eval.eager.load_kokoro`` and kokoro's ``KModel(config=..., model=...)`` read."""
+    import torch
+
+    # Saved through a file object: given a path, torch.save names the zip's records after the file
+    # (here the atomic temporary's random name), so the same weights were other bytes every run.
+    with atomic_path(pth, suffix=".pth") as tmp, open(tmp, "wb") as f:
+        torch.save({k: getattr(km, k).state_dict() for k in SUBMODULES}, f)
+    write_json(config, cfg)
 
 
 #: The registry voice used to validate and benchmark trained weights.

@@ -4,7 +4,8 @@ usage: python benchmarks/bench_components.py [--root artifacts] [--params params
            [--target T] [--components duration text_encoder] [--repeats 10] [--json out.json]
 (after `dvc repro`, from the repo root; needs `pip install -e '.[bench]'`)
 
-Kokoro is built once and shared by all rows; each row is one ``kokoro_tvm.eval.latency.measure``.
+Kokoro is built once and shared by all rows; each row is what the bench stage measures on this CPU
+(``kokoro_tvm.pipeline.bench.on_host``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import sys
 from pathlib import Path
 
 from kokoro_tvm.artifacts import ArtifactError
-from kokoro_tvm.eval import latency
 from kokoro_tvm.eval.onnx_export import OnnxExportError
 from kokoro_tvm.model.checkpoint import CheckpointError, load
+from kokoro_tvm.pipeline.bench import on_host
 from kokoro_tvm.pipeline.common import setup
 from kokoro_tvm.runtime.manifest import read_manifest
 from kokoro_tvm.toolchain import ToolchainError
@@ -69,9 +70,7 @@ def main() -> None:
         print(HEADER, flush=True)
         rows = []
         for e in entries:
-            rows.append(
-                latency.measure(e["component"], e["bucket"], e["target"], prm, a.root, model=model)
-            )
+            rows.append(on_host(prm, e["component"], e["bucket"], e["target"], a.root, model))
             print(row(rows[-1]), flush=True)
     except (ArtifactError, ToolchainError, CheckpointError, OnnxExportError, ValueError) as e:
         sys.exit(f"error: {e}")

@@ -52,8 +52,8 @@ def main() -> None:
     cfg, km = load_model(prm.model_config, prm.checkpoint, prm.seed)
     inputs = example_inputs(a.component, a.bucket, cfg)
     runners = {
-        "eager": latency._eager_runner(a.component, a.bucket, km, inputs, cfg),
-        "tvm": latency._tvm_runner(lib, inputs),
+        "eager": latency.eager_runner(a.component, a.bucket, km, inputs, cfg),
+        "tvm": latency.tvm_runner(lib, inputs),
     }
     if a.ort:
         runners["ort"] = latency.ort_runner(a.component, a.bucket, km, cfg, inputs, a.threads)

@@ -80,7 +80,7 @@ def kernels(args) -> None:
                 16, 32, channels_in=c, channels_out=c, taps=k, dilation=d, pad_left=pad, m=m
             )
         )
-        if bf16.method(k, c, c) == "winograd":
+        if bf16.method(k, c, c) is None:  # kernel 3: bf16 Winograd, measured, not in the plan
             mb = bf16_winograd.TILE[0]
             low = built(bf16_winograd.kernel(c, c, k, d, pad, mb))
             packed, name = bf16_winograd.pack_weights(w, mb), f"bf16 F({mb},{k})"
@@ -188,7 +188,7 @@ def _forward(conv, name: str, plan: str):
         if conv.stride[0] != 1 or winograd.tile_outputs(*shape) is None:
             return None
         return lambda x: _winograd(x, conv.weight, conv.bias, d, pad, winograd.OUTPUTS[k])
-    if how == "winograd" and plan != "direct bf16":
+    if how == "winograd" and plan not in ("direct bf16", "plan without kernel 3"):
         m = bf16_winograd.TILE[0]
         return lambda x: _winograd(x, conv.weight, conv.bias, d, pad, m)
     if how == "fft" and plan != "direct bf16":
@@ -214,6 +214,7 @@ def _plan(module, plan: str) -> None:
 
 
 PLANS = (
+    "plan without kernel 3",
     "direct bf16",
     "plan",
     "plan + direct bf16",
@@ -247,6 +248,8 @@ def fidelity(args) -> None:
     for plan in PLANS:
         models[plan] = copy.deepcopy(km)
         _plan(models[plan].decoder, plan)
+        for part in ("F0", "N", "F0_proj", "N_proj"):  # F0Ntrain: compiled with the decoder
+            _plan(getattr(models[plan].predictor, part), plan)
 
     def speak(model, ids, style, draws, durations) -> np.ndarray:
         dtype = next(model.parameters()).dtype

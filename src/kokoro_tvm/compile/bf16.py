@@ -2,7 +2,7 @@
 
 ``vdpbf16ps`` (AVX512_BF16) multiplies 32 bf16 pairs per instruction where an FMA multiplies 16
 float32 ones: lane ``i`` of a float32 accumulator gains ``a[2i] b[2i] + a[2i+1] b[2i+1]``. The
-kernels (``bf16_winograd``: kernel size 3, ``bf16_fft``: 7 and 11) keep each pair in one
+kernels (``bf16_fft``; ``bf16_winograd``, measured and left out) keep each pair in one
 ``uint32`` (``pairs``: low half first), broadcast an activation pair to all lanes and multiply it
 by 16 weight pairs, one per output channel.
 
@@ -33,16 +33,17 @@ LANES = 16
 #: Output channels below which a conv stays float32: narrow convs cost little, and ``conv_post``
 #: (22 channels) feeds ``exp`` and ``sin`` directly, where bf16 cost kokoro most (docs/measurements.md).
 MIN_CHANNELS_OUT = 64
-#: Kernel sizes per method.
-WINOGRAD_TAPS = (3,)
+#: Kernel sizes computed in bf16 (through ``bf16_fft``). Kernel 3 stays float32: bf16 Winograd
+#: (``bf16_winograd``) amplifies bf16's rounding, and the F0/N predictor's kernel-3 convs, which
+#: share the generator's shapes, turn it into pitch errors (docs/measurements.md, "bf16
+#: convolutions").
 FFT_TAPS = (7, 11)
-#: Channels up to which a conv takes these kernels: their transformed weights take 2.7x (F(6, 3))
-#: and 8-13x (FFT) a conv's own, which the decoder body's 512- and 1024-channel convs cannot
-#: afford (as ``winograd.MAX_CHANNELS``); in bf16 Winograd they also lost the most.
+#: Channels up to which a conv takes these kernels: their transformed weights take 2.9x (kernel 11)
+#: and 4.6x (7) a conv's own float32 ones, too much for wider convs (as ``winograd.MAX_CHANNELS``).
 MAX_CHANNELS = 256
 
 #: ``hand_written.MAKER`` names of the bf16 kernels (``compile/retarget.py`` checks their target).
-MAKERS = ("bf16_winograd_conv1d", "bf16_fft_conv1d")
+MAKERS = ("bf16_fft_conv1d",)
 DOT = "kokoro_dpbf16ps"
 TRANSPOSE = "kokoro_transpose16"
 
@@ -97,7 +98,7 @@ define <16 x float> @{DOT}(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) {{
 def method(
     taps: int, channels_in: int, channels_out: int, groups: int = 1, stride: int = 1
 ) -> str | None:
-    """``"winograd"`` or ``"fft"`` for a conv these kernels compute in bf16, else None."""
+    """``"fft"`` for a conv computed in bf16, else None (float32)."""
     if (
         stride != 1
         or groups != 1
@@ -107,7 +108,7 @@ def method(
         or max(channels_in, channels_out) > MAX_CHANNELS
     ):
         return None
-    return "winograd" if taps in WINOGRAD_TAPS else ("fft" if taps in FFT_TAPS else None)
+    return "fft" if taps in FFT_TAPS else None
 
 
 def helpers(T):

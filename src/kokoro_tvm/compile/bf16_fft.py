@@ -42,7 +42,7 @@ VECTORS = 1
 QUAD = 16
 #: A parallel block's transformed input, at most.
 BLOCK_BYTES = 256 * 1024
-MAKER_NAME = bf16.MAKERS[1]
+MAKER_NAME = bf16.MAKERS[0]
 
 Complex = tuple[Any, Any]
 
@@ -198,9 +198,10 @@ def kernel(
     Tile ``(p, q)`` of a block holds outputs ``t0 + p + d (i + m q)``, ``i < m = n - taps + 1``,
     and reads inputs ``t0 + p + d v``, ``v < n`` (as ``compile.winograd.kernel``'s tiles): the
     ``d`` tiles of one ``q`` read ``d n`` consecutive inputs and write ``d m`` consecutive outputs.
-    Inner blocks read those runs of 16 ``q`` and write them through 16 x 16 transposes in
-    registers (``bf16.transpose16``: vectors along the tiles, then along the output channels); the
-    edge blocks gather a deinterleaved copy with bounds checks and store outputs one by one."""
+    Blocks read those runs of 16 ``q`` and write them through 16 x 16 transposes in registers
+    (``bf16.transpose16``: vectors along the tiles, then along the output channels); the edge
+    blocks read from a zero-padded copy of each input row and write into a block of outputs
+    copied up to ``W``."""
     from tvm import tirx
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script.builder import ir as T
@@ -216,7 +217,7 @@ def kernel(
     tiles = d * q_tiles
     padded = -(-tiles // rows) * rows  # whole register tiles; the GEMM's extra tiles are zeros
     span = d * m * q_tiles
-    cols = q_tiles + (n - 1) // m + 1
+    reach = d * (m * (q_tiles - 1) + n)  # inputs a block reads
     f32 = T.float32
 
     def scale(value, k: float):
@@ -258,35 +259,32 @@ def kernel(
                         T.buffer_store(spectra, tirx.const(0, "uint32"), [k, c, tiles + e])
                 # a tile's bins together: its inverse reads them all (bins a page apart thrashed L1)
                 products = T.alloc_buffer((padded, h, 2, channels), "float32")
-                out = T.alloc_buffer((m, tiles, c_out), "float32")
                 acc = T.alloc_buffer((2, rows, channels), "float32", scope="local")
                 run = T.alloc_buffer((d * max(n, m), lanes), "float32", scope="local")
-                inner_in = tirx.all(first >= 0, first + d * (m * (q_tiles - 1) + n) <= length)
-                inner_out = t0 + span <= width
+                edge_in = T.alloc_buffer((reach,), "float32")
+                edge_out = T.alloc_buffer((channels, span), "float32")
 
-                def gather_transposed():  # 16 runs of d n inputs, transposed: vectors along q
-                    with T.grid(c_in, q_tiles // lanes) as (c, qc):
-                        src = first + d * m * lanes * qc
-                        for u0 in _starts(d * n, lanes):
-                            bf16.transpose16(T, x[0, c, src + u0], d * m, run[u0, 0], lanes)
-                        with T.serial(0, d) as p:
-                            with T.vectorized(0, lanes) as ql:
-                                tile = [run[p + d * v, ql] for v in range(n)]
-                                store_spectrum(tile, c, p * q_tiles + qc * lanes + ql)
+                def gather(edge: bool):  # 16 runs of d n inputs, transposed: vectors along q
+                    with T.serial(0, c_in) as c:
+                        if edge:  # the channel's inputs, zero outside [0, L)
+                            with T.serial(0, reach) as s_:
+                                T.buffer_store(edge_in, f32(0), [s_])
+                            lo = T.max(-first, 0)
+                            with T.serial(
+                                0, T.max(T.min(first + reach, length) - first - lo, 0)
+                            ) as s_:
+                                T.buffer_store(edge_in, x[0, c, first + lo + s_], [lo + s_])
+                        with T.serial(0, q_tiles // lanes) as qc:
+                            src = d * m * lanes * qc
+                            for u0 in _starts(d * n, lanes):
+                                row = edge_in[src + u0] if edge else x[0, c, first + src + u0]
+                                bf16.transpose16(T, row, d * m, run[u0, 0], lanes)
+                            with T.serial(0, d) as p:
+                                with T.vectorized(0, lanes) as ql:
+                                    tile = [run[p + d * v, ql] for v in range(n)]
+                                    store_spectrum(tile, c, p * q_tiles + qc * lanes + ql)
 
-                def gather_copied():  # a deinterleaved copy, zero outside [0, L)
-                    xt = T.alloc_buffer((c_in, d * m, cols), "float32")
-                    with T.grid(c_in, d * m, cols) as (c, s_, j):
-                        src = first + s_ + d * m * j
-                        inside = tirx.all(src >= 0, src < length)
-                        inner = x[0, c, T.min(T.max(src, 0), length - 1)]
-                        T.buffer_store(xt, T.if_then_else(inside, inner, f32(0)), [c, s_, j])
-                    with T.grid(c_in, d) as (c, p):
-                        with T.vectorized(0, q_tiles) as q:
-                            tile = [xt[c, p + d * (v % m), q + v // m] for v in range(n)]
-                            store_spectrum(tile, c, p * q_tiles + q)
-
-                def inverse_transposed(ot):  # d m outputs of 16 channels into y's rows
+                def scatter(ot, edge: bool):  # d m outputs of 16 channels into y's rows
                     with T.grid(q_tiles, vectors) as (q, vec):
                         with T.serial(0, d) as p:
                             with T.vectorized(0, lanes) as ol:
@@ -295,24 +293,14 @@ def kernel(
                                     T.buffer_store(run, values[i], [p + d * i, ol])
                         o0 = ot * channels + vec * lanes
                         for u0 in _starts(d * m, lanes):
-                            at = y[0, o0, t0 + d * m * q + u0]
-                            bf16.transpose16(T, run[u0, 0], lanes, at, width)
-
-                def inverse_to_out(ot):
-                    with T.grid(tiles, vectors) as (tile, vec):
-                        with T.vectorized(0, lanes) as ol:
-                            values = inverse(tile, vec * lanes + ol)
-                            for i in range(m):
-                                o = ot * channels + vec * lanes + ol
-                                T.buffer_store(out, values[i], [i, tile, o])
-
-                def scatter():  # the last block: outputs past W are not stored
-                    with T.grid(c_out, d, q_tiles) as (o, p, q):
-                        for i in range(m):
-                            t = t0 + p + d * (i + m * q)
-                            with T.If(t < width):
-                                with T.Then():
-                                    T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+                            if edge:
+                                at, stride = edge_out[vec * lanes, d * m * q + u0], span
+                            else:
+                                at, stride = y[0, o0, t0 + d * m * q + u0], width
+                            bf16.transpose16(T, run[u0, 0], lanes, at, stride)
+                    if edge:  # the last block: outputs past W are not stored
+                        with T.grid(channels, T.min(span, width - t0)) as (r, s_):
+                            T.buffer_store(y, edge_out[r, s_], [0, ot * channels + r, t0 + s_])
 
                 def either(condition, fast, slow):
                     """``fast()`` where ``condition`` holds, else ``slow()``."""
@@ -322,7 +310,11 @@ def kernel(
                         with T.Else():
                             slow()
 
-                either(inner_in, gather_transposed, gather_copied)
+                either(
+                    tirx.all(first >= 0, first + reach <= length),
+                    lambda: gather(edge=False),
+                    lambda: gather(edge=True),
+                )
                 with T.serial(0, c_out // channels) as ot:
                     with T.grid(h, padded // rows) as (slot, jt):
                         with T.grid(2, rows) as (part, rr):
@@ -345,8 +337,9 @@ def kernel(
                             with T.vectorized(0, channels) as oo:
                                 at = [jt * rows + rr, slot, part, oo]
                                 T.buffer_store(products, acc[part, rr, oo], at)
-                    either(inner_out, lambda: inverse_transposed(ot), lambda: inverse_to_out(ot))
-                with T.If(tirx.Not(inner_out)):
-                    with T.Then():
-                        scatter()
+                    either(
+                        t0 + span <= width,
+                        lambda: scatter(ot, edge=False),
+                        lambda: scatter(ot, edge=True),
+                    )
     return ib.get()

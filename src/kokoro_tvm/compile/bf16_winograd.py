@@ -1,4 +1,4 @@
-"""Winograd's F(m, r) with bf16 products (``compile.bf16``): the kernel-size-3 convs.
+"""Winograd's F(m, r) with bf16 products (``compile.bf16``), measured and not in the plan.
 
 The structure is ``compile.winograd.kernel``'s (per parallel block of tiles: gather the block's
 input, transform it, one GEMM per transform point into a register tile, fold each point into the
@@ -7,9 +7,10 @@ transform ``U = G g`` as ``[a, C/2, O]`` pairs (``pack_weights``), the block's t
 ``[a, C/2, tiles]``, rounded as it is transformed.
 
 Rounding the transformed operands to bf16's 8 bits is what limits the tile: ``A^T`` amplifies it
-with the points' powers. ``TILE`` is F(6, 3) (8 points); float32's F(4, 7) and F(4, 11) lose
-4 % and 30 % of a random conv's output in bf16 (``tests/test_bf16.py``), where a direct bf16 conv
-loses 0.2 % (docs/measurements.md, "bf16 convolutions").
+with the points' powers. F(6, 3) (8 points, ``TILE``) loses 1 % of a random conv's output, five
+times a direct bf16 conv's 0.2 %; float32's F(4, 7) and F(4, 11) lose 4 % and 30 %
+(``tests/test_bf16.py``). The kernel-7 and -11 convs therefore go through ``bf16_fft``, and the
+kernel-3 ones stay float32 (``bf16.method``; docs/measurements.md, "bf16 convolutions").
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import bf16, winograd
-from .hand_written import FLOPS, made_by
+from .hand_written import FLOPS
 
 #: ``(m, r)``: outputs per tile and taps.
 TILE = (6, 3)
@@ -27,7 +28,6 @@ ROWS = 6
 VECTORS = 4
 #: A parallel block's transformed input, at most (as ``winograd.BLOCK_BYTES``).
 BLOCK_BYTES = 256 * 1024
-MAKER_NAME = bf16.MAKERS[0]
 
 
 def pack_weights(w: np.ndarray, m: int) -> np.ndarray:
@@ -35,29 +35,6 @@ def pack_weights(w: np.ndarray, m: int) -> np.ndarray:
     _, g, _ = winograd.matrices(m, w.shape[2])
     u = np.einsum("pk,ock->pco", g, w.astype(np.float64)).astype(np.float32)
     return bf16.pack_pairs(u[:, 0::2], u[:, 1::2])
-
-
-def weight_transform(bb, w, m: int):
-    """``pack_weights`` as Relax ops on the parameter ``w`` (lifted to load time): float32's
-    ``U = G g`` (``winograd.weight_transform``), its channel pairs rounded to bf16."""
-    from tvm import te
-
-    u = winograd.weight_transform(bb, w, m)
-    a, c, o = (int(v) for v in u.ty.shape)
-
-    def packed(u):
-        return te.compute(
-            (a, c // 2, o),
-            lambda p, c2, oo: bf16.pairs(u[p, 2 * c2, oo], u[p, 2 * c2 + 1, oo]),
-            name="bf16_pairs",
-        )
-
-    return bb.emit_te(packed, u, primfunc_name_hint="bf16_winograd_weights")
-
-
-def kernel_for(**sizes: int):
-    """``kernel`` marked with its maker (``hand_written.made_by``): one per shape in a module."""
-    return made_by(kernel(**sizes), MAKER_NAME, **sizes)
 
 
 def kernel(

@@ -1,15 +1,15 @@
 """``relax.nn.conv1d`` with bf16 products (``compile/bf16.py``), for a library of precision bf16.
 
-A stride-1 conv that ``bf16.method`` takes (the generator's convs: kernel 3 through
-``bf16_winograd``, 7 and 11 through ``bf16_fft``) becomes a call to its kernel on its weights'
-bf16 transform, which ``LiftTransformParams`` moves to load time. Every other conv is legalized as
+A stride-1 conv that ``bf16.method`` takes (the generator's kernel-7 and -11 convs) becomes a call
+to ``bf16_fft``'s kernel on its weights' bf16 spectra, which ``LiftTransformParams`` moves to load
+time. Every other conv is legalized as
 a float32 library legalizes it (``conv1d.conv1d_strided_space_to_depth``), so that, with
 ``precision`` fp32, nothing of this module is reached.
 """
 
 from __future__ import annotations
 
-from .. import bf16, bf16_fft, bf16_winograd
+from .. import bf16, bf16_fft
 from ..hand_written import find_made
 from . import conv1d
 
@@ -24,9 +24,8 @@ def conv1d_bf16(bb, call):
         int(x.ty.shape[1])
     except TypeError:
         return conv1d.conv1d_strided_space_to_depth(bb, call)
-    how = bf16.method(taps, c_in, c_out, int(attrs.groups), int(attrs.strides[0]))
     if (
-        how is None
+        bf16.method(taps, c_in, c_out, int(attrs.groups), int(attrs.strides[0])) is None
         or attrs.data_layout != "NCW"
         or attrs.kernel_layout != "OIW"
         or (attrs.out_layout and attrs.out_layout != "NCW")
@@ -42,14 +41,10 @@ def conv1d_bf16(bb, call):
         dilation=d,
         pad_left=int(attrs.padding[0]),
     )
-    if how == "winograd":
-        kernels, sizes["m"] = bf16_winograd, bf16_winograd.TILE[0]
-        weights = bf16_winograd.weight_transform(bb, w, sizes["m"])
-    else:
-        kernels, weights = bf16_fft, bf16_fft.weight_transform(bb, w)
-    gv = find_made(bb.get(), kernels.MAKER_NAME, **sizes) or bb.add_func(
-        kernels.kernel_for(**sizes), f"{kernels.MAKER_NAME}_{c_in}x{c_out}_k{taps}_d{d}"
+    gv = find_made(bb.get(), bf16_fft.MAKER_NAME, **sizes) or bb.add_func(
+        bf16_fft.kernel_for(**sizes), f"{bf16_fft.MAKER_NAME}_{c_in}x{c_out}_k{taps}_d{d}"
     )
+    weights = bf16_fft.weight_transform(bb, w)
     return relax.call_tir(gv, [x, weights], relax.TensorType(call.ty.shape, "float32"))
 
 

@@ -1,16 +1,18 @@
-"""Time to first audio: the runtime's stream (kokoro's chunking, and ``first_clause``) vs kokoro.
+"""Time to first audio: the runtime's stream, with each of its cuts profiles, against kokoro.
 
 usage: python benchmarks/ttfa.py [--artifacts artifacts] [--target T] [--phonemes 400]
                                  [--repeats 5] [--warmup 1] [--threads N] [--out ttfa.json]
 
-A ~400-phoneme paragraph (``eval.samples``) is spoken with the voice pack validation uses, three
+A ~400-phoneme paragraph (``eval.samples``) is spoken with the voice pack validation uses, four
 ways, in interleaved rounds (``eval.timing.time_interleaved``: rotating order, a settle pause
 before each call), each timed until its first audio is in hand:
 
-* ``runtime``: ``KokoroTVM.stream`` with kokoro's chunking; a paragraph under 510 phonemes is one
-  utterance, so its first audio is all of it;
-* ``runtime_first_clause``: ``stream(first_clause=True)``: the first chunk ends at the first
-  clause mark, the rest is chunked as usual;
+* ``runtime_kokoro``: ``KokoroTVM.stream(..., cuts="kokoro")``, kokoro's chunks; a paragraph
+  under 510 phonemes is one utterance, so its first audio is all of it;
+* ``runtime_sentences``: ``cuts="sentences"`` (``synth --stream``'s and ``serve``'s default): the
+  first chunk ends at its first sentence end;
+* ``runtime_fast``: ``cuts="fast"``: the first chunk ends at its first clause mark or after a few
+  words (``runtime/options.py``);
 * ``kokoro``: ``next(KPipeline.generate_from_tokens(ps, pack, model=KModel))``, kokoro's own
   generator on its default path (``KModel.forward``), same weights (``artifacts/weights``).
 
@@ -31,6 +33,9 @@ import statistics
 import sys
 import warnings
 from pathlib import Path
+
+#: the cuts profiles a listener can ask for (``synth --stream --cuts``)
+PROFILES = ("kokoro", "sentences", "fast")
 
 
 def main() -> int:
@@ -75,11 +80,11 @@ def main() -> int:
 
     first: dict[str, dict] = {}
 
-    def runtime(first_clause: bool, name: str):
+    def runtime(cuts: str, name: str):
         def run():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # small test buckets: the overflow warning
-                stream = tts.stream(ps, pack, first_clause=first_clause)
+                stream = tts.stream(ps, pack, cuts=cuts)
                 part = next(stream)
                 stream.close()
             first[name] = {
@@ -101,21 +106,16 @@ def main() -> int:
         }
 
     plans, said = {}, set()
-    for name, fc in (("runtime", False), ("runtime_first_clause", True)):
+    runners = {}
+    for cuts in PROFILES:
+        name = f"runtime_{cuts}"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            plans[name] = [len(c.phonemes) for c in tts.plan(ps, pack, first_clause=fc)]
+            plans[name] = [len(c.phonemes) for c in tts.plan(ps, pack, cuts=cuts)]
         said |= {str(w.message) for w in caught}
+        runners[name] = runtime(cuts, name)
     load_before = os.getloadavg()
-    samples = time_interleaved(
-        {
-            "runtime": runtime(False, "runtime"),
-            "runtime_first_clause": runtime(True, "runtime_first_clause"),
-            "kokoro": kokoro,
-        },
-        args.repeats,
-        args.warmup,
-    )
+    samples = time_interleaved(runners | {"kokoro": kokoro}, args.repeats, args.warmup)
     load_after = os.getloadavg()
     med = {k: statistics.median(v) for k, v in samples.items()}
     doc = {
@@ -135,8 +135,7 @@ def main() -> int:
         "median_s": med,
         "samples_s": samples,
         "first_chunk": first,
-        "kokoro_over_runtime": med["kokoro"] / med["runtime"],
-        "kokoro_over_runtime_first_clause": med["kokoro"] / med["runtime_first_clause"],
+        **{f"kokoro_over_{name}": med["kokoro"] / med[name] for name in runners},
     }
     text = json.dumps(doc, indent=1)
     print(text)

@@ -83,6 +83,7 @@ def main() -> int:
 
     from kokoro_tvm import artifacts
     from kokoro_tvm.eval import onnx_kmodel
+    from kokoro_tvm.eval.eager import load_kokoro
     from kokoro_tvm.eval.samples import phonemes as sample_phonemes
     from kokoro_tvm.eval.timing import cpu_name
     from kokoro_tvm.model.onnx_checkpoint import registry_onnx_bytes
@@ -93,11 +94,9 @@ def main() -> int:
     np.save(voice, artifacts.load_array(artifacts.voice_file(root)))
     models = {"int8": work / "int8.onnx", "fp32": work / "fp32.onnx"}
     models["int8"].write_bytes(registry_onnx_bytes())
-    models["fp32"].write_bytes(
-        onnx_kmodel.export_kmodel(
-            artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root)
-        )
-    )
+    cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
+    models["fp32"].write_bytes(onnx_kmodel.export_kmodel(km, cfg))
+    del km  # this process only launches the runners
     env = dict(os.environ, TVM_NUM_THREADS=str(args.threads))
     runners = ["tvm", "kokoro_onnx_int8", "kokoro_onnx_fp32"]
     report = {

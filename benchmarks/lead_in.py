@@ -6,7 +6,7 @@ usage: python benchmarks/lead_in.py [--artifacts artifacts] [--voice af_heart] [
 The sentence is spoken once with kokoro's durations (the reference), then with ``--lead`` frames
 of leading silence: given to the model as the first boundary token's duration (what the runtime
 does when the first chunk is a piece of its sentence), and cut from the decoded audio
-(``stream(lead_in=...)`` before a whole sentence, ``Chunk.lead_trim``). Each is time-aligned to
+(``Cuts(lead_in=...)`` before a whole sentence, ``Chunk.lead_trim``). Each is time-aligned to
 the reference by the frames removed and compared over what follows: waveform SNR and log-mel
 SNR. Same seed, so the decoder's draws are the same; a trained build shows the model's rendition
 (on random weights the comparison says nothing about speech).
@@ -29,20 +29,23 @@ def main() -> int:
     args = ap.parse_args()
 
     from kokoro_tvm.eval.metrics import log_mel_snr
-    from kokoro_tvm.runtime import planner, stream
+    from kokoro_tvm.runtime import seams
+    from kokoro_tvm.runtime.decoder import decode
+    from kokoro_tvm.runtime.options import Cuts
+    from kokoro_tvm.runtime.planner import shorten_pauses
     from kokoro_tvm.runtime.synthesizer import KokoroTVM
 
     tts = KokoroTVM.from_manifest(args.artifacts)
     libs = tts.libraries
     pack = tts.voice_pack(args.voice)
-    (ref,) = list(tts.stream(args.phonemes, pack))
-    (cut,) = list(tts.stream(args.phonemes, pack, lead_in=args.lead))
+    (ref,) = list(tts.stream(args.phonemes, pack, cuts="kokoro"))
+    (cut,) = list(tts.stream(args.phonemes, pack, cuts=Cuts("lead-in", lead_in=args.lead)))
 
-    # the same durations but the first, decoded whole: the model given the shorter lead
-    (utt,) = planner.utterances(libs, args.phonemes)
-    (chunk,) = list(planner.chunks(libs, [utt], pack, 1.0))
-    planner.shorten_pauses(chunk, args.lead, None)
-    (given,) = [c.audio for _, c in stream._decoded(libs, [chunk], 0)]
+    # the same durations but the first, decoded whole with the stream's draws (seed 0): the model
+    # given the shorter lead
+    (chunk,) = tts.plan(args.phonemes, pack, cuts="kokoro")
+    decoded = decode(libs, shorten_pauses(chunk, args.lead, None), np.random.default_rng(0))
+    given = seams.segment(decoded.audio, first=True, last=True)
 
     drop = (int(ref.chunk.durations[0]) - args.lead) * libs.samples_per_frame
     tail = ref.audio[drop:]

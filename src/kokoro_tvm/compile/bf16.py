@@ -17,7 +17,7 @@ always-inline, so LLVM inlines it and no call remains.
 
 Which kernel a conv takes (``method``): bf16 Winograd rounds the transformed operands, and the
 larger F(m, r) the more its interpolation amplifies that rounding; a Fourier transform is
-orthogonal and amplifies none (docs/measurements.md, "bf16 convolutions").
+orthogonal and amplifies none (docs/precision.md).
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ FEATURES = ("avx512f", "avx512bf16")
 #: float32 lanes of an accumulator.
 LANES = 16
 #: Output channels below which a conv stays float32: narrow convs cost little, and ``conv_post``
-#: (22 channels) feeds ``exp`` and ``sin`` directly, where bf16 cost kokoro most (docs/measurements.md).
+#: (22 channels, padded to 32) feeds ``exp`` and ``sin`` directly.
 MIN_CHANNELS_OUT = 64
 #: Kernel sizes computed in bf16 (through ``bf16_fft``). Kernel 3 stays float32: bf16 Winograd
 #: (``bf16_winograd``) amplifies bf16's rounding, and the F0/N predictor's kernel-3 convs, which
-#: share the generator's shapes, turn it into pitch errors (docs/measurements.md, "bf16
-#: convolutions").
+#: share the generator's shapes, turn it into pitch errors (docs/precision.md).
 FFT_TAPS = (7, 11)
 #: Channels up to which a conv takes these kernels: their transformed weights take 2.9x (kernel 11)
 #: and 4.6x (7) a conv's own float32 ones, too much for wider convs (as ``winograd.MAX_CHANNELS``).

@@ -5,7 +5,7 @@ orthogonal and amplifies none, so a long kernel keeps a long tile: overlap-save 
 FFTs computes ``N - r + 1`` outputs of a tile from ``N/2`` complex products per channel pair, 4
 real multiplications each (22 outputs of an 11-tap conv with 64 bf16 multiplications at ``N = 32``,
 where float32 Winograd's F(4, 11) takes 77 float32 ones), and its error is a direct bf16 conv's
-(docs/measurements.md, "bf16 convolutions").
+(docs/precision.md).
 
 A complex product fits ``vdpbf16ps``'s pairs: with ``X = a + ib`` (a tile's transform) and
 ``W = p + iq`` (the weights'), the correlation's ``X conj(W)`` is ``(a, b).(p, q)`` real and
@@ -35,7 +35,7 @@ from .hand_written import FLOPS, made_by
 POINTS = 32
 #: Tiles per register tile and vectors of 16 output channels: 2 x 8 accumulators (real and
 #: imaginary), 2 weight vectors and a broadcast. One vector of channels keeps a slot's weight panel
-#: and a channel tile's products small; it ran faster than 4 x 2 and 6 x 2 (docs/measurements.md).
+#: and a channel tile's products small; it ran faster than 4 x 2 and 6 x 2 (docs/precision.md).
 ROWS = 8
 VECTORS = 1
 #: Tiles a block holds a multiple of: 16 tiles' inputs are one transpose.

@@ -167,8 +167,8 @@ def _fft(x, w, b, d, pad, n):
     return y if b is None else y + b[None, :, None]
 
 
-def _forward(conv, name: str, plan: str):
-    """The forward ``plan`` gives ``conv`` (a module ``name``), or None for float32's."""
+def _forward(conv, plan: str):
+    """The forward ``plan`` gives ``conv``, or None for float32's."""
     import torch.nn.functional as F
     from torch import nn
 
@@ -176,29 +176,23 @@ def _forward(conv, name: str, plan: str):
 
     k, d, pad = conv.kernel_size[0], conv.dilation[0], conv.padding[0]
     if isinstance(conv, nn.ConvTranspose1d):
-        if plan not in ("direct bf16", "plan + direct bf16"):
+        if plan != "direct bf16":
             return None
         return lambda x, output_size=None: F.conv_transpose1d(
             _bf16(x), _bf16(conv.weight), conv.bias, conv.stride, conv.padding,
             conv.output_padding, conv.groups, conv.dilation,
         )  # fmt: skip
+    if plan == "direct bf16":
+        return lambda x: conv._conv_forward(_bf16(x), _bf16(conv.weight), conv.bias)
     shape = (k, conv.in_channels, conv.out_channels, conv.groups)
-    how = bf16.method(*shape, stride=conv.stride[0])
-    if plan == "float32 tiles in bf16":
-        if conv.stride[0] != 1 or winograd.tile_outputs(*shape) is None:
-            return None
+    winograd_tile = conv.stride[0] == 1 and winograd.tile_outputs(*shape) is not None
+    if plan == "float32 tiles in bf16" and winograd_tile:
         return lambda x: _winograd(x, conv.weight, conv.bias, d, pad, winograd.OUTPUTS[k])
-    if how == "winograd" and plan not in ("direct bf16", "plan without kernel 3"):
+    if plan == "plan + kernel 3 F(6,3)" and winograd_tile and k == 3:
         m = bf16_winograd.TILE[0]
         return lambda x: _winograd(x, conv.weight, conv.bias, d, pad, m)
-    if how == "fft" and plan != "direct bf16":
+    if plan != "float32 tiles in bf16" and bf16.method(*shape, stride=conv.stride[0]) == "fft":
         return lambda x: _fft(x, conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
-    if (
-        plan == "direct bf16"
-        or (plan == "plan + direct bf16" and conv.out_channels >= bf16.MIN_CHANNELS_OUT)
-        or (plan == "plan, conv_post bf16" and name.endswith("conv_post"))
-    ):
-        return lambda x: conv._conv_forward(_bf16(x), _bf16(conv.weight), conv.bias)
     return None
 
 
@@ -206,21 +200,14 @@ def _plan(module, plan: str) -> None:
     """Every conv under ``module`` computed as ``plan`` computes it."""
     from torch import nn
 
-    for name, conv in module.named_modules():
+    for conv in module.modules():
         if isinstance(conv, (nn.Conv1d, nn.ConvTranspose1d)):
-            forward = _forward(conv, name, plan)
+            forward = _forward(conv, plan)
             if forward is not None:
                 conv.forward = forward  # weight norm's pre-hook still sets the weight first
 
 
-PLANS = (
-    "plan without kernel 3",
-    "direct bf16",
-    "plan",
-    "plan + direct bf16",
-    "plan, conv_post bf16",
-    "float32 tiles in bf16",
-)
+PLANS = ("plan", "plan + kernel 3 F(6,3)", "direct bf16", "float32 tiles in bf16")
 
 
 def fidelity(args) -> None:

@@ -4,7 +4,7 @@ it is written, in the API and in the CLI's ``-o -``.
 numpy reports its buffers to ``tracemalloc``, so the traced peak is the arrays a stream holds.
 The tiny test build cuts a long input into many small chunks; ten times the chunks must not
 raise the peak by more than a fraction of one chunk's arrays. The full-size figure (20 chunks
-of ~400 phonemes against one, peak RSS) is ``benchmarks/stream_memory.py``.
+of ~400 phonemes against one, peak RSS) is ``benchmarks/once/stream_memory.py``.
 """
 
 from __future__ import annotations

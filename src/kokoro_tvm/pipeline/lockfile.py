@@ -7,7 +7,7 @@ they cost every stage of every later repro (docs/measurements.md, "Stale lock en
 The run-cache (``.dvc/cache/runs``) is separate and keeps what those stages built.
 
 Their outputs stay in the workspace too (a removed bucket's libraries, validation and bench
-files), where a glob over ``artifacts/`` (``benchmarks/modes.py``) would take them for current
+files), where a glob over ``artifacts/`` (``benchmarks/once/modes.py``) would take them for current
 ones: they are removed with the entries, and stay in the DVC cache (``dvc checkout`` of a commit
 that built them brings them back).
 

@@ -1,6 +1,6 @@
 """Is a library's build reproducible? Build it N times (default 2), each in a fresh process, and compare.
 
-usage: python benchmarks/build_determinism.py [--component decoder] [--bucket 1536]
+usage: python benchmarks/once/build_determinism.py [--component decoder] [--bucket 1536]
            [--target x86_64_v4] [--builds 2] [--artifacts artifacts]
 
 Each build runs what ``build@…`` runs (``pipeline/build.py``: ``compile.phases.build`` on the

@@ -1,6 +1,6 @@
 """Bounded against padded libraries of one component and bucket: time against n, and parity.
 
-    python benchmarks/bounded.py text_encoder|duration|decoder 64 [--config kokoro-82m] [--out bounded.json]
+    python benchmarks/once/bounded.py text_encoder|duration|decoder 64 [--config kokoro-82m] [--out bounded.json]
 
 Builds the padded library (``flow.compile_component``: masked graph, runs the whole bucket) and
 the bounded one (``flow.compile_component(..., shapes=Shapes.BOUNDED)``: kokoro's graph at the
@@ -19,6 +19,8 @@ import argparse
 import json
 import os
 import statistics
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -118,9 +120,12 @@ def main() -> None:
             flush=True,
         )
     if a.top:
-        from kernels import _hotspots, cpu_peak_gflops  # benchmarks/kernels.py
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/kernels.py
+        from kernels import _hotspots
 
-        peak, _ = cpu_peak_gflops(a.threads, 8 if "v3" in a.mcpu else 16)
+        from kokoro_tvm.eval.roofline import fma_peak
+
+        peak = fma_peak(target, a.threads)["gflops"]
         inputs = example_inputs(comp, B, cfg)
         for kind, c in libs.items():
             print(f"  {kind}: rules {dict(sorted(c.report.functions.items()))}")

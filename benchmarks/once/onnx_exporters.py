@@ -1,6 +1,6 @@
 """Why the bench stages export ONNX with the TorchScript exporter: same ORT speed, faster export.
 
-    python benchmarks/onnx_exporters.py decoder 512 [--repeats 4] [--threads 2]
+    python benchmarks/once/onnx_exporters.py decoder 512 [--repeats 4] [--threads 2]
 
 Exports one component at a static bucket with torch's dynamo exporter and with the TorchScript
 exporter (``bench.ort_runner(dynamo=...)``), then times both ONNX Runtime sessions in

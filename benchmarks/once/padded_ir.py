@@ -6,8 +6,8 @@ a no-op on a static module. This prints sha256s of the padded IR after import (`
 ``legalize`` and after the schedule pass (``scheduled``, per target), for the tiny config at the
 test buckets and both LSTM strategies. Run it on two commits and compare:
 
-    PYTHONPATH=src python benchmarks/padded_ir.py before.json   # on the old commit
-    PYTHONPATH=src python benchmarks/padded_ir.py after.json    # on the new one
+    PYTHONPATH=src python benchmarks/once/padded_ir.py before.json   # on the old commit
+    PYTHONPATH=src python benchmarks/once/padded_ir.py after.json    # on the new one
     diff before.json after.json
 """
 

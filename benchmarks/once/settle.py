@@ -1,7 +1,7 @@
 """Why ``timing.SETTLE_S`` exists: one runtime's spinning worker threads slow the next one.
 
-    python benchmarks/settle.py duration 64 [--ort] [--artifacts artifacts] [--target x86_64_v3]
-    python benchmarks/settle.py decoder 128 --ort --first-calls
+    python benchmarks/once/settle.py duration 64 [--ort] [--artifacts artifacts] [--target x86_64_v3]
+    python benchmarks/once/settle.py decoder 128 --ort --first-calls
 
 Times eager, TVM (and ONNX Runtime) on one built library with ``timing.time_interleaved`` at
 several pauses before each timed call; medians in ms per pause. On 2 cores, ORT's intra-op

@@ -1,6 +1,6 @@
 """Time a `dvc repro` per stage kind, then a no-op repro, and list artifact sizes.
 
-usage: python benchmarks/repro_timing.py [--force] [--out timing.json]   (run from the repo root)
+usage: python benchmarks/once/repro_timing.py [--force] [--out timing.json]   (run from the repo root)
 
 ``--force`` times ``dvc repro --force``: every stage from scratch, what a new checkout without a
 DVC remote pays (the default ``make repro``); without it, only what is out of date.

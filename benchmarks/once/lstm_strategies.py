@@ -1,6 +1,6 @@
 """IR size, import, build and run time of the LSTM lowerings against T, at Kokoro widths.
 
-usage: python benchmarks/lstm_strategies.py [--steps 16 32 64 128 256 512] [--reps 5]
+usage: python benchmarks/once/lstm_strategies.py [--steps 16 32 64 128 256 512] [--reps 5]
 One bidirectional LSTM at the widths of Kokoro-82M's text-encoder/duration LSTMs (I=640, H=256),
 compiled with the pipeline's own flow (``compile.phases``: ``legalize`` + ``build``). Strategies
 are timed interleaved (A B A B) per T; medians are printed.

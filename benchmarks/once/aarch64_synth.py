@@ -1,6 +1,6 @@
 """`kokoro-tvm synth` in an aarch64 Python (qemu-user), judged against float64 kokoro.
 
-usage: python benchmarks/aarch64_synth.py [--artifacts artifacts] [--lengths 30 100] [--out rows.json]
+usage: python benchmarks/once/aarch64_synth.py [--artifacts artifacts] [--lengths 30 100] [--out rows.json]
 
 1. Installs the torch-free runtime into the emulated aarch64 Python: pip resolves the package's
    dependencies for ``manylinux_2_28_aarch64`` (numpy, apache-tvm, apache-tvm-ffi: printed), and
@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def install_runtime(dest: Path) -> list[str]:
@@ -156,10 +156,10 @@ def main() -> int:
                 print(proc.stdout, proc.stderr, file=sys.stderr)
                 return 1
             arm = np.frombuffer(wav.read_bytes()[-4 * _samples(wav) :], dtype="<f4")
-            res = tts.synthesize(phonemes, str(voice), 1.0, args.seed)
+            res = tts.synthesize(phonemes, str(voice), speed=1.0, seed=args.seed)
             with torch.no_grad():
-                ref64 = join([eager_chunk(km64, c, 1.0, replay=True)[0] for c in res.chunks])
-                ref32 = join([eager_chunk(km, c, 1.0, replay=True)[0] for c in res.chunks])
+                ref64 = join([eager_chunk(km64, p, 1.0, replay=True)[0] for p in res.parts])
+                ref32 = join([eager_chunk(km, p, 1.0, replay=True)[0] for p in res.parts])
             same_length = arm.size == res.audio.size
             row = {
                 "phonemes": n,

@@ -5,7 +5,7 @@ A stream should hold one chunk at a time, so N chunks should peak within a few M
 Peak RSS is the child's ``ru_maxrss`` (its high-water mark, which includes the libraries and
 weights every run loads the same way). The audio goes to a pipe this script drains and counts.
 
-usage: python benchmarks/stream_memory.py [--artifacts artifacts] [--chunks 20] [--rounds 3]
+usage: python benchmarks/once/stream_memory.py [--artifacts artifacts] [--chunks 20] [--rounds 3]
        [--voice jf_alpha]
 """
 
@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from kokoro_tvm.eval import samples
 
@@ -59,7 +60,8 @@ def run(artifacts: str, voice: str, chunks: int) -> tuple[float, float, int]:
 def child(artifacts: str, voice: str, chunks: int) -> tuple[float, float, int]:
     """``run`` in a fresh helper process, so each measurement has its own children high-water mark."""
     code = (
-        "import sys; sys.path.insert(0, 'benchmarks'); import stream_memory as s; "
+        f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
+        "import stream_memory as s; "
         f"print(*s.run({artifacts!r}, {voice!r}, {chunks}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

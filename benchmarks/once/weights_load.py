@@ -7,7 +7,7 @@ runtime did before packing).
 For each: wall seconds until the library and its weights are ready to call, and the resident
 memory they added (VmRSS after minus before).
 
-usage: python benchmarks/weights_load.py [--artifacts artifacts] [--component decoder]
+usage: python benchmarks/once/weights_load.py [--artifacts artifacts] [--component decoder]
        [--bucket 1536] [--target x86_64_v4] [--rounds 5]
 """
 

@@ -1,7 +1,7 @@
 """Where the time goes at short inputs (issue 27): per component, the compiled runtime beside eager
 kokoro on the same chunk, and the decoder's top kernels at that length.
 
-usage: python benchmarks/short_inputs.py [--artifacts artifacts] [--lengths 30 45 60] [--repeats 5]
+usage: python benchmarks/once/short_inputs.py [--artifacts artifacts] [--lengths 30 45 60] [--repeats 5]
                                          [--voice jf_alpha] [--threads N] [--out short.json]
 
 For each phoneme count (``eval.samples.phonemes``: English sample text, cut at a word) it plans

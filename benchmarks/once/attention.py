@@ -1,7 +1,7 @@
 """ALBERT's attention: the fused kernel (``compile/attention.py``) against the kernels the schedule
 rules make of the same attention without it, at several lengths, interleaved.
 
-usage: python benchmarks/attention.py [--relax artifacts/relax/duration-512.json]
+usage: python benchmarks/once/attention.py [--relax artifacts/relax/duration-512.json]
                                       [--target x86_64_v3] [--lengths 30 126 510 512] [--rounds 9]
 
 The duration library's imported module is legalized twice, with and without ``FuseAttention``.
@@ -20,7 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _chain(legal) -> list[str]:

@@ -1,6 +1,6 @@
 """What shortening the silence before the first word does to an uncut sentence, two ways.
 
-usage: python benchmarks/lead_in.py [--artifacts artifacts] [--voice af_heart] [--lead 2]
+usage: python benchmarks/once/lead_in.py [--artifacts artifacts] [--voice af_heart] [--lead 2]
            [--phonemes 'plˈiz lˈiv ðə pˈækɪʤ æt ðə fɹˈʌnt dˈɔɹ bəfˈɔɹ nˈun.']
 
 The sentence is spoken once with kokoro's durations (the reference), then with ``--lead`` frames

@@ -1,6 +1,6 @@
 """Time against length for built padded and bounded libraries, every component and bucket.
 
-    python benchmarks/modes.py --padded ../wt-padded/artifacts [--bounded artifacts] [--repeats 3]
+    python benchmarks/once/modes.py --padded ../wt-padded/artifacts [--bounded artifacts] [--repeats 3]
         [--components decoder duration text_encoder] [--out modes.json]
 
 Issue 17's table, from libraries the pipeline built (not rebuilt here): ``--bounded`` and

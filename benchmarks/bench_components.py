@@ -55,12 +55,11 @@ def main() -> None:
         if a.repeats:
             prm = dataclasses.replace(prm, bench_repeats=a.repeats)
         manifest = read_manifest(a.root)
-        model = load(**manifest["model"])  # the weights the libraries were given
+        model = load(**manifest.model.as_dict())  # the weights the libraries were given
         entries = [
             e
-            for e in manifest["libraries"]
-            if a.target in (None, e["target"])
-            and (not a.components or e["component"] in a.components)
+            for e in manifest.libraries
+            if a.target in (None, e.target) and (not a.components or e.component in a.components)
         ]
         if not entries:
             raise ArtifactError(
@@ -70,7 +69,7 @@ def main() -> None:
         print(HEADER, flush=True)
         rows = []
         for e in entries:
-            rows.append(on_host(prm, e["component"], e["bucket"], e["target"], a.root, model))
+            rows.append(on_host(prm, e.component, e.bucket, e.target, a.root, model))
             print(row(rows[-1]), flush=True)
     except (ArtifactError, ToolchainError, CheckpointError, OnnxExportError, ValueError) as e:
         sys.exit(f"error: {e}")

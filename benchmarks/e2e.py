@@ -54,7 +54,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)  # the same cores for both sides
     root = Path(args.artifacts)
     tts = KokoroTVM.from_manifest(root, target=args.target, num_threads=args.threads)
-    m = tts.manifest["model"]
+    m = tts.manifest.model.as_dict()
     _, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
     km64 = as_float64(km)
     voice = args.voice if args.voice else artifacts.load_array(artifacts.voice_file(root))

@@ -76,7 +76,7 @@ def main() -> int:
     km64 = as_float64(km)
     codes = [c for c in args.langs if c in CASES]
     packs = voice_packs(args.voices, [CASES[c][0] for c in codes])
-    m = tts.manifest["model"]
+    m = tts.manifest.model.as_dict()
     print(f"model {m['config']} ({m['checkpoint']}), target {tts.target}, {args.threads} threads")
     print(
         f"{'lang':22s} {'voice':11s} {'phon':>4} {'chunks':>6} {'SNR tvm':>7} {'SNR f32':>7} "

@@ -121,7 +121,7 @@ def main() -> int:
     doc = {
         "artifacts": str(root),
         "target": tts.target,
-        "model": tts.manifest["model"],
+        "model": tts.manifest.model.as_dict(),
         "token_buckets": tts.libraries.token_buckets,
         "frame_buckets": tts.libraries.frame_buckets,
         "threads": threads,

@@ -364,7 +364,7 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
         artifacts.build_info_file(component, bucket, "alien", art),
         {**info, "needs": requirements({"kind": "llvm"})},
     )
-    assert load_built(art, component, bucket, "alien").entry["target"] == "alien"
+    assert load_built(art, component, bucket, "alien").entry.target == "alien"
 
 
 def test_export_failures_name_what_failed_and_restore_the_log_level():

@@ -309,12 +309,10 @@ def bounded_project(tmp_path_factory):
 
 def test_pipeline_builds_validates_and_runs_bounded_libraries(bounded_project):
     tts = KokoroTVM.from_manifest(bounded_project)
-    assert {e.get("shapes") for e in tts.manifest["libraries"]} == {"bounded"}
-    for e in tts.manifest["libraries"]:  # every kernel got a rule, symbolic extents and all
-        info = artifacts.read_json(
-            bounded_project / e["path"].replace(".so", ".json"), "build info"
-        )
-        assert info["schedule"]["fallbacks"] == [], (e["path"], info["schedule"])
+    assert {e.shapes for e in tts.manifest.libraries} == {Shapes.BOUNDED}
+    for e in tts.manifest.libraries:  # every kernel got a rule, symbolic extents and all
+        info = artifacts.read_json(bounded_project / e.path.replace(".so", ".json"), "build info")
+        assert info["schedule"]["fallbacks"] == [], (e.path, info["schedule"])
     m = RUNTIME_PARAMS["model"]
     km = build_kmodel(load_model_config(m["config"]), m["checkpoint"], m["seed"])
     ps = find_phonemes(km, 17, 31)  # one chunk, in the 32-frame bucket, which it does not fill
@@ -363,12 +361,12 @@ def test_the_runtime_passes_bounded_libraries_valid_length_inputs(bounded_projec
     assert len(seen) == 3  # duration, text encoder, decoder
     for lib, shapes in seen:
         axes, n = (
-            lib.entry["length_axes"],
-            chunk.n_tokens if lib.entry["component"] != "decoder" else chunk.n_frames,
+            lib.entry.length_axes,
+            chunk.n_tokens if lib.entry.component != "decoder" else chunk.n_frames,
         )
-        names = [s["name"] for s in lib.entry["inputs"]]
+        names = [s.name for s in lib.entry.inputs]
         for name, (axis, scale) in axes.items():
-            assert shapes[names.index(name)][axis] == scale * n, (lib.entry["component"], name)
+            assert shapes[names.index(name)][axis] == scale * n, (lib.entry.component, name)
     assert chunk.n_frames < drawn.frame_bucket  # so a bucket-sized decoder input would have shown
     monkeypatch.setattr(CompiledComponent, "device_args", args)
     dec = tts.libraries.get("decoder", drawn.frame_bucket)

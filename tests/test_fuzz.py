@@ -252,9 +252,8 @@ def check_manifest(artifacts: Path, tmp: Path, examples: int) -> None:
                 if cli.main(["info", "--artifacts", str(root)]) == 1:
                     raise KokoroTVMError("info refused it")  # its one line is on stderr
             tts.plan("ɐn", "random")
-            for entry in tts.manifest["libraries"]:  # every library verified and loaded
-                if entry["target"] == tts.target:
-                    tts.libraries.get(entry["component"], entry["bucket"])
+            for entry in tts.manifest.of_target(tts.target):  # every library verified and loaded
+                tts.libraries.get(entry.component, entry.bucket)
             if {"inputs", "outputs", "length_axes", "shapes"} & set(map(str, path)):
                 tts.create("ɐn", voice="random", is_phonemes=True)  # the decoder is slow
 

@@ -11,6 +11,7 @@ from conftest import Project
 from kokoro_tvm.eval import verdicts
 from kokoro_tvm.eval.cases import lengths_for
 from kokoro_tvm.runtime.built import load_component
+from kokoro_tvm.runtime.manifest import parse_manifest, read_manifest
 
 pytestmark = (
     pytest.mark.pipeline
@@ -46,18 +47,18 @@ def test_validation_fails_a_library_that_reads_padding(built_project: Project):
     from kokoro_tvm.eval.eager import as_float64, load_kokoro
 
     root = built_project.root / "artifacts"
-    manifest = json.loads((root / "manifest.json").read_text())
-    entry = next(e for e in manifest["libraries"] if e["component"] == "text_encoder")
-    lib = load_component(root, manifest, "text_encoder", entry["bucket"], entry["target"])
+    manifest = read_manifest(root)
+    entry = next(e for e in manifest.libraries if e.component == "text_encoder")
+    lib = load_component(root, manifest, "text_encoder", entry.bucket, entry.target)
     cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
     pack = artifacts.load_array(artifacts.voice_file(root))
 
     def leaky(ids, lengths):  # as if the LSTM ran over the whole bucket
-        return lib(ids, np.full_like(lengths, entry["bucket"]))
+        return lib(ids, np.full_like(lengths, entry.bucket))
 
-    rows = verdicts.check(leaky, "text_encoder", entry["bucket"], km, as_float64(km), cfg, pack)
-    doc = verdicts.summary("text_encoder", entry["bucket"], entry["target"], rows)
-    assert rows[entry["bucket"]]["ok"] and not doc["ok"]
+    rows = verdicts.check(leaky, "text_encoder", entry.bucket, km, as_float64(km), cfg, pack)
+    doc = verdicts.summary("text_encoder", entry.bucket, entry.target, rows)
+    assert rows[entry.bucket]["ok"] and not doc["ok"]
     with pytest.raises(verdicts.ValidationError, match="not kokoro's computation on padded input"):
         verdicts.raise_if_failed(doc)
 
@@ -67,18 +68,19 @@ def test_tampered_library_is_refused(built_project: Project):
     manifest = json.loads((root / "manifest.json").read_text())
     entry = dict(manifest["libraries"][0], sha256="0" * 64)
     manifest["libraries"] = [entry]
+    parsed = parse_manifest(manifest)
     with pytest.raises(Exception, match="sha256"):
-        load_component(root, manifest, entry["component"], entry["bucket"], entry["target"])
+        load_component(root, parsed, entry["component"], entry["bucket"], entry["target"])
 
 
 def test_bad_lengths_are_refused(built_project: Project):
     root = built_project.root / "artifacts"
-    manifest = json.loads((root / "manifest.json").read_text())
-    entry = next(e for e in manifest["libraries"] if e["component"] == "text_encoder")
-    lib = load_component(root, manifest, "text_encoder", entry["bucket"], entry["target"])
-    ids = np.zeros((1, entry["bucket"]), np.int64)
-    for bad in (0, entry["bucket"] + 1):
+    manifest = read_manifest(root)
+    entry = next(e for e in manifest.libraries if e.component == "text_encoder")
+    lib = load_component(root, manifest, "text_encoder", entry.bucket, entry.target)
+    ids = np.zeros((1, entry.bucket), np.int64)
+    for bad in (0, entry.bucket + 1):
         with pytest.raises(ValueError, match=f"length {bad} is outside"):
             lib(ids, np.array([bad]))
     with pytest.raises(ValueError, match="shape"):  # a valid length: only the shape is wrong
-        lib(np.zeros((1, entry["bucket"] + 1), np.int64), np.array([3]))
+        lib(np.zeros((1, entry.bucket + 1), np.int64), np.array([3]))

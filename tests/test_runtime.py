@@ -188,7 +188,7 @@ def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch, tmp_path):
     loads = []
 
     def counted(root, info):
-        loads.append(info["path"])
+        loads.append(info.path)
         return ComponentWeights(root, info)
 
     monkeypatch.setattr(R, "ComponentWeights", counted)

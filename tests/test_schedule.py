@@ -427,9 +427,11 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.eval.eager import reference
     from kokoro_tvm.eval.metrics import rel_err
+    from kokoro_tvm.manifest_entry import library_entry
     from kokoro_tvm.model.checkpoint import build_kmodel
     from kokoro_tvm.model.inputs import example_inputs
     from kokoro_tvm.runtime.component import CompiledComponent, ComponentWeights
+    from kokoro_tvm.runtime.manifest import File, parse_library
 
     cfg = load_model_config("tiny")
     km = build_kmodel(cfg, "random", seed=0)
@@ -442,17 +444,10 @@ def test_library_binding_runs_transform_params_once(tmp_path):
     built.executable.export_library(str(lib))
     np.savez(tmp_path / "duration.npz", **dict(zip(sig.params, built.weights)))
     shared = ComponentWeights(
-        tmp_path, {"path": "duration.npz", "sha256": artifacts.sha256(tmp_path / "duration.npz")}
+        tmp_path, File("duration.npz", artifacts.sha256(tmp_path / "duration.npz"))
     )
-    entry = {
-        "component": component,
-        "bucket": bucket,
-        "path": lib.name,
-        "sha256": artifacts.sha256(lib),
-        "inputs": sig.inputs,
-        "outputs": sig.outputs,
-        "params": sig.params,
-    }
+    entry = library_entry(component, bucket, "v3", lib.name, artifacts.sha256(lib), sig.as_dict())
+    entry = parse_library(entry, "test entry", sized=False)
     comp = CompiledComponent(tmp_path, entry, shared)
     raw = shared.args(sig.params)
     kept = sum(any(p is r for r in raw) for p in comp.params)

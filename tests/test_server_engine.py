@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
+from kokoro_tvm.runtime.manifest import Model
 from kokoro_tvm.server.engine import Engine, ServerConfig
 
 
@@ -14,7 +16,7 @@ class Standin:
     """Shaped like ``KokoroTVM`` where the engine reads it, with nothing to compute."""
 
     def __init__(self) -> None:
-        self.manifest = {"model": {"checkpoint": "random"}}
+        self.manifest = SimpleNamespace(model=Model("tiny", "random", seed=0))
         self.voices = ["af_heart"]
 
     def voice_pack(self, name: str) -> np.ndarray:

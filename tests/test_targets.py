@@ -12,6 +12,7 @@ from kokoro_tvm import cpuinfo
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.devices import isa, resolve
 from kokoro_tvm.params import ParamsError, TrackerDevice, parse
+from kokoro_tvm.runtime.manifest import Manifest, parse_manifest
 
 V3 = {"kind": "llvm", "mcpu": "x86-64-v3"}
 V4 = {"kind": "llvm", "mcpu": "x86-64-v4"}
@@ -117,11 +118,22 @@ def test_params_devices_are_checked():
 # -- the runtime's pick ---------------------------------------------------------------------------
 
 
-def _manifest(*targets: tuple[str, dict]) -> dict:
-    return {
-        "libraries": [{"target": name} for name, _ in targets],
-        "target_needs": {name: isa.requirements(spec) for name, spec in targets},
-    }
+def _manifest(*targets: tuple[str, dict]) -> Manifest:
+    """A manifest of one library per target, each with the needs LLVM gives its spec."""
+    library = {"component": "duration", "bucket": 6, "path": "d.so", "sha256": "0", "bytes": 1}
+    library |= {"inputs": [], "outputs": [], "params": []}
+    return parse_manifest(
+        {
+            "format": 3,
+            "model": {"config": "tiny", "checkpoint": "random", "seed": 0},
+            "toolchain": {},
+            "buckets": {"tokens": [6], "frames": []},
+            "targets": dict(targets),
+            "weights": {"duration": {"path": "d.npz", "sha256": "0", "bytes": 1}},
+            "libraries": [library | {"target": name} for name, _ in targets],
+            "target_needs": {name: isa.requirements(spec) for name, spec in targets},
+        }
+    )
 
 
 @pytest.fixture
@@ -234,7 +246,7 @@ def test_aarch64_libraries_are_validated_under_qemu(arm_artifacts):
         assert doc["ok"] and doc["validated"]
     if isa.host_arch() != "aarch64":
         with pytest.raises(ArtifactError, match="lacks arch aarch64"):
-            explain_pick(m)
+            explain_pick(parse_manifest(m))
 
 
 @pytest.mark.pipeline

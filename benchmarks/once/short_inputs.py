@@ -41,6 +41,7 @@ def main() -> int:
     from kokoro_tvm.eval.eager import load_kokoro
     from kokoro_tvm.eval.timing import apply_threads, cpu_name, time_interleaved
     from kokoro_tvm.runtime import alignment, decoder, planner
+    from kokoro_tvm.runtime.manifest import thawed
 
     threads = apply_threads(args.threads)
     root = Path(args.artifacts)
@@ -48,7 +49,7 @@ def main() -> int:
     libs = tts.libraries
     _, km = load_kokoro(artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root))
     pack = tts.voice_pack(args.voice)
-    peak = roofline.fma_peak(tts.manifest["targets"][tts.target], threads)
+    peak = roofline.fma_peak(thawed(tts.manifest.targets[tts.target]), threads)
     print(
         f"{cpu_name()}, target {tts.target}, {threads} threads, load {os.getloadavg()[0]:.2f}, "
         f"FMA peak {peak['gflops']:.0f} GFLOP/s"

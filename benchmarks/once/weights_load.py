@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kokoro_tvm.runtime.manifest import Library, read_manifest
+
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
@@ -58,13 +60,13 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "rss_mb": rss() - before,
 """
 
 
-def tvm_param_file(root: Path, entry: dict, out: Path) -> None:
+def tvm_param_file(root: Path, entry: Library, out: Path) -> None:
     """The packed arrays in TVM's own format, for the second candidate."""
     import tvm
 
     from kokoro_tvm import packed
 
-    arrays = packed.map_arrays(root / entry["packed"]["path"])
+    arrays = packed.map_arrays(root / entry.packed.path)
     blob = tvm.runtime.save_param_dict(
         {f"p{i}": tvm.runtime.tensor(a) for i, a in enumerate(arrays)}
     )
@@ -80,12 +82,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     root = Path(a.artifacts).resolve()
-    manifest = json.loads((root / "manifest.json").read_text())
-    entry = next(
-        e
-        for e in manifest["libraries"]
-        if (e["component"], e["bucket"], e["target"]) == (a.component, a.bucket, a.target)
-    )
+    entry = read_manifest(root).library(a.component, a.bucket, a.target)
     with tempfile.TemporaryDirectory() as tmp:
         params_file = Path(tmp) / "params.bin"
         tvm_param_file(root, entry, params_file)

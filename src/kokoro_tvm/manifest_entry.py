@@ -45,6 +45,18 @@ def bounded_fields(signature: dict[str, Any]) -> dict[str, Any]:
     return {"shapes": Shapes.BOUNDED.value, "length_axes": info["length_axes"]}
 
 
+def validation_entry(check: dict[str, Any]) -> dict[str, Any]:
+    """What a library's entry keeps of its validation metrics (the ``validate`` stage's file):
+    the bytes it ran (``*_sha256``), its worst errors, the lengths it checked, and where (none
+    of which a library no device validated has: its digests then match nothing)."""
+    entry = {k: v for k, v in check.items() if k.startswith("worst_") or k.endswith("_sha256")}
+    return entry | {
+        "lengths": sorted(int(n) for n in check.get("lengths", [])),
+        "device": check.get("device"),
+        "emulated": check.get("emulated"),
+    }
+
+
 def check_validated(
     validation: dict[str, Any],
     library_sha256: str,

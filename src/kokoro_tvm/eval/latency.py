@@ -156,7 +156,7 @@ def measure(
         **checks,
         **roof,
         "top_kernels": kernels,
-        "library_sha256": lib.entry["sha256"],
+        "library_sha256": lib.entry.sha256,
         "weights_sha256": lib.weights_sha256,
         "threads": threads,
         "repeats": repeats,

@@ -121,7 +121,7 @@ def on_board(
         "key": device["key"],
         "tvm_ms": ms,
         "repeats": prm.bench_repeats,
-        "library_sha256": lib.entry["sha256"],
+        "library_sha256": lib.entry.sha256,
         "weights_sha256": lib.weights_sha256,
     }
 

@@ -79,7 +79,7 @@ def run(
     target, why = explain_pick(manifest)
     runtime_python = Path(runtime_python or sys.executable)
     if voice is None:
-        voice = cold_start.VOICE if manifest["model"]["config"] == "kokoro-82m" else "random"
+        voice = cold_start.VOICE if manifest.model.config == "kokoro-82m" else "random"
     rounds = rounds or prm.bench_repeats
     with_onnx = prm.bench_onnxruntime
     runners = cold_start.RUNNERS if with_onnx else cold_start.RUNNERS[:1]

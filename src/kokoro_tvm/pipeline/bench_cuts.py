@@ -51,7 +51,7 @@ def run(_: Params, root: Path = artifacts.ROOT, log: Callable[[str], None] = pri
     root = Path(root).resolve()
     manifest = read_manifest(root)
     target, why = explain_pick(manifest)
-    if manifest["model"]["checkpoint"] == "random":
+    if manifest.model.random:
         # pitch, pauses and words are properties of speech: random weights make none
         doc = {"target": target, "skipped": "random weights: no speech to measure cuts on"}
         write_json(metrics_file(root), doc)

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import artifacts
 from ..config import load_model_config
-from ..manifest_entry import check_validated, library_entry
+from ..manifest_entry import check_validated, library_entry, validation_entry
 from ..params import Params
 from ..spec import COMPONENTS
 from . import voices
@@ -40,12 +40,6 @@ def _library(
         raise artifacts.ArtifactError(f"{packed} is missing; run `dvc repro`")
     check_validated(check, sha, artifacts.sha256(packed), packed, weights_key="packed_sha256")
     sig = info["signature"]
-    validation = {k: v for k, v in check.items() if k.startswith("worst_") or k.endswith("_sha256")}
-    validation |= {
-        "lengths": sorted(int(n) for n in check["lengths"]),
-        "device": check["device"],
-        "emulated": check["emulated"],
-    }
     return library_entry(
         component,
         bucket,
@@ -55,7 +49,7 @@ def _library(
         sig,
         bytes=lib.stat().st_size,
         lstm_strategy=sig["info"]["lstm_strategy"],
-        validation=validation,
+        validation=validation_entry(check),
         packed={
             "path": packed.relative_to(artifacts.ROOT).as_posix(),
             "sha256": check["packed_sha256"],

@@ -57,7 +57,7 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
         "validated": True,
         "device": device["device"],
         "emulated": device["emulated"],
-        "library_sha256": lib.entry["sha256"],
+        "library_sha256": lib.entry.sha256,
         "weights_sha256": lib.weights_sha256,
     }
     verdicts.raise_if_failed(doc)

@@ -3,19 +3,19 @@ run before the manifest exists, and from a manifest entry, for tests and benchma
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from .. import artifacts
 from ..devices import isa
-from ..manifest_entry import library_entry
+from ..manifest_entry import library_entry, validation_entry
 from .component import CompiledComponent, ComponentWeights
-from .manifest import check_toolchain, find_entry
+from .manifest import File, Manifest, check_toolchain, parse_library
 
 
 def load_component(
     root: Path,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     component: str,
     bucket: int,
     target: str,
@@ -23,8 +23,8 @@ def load_component(
 ) -> CompiledComponent:
     """Verify and load one library; pass ``weights`` to share a component's weights across buckets."""
     check_toolchain(manifest)
-    entry = find_entry(manifest, component, bucket, target)
-    return CompiledComponent(root, entry, weights or manifest["weights"][component])
+    entry = manifest.library(component, bucket, target)
+    return CompiledComponent(root, entry, weights or manifest.weights[component])
 
 
 def load_built(
@@ -53,23 +53,26 @@ def load_built(
             f"target {target!r} needs CPU features this machine lacks ({', '.join(lacks)}), so its libraries "
             "cannot run here; run them on a device that has them (params.yaml 'devices')"
         )
-    sig = info["signature"]
-    entry = library_entry(
+    info_file = artifacts.build_info_file(component, bucket, target, root)
+    doc = library_entry(
         component,
         bucket,
         target,
         lib.relative_to(root).as_posix(),
         info["sha256"],
-        sig,
-        sha256_source=f"{artifacts.build_info_file(component, bucket, target, root)}",
+        info["signature"],
     )
     if validated:
-        entry["validation"] = artifacts.read_json(
-            artifacts.validation_file(component, bucket, target, root), "validation"
+        doc["validation"] = validation_entry(
+            artifacts.read_json(
+                artifacts.validation_file(component, bucket, target, root), "validation"
+            )
         )
+    # the same record a manifest entry becomes, but of the build outputs: no size yet
+    entry = replace(parse_library(doc, info_file, sized=False), sha256_source=str(info_file))
     return CompiledComponent(
         root,
         entry,
-        {"path": weights.relative_to(root).as_posix(), "sha256": artifacts.sha256(weights)},
+        File(weights.relative_to(root).as_posix(), artifacts.sha256(weights)),
         session,
     )

@@ -93,7 +93,7 @@ def synth(args: argparse.Namespace) -> None:
 
     _check_args(args)
     tts = KokoroTVM.from_manifest(args.artifacts, target=args.target, num_threads=args.threads)
-    if tts.manifest["model"]["checkpoint"] == "random":
+    if tts.manifest.model.random:
         print(
             "warning: these libraries were built from random weights (params.yaml "
             "model.checkpoint: random): the audio will not be speech; build with trained weights "

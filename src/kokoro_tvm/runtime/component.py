@@ -26,6 +26,7 @@ from ..manifest_entry import check_validated
 from ..spec import unpadded
 from . import tvm_runtime
 from .integrity import verify_file
+from .manifest import File, Library, Tensor
 from .memory import return_freed_memory
 from .transfer import to_device, to_host
 from .vm import bind_params, invoke_stateful
@@ -44,9 +45,9 @@ class ComponentWeights:
     the verified hash again.
     """
 
-    def __init__(self, root: Path, info: dict[str, Any], session=None):
-        self.path = Path(root) / info["path"]
-        self.sha256 = verify_file(self.path, info["sha256"], "its manifest")
+    def __init__(self, root: Path, info: File, session=None):
+        self.path = Path(root) / info.path
+        self.sha256 = verify_file(self.path, info.sha256, "its manifest")
         self.session = session or local_session()
         self.dev = self.session.dev
         with np.load(self.path) as z:
@@ -83,9 +84,9 @@ class PackedWeights:
     its ``main_transform_params`` gave on the target's device at build time, verified by sha256
     (``integrity``), mapped from the file, and never transformed or copied here."""
 
-    def __init__(self, root: Path, info: dict[str, Any], session=None):
-        self.path = Path(root) / info["path"]
-        self.sha256 = str(info["sha256"])
+    def __init__(self, root: Path, info: File, session=None):
+        self.path = Path(root) / info.path
+        self.sha256 = info.sha256
         self.session = session or local_session()
         self.dev = self.session.dev
 
@@ -114,19 +115,18 @@ class CompiledComponent:
     def __init__(
         self,
         root: Path,
-        entry: dict[str, Any],
-        weights: dict[str, Any] | ComponentWeights | PackedWeights,
+        entry: Library,
+        weights: File | ComponentWeights | PackedWeights,
         session=None,
     ):
         self.entry = entry
-        lib_path = Path(root) / entry["path"]
-        verify_file(lib_path, entry["sha256"], entry.get("sha256_source", "its manifest"))
+        lib_path = Path(root) / entry.path
+        verify_file(lib_path, entry.sha256, entry.sha256_source)
         if not isinstance(weights, (ComponentWeights, PackedWeights)):
             weights = ComponentWeights(root, weights, session)
-        validation = entry.get("validation")
-        if validation is not None:
+        if entry.validation is not None:
             key = "packed_sha256" if isinstance(weights, PackedWeights) else "weights_sha256"
-            check_validated(validation, entry["sha256"], weights.sha256, lib_path, key)
+            check_validated(entry.validation.sha256, entry.sha256, weights.sha256, lib_path, key)
         self.weights_sha256 = weights.sha256
         self.dev = weights.dev
         # an RPC device (``devices.session.RemoteSession``) takes calls one at a time
@@ -141,8 +141,8 @@ class CompiledComponent:
             # weights: transform once here; weights it passes through stay the shared
             # ComponentWeights tensors.
             with self._bounded(), self._refused("the weights"):
-                self.params = bind_params(first, weights.args(entry["params"]), self.stateful)
-            weights.release(entry["params"], self.params)
+                self.params = bind_params(first, weights.args(list(entry.params)), self.stateful)
+            weights.release(list(entry.params), self.params)
             return_freed_memory()
         #: the first VM, for single-threaded tools that drive a VM themselves (bench's timers)
         self.vm = first
@@ -179,15 +179,15 @@ class CompiledComponent:
 
     @property
     def bucket(self) -> int:
-        return int(self.entry["bucket"])
+        return self.entry.bucket
 
     @property
     def bounded(self) -> bool:
         """A bounded library computes only the valid length; a padded one its bucket."""
-        return self.entry.get("shapes", "padded") == "bounded"
+        return self.entry.bounded
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        """Inputs as ``entry["inputs"]`` lists them, with their valid length in the lengths input.
+        """Inputs as ``entry.inputs`` lists them, with their valid length in the lengths input.
         A padded library takes them bucket-sized. A bounded library takes them bucket-sized or
         already cut to the valid length along their length axes (what the runtime passes: no
         bucket-sized buffer is filled), and returns that length: its outputs' length axes are
@@ -209,7 +209,7 @@ class CompiledComponent:
         except Exception as e:
             first = (str(e).splitlines() or [""])[0][:200]
             raise artifacts.ArtifactError(
-                f"{self.entry['path']} refused {what} its manifest entry describes "
+                f"{self.entry.path} refused {what} its manifest entry describes "
                 f"({type(e).__name__}: {first}); the manifest does not match the library: run "
                 "`dvc checkout` or `dvc repro`"
             ) from e
@@ -218,39 +218,35 @@ class CompiledComponent:
         """What ``vm["main"]`` takes for these inputs: checked, cut (bounded), on the device,
         followed by the bound weights."""
 
-        specs = self.entry["inputs"]
+        specs = self.entry.inputs
         if len(inputs) != len(specs):
-            raise InputError(
-                f"{self.entry['component']} takes {len(specs)} inputs, got {len(inputs)}"
-            )
-        lengths = [
-            np.asarray(x) for spec, x in zip(specs, inputs) if spec["name"].endswith("lengths")
-        ]
+            raise InputError(f"{self.entry.component} takes {len(specs)} inputs, got {len(inputs)}")
+        lengths = [np.asarray(x) for spec, x in zip(specs, inputs) if spec.is_length]
         for spec, x in zip(specs, inputs):
-            if spec["name"].endswith("lengths"):
-                self._check_lengths(np.asarray(x, dtype=spec["dtype"]), spec.get("range"))
+            if spec.is_length:
+                self._check_lengths(np.asarray(x, dtype=spec.dtype), spec.range)
         n = int(lengths[0].reshape(-1)[0]) if lengths else None
         arrays = {}
         for spec, x in zip(specs, inputs):
-            x = np.ascontiguousarray(x, dtype=spec["dtype"])
+            x = np.ascontiguousarray(x, dtype=spec.dtype)
             if list(x.shape) not in self._shapes(spec, n):
                 raise InputError(
-                    f"{self.entry['component']} input '{spec['name']}' must have shape "
+                    f"{self.entry.component} input '{spec.name}' must have shape "
                     f"{' or '.join(map(str, self._shapes(spec, n)))}, got {list(x.shape)}"
                 )
-            arrays[spec["name"]] = x
+            arrays[spec.name] = x
         if self.bounded:
             arrays = self._unpadded(arrays)
         return [*(to_device(x, self.dev) for x in arrays.values()), *self.params]
 
-    def _shapes(self, spec: dict[str, Any], n: int | None) -> list[list[int]]:
+    def _shapes(self, spec: Tensor, n: int | None) -> list[list[int]]:
         """Accepted shapes of one input: the bucket's; for a bounded library's length-axis
         inputs also the valid length's (``scale * n`` along the axis)."""
-        shapes = [list(spec["shape"])]
-        axes = self.entry.get("length_axes", {}) if self.bounded else {}
-        if spec["name"] in axes and n is not None:
-            axis, scale = axes[spec["name"]]
-            cut = list(spec["shape"])
+        shapes = [list(spec.shape)]
+        axes = self.entry.length_axes if self.bounded else {}
+        if spec.name in axes and n is not None:
+            axis, scale = axes[spec.name]
+            cut = list(spec.shape)
             cut[axis] = scale * n
             shapes.append(cut)
         return shapes
@@ -258,17 +254,17 @@ class CompiledComponent:
     def _unpadded(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """What a bounded library takes: every input cut to the valid length, no lengths input."""
         (n,) = (int(x.reshape(-1)[0]) for name, x in arrays.items() if name.endswith("lengths"))
-        cut = unpadded(arrays, self.entry["length_axes"], n)
+        cut = unpadded(arrays, self.entry.length_axes, n)
         return {name: np.ascontiguousarray(x) for name, x in cut.items()}
 
-    def _check_lengths(self, lengths: np.ndarray, bounds: list[int] | None) -> None:
+    def _check_lengths(self, lengths: np.ndarray, bounds: tuple[int, int] | None) -> None:
         """The kernels clamp silently (0 gives zeros, > bucket acts as the bucket); refuse instead."""
-        bucket = self.entry["bucket"]
+        bucket = self.entry.bucket
         lo, hi = bounds or (1, bucket)
         bad = lengths[(lengths < lo) | (lengths > hi)]
         if bad.size:
             raise InputError(
-                f"{self.entry['component']} bucket {bucket}: length {int(bad[0])} is outside "
+                f"{self.entry.component} bucket {bucket}: length {int(bad[0])} is outside "
                 f"{lo}..{hi}; pick a bucket that fits (or split the input)"
             )
 

@@ -35,7 +35,7 @@ def decode(libs: Libraries, chunk: Chunk, rng: np.random.Generator) -> Decoded:
     te = libs.get("text_encoder", tb)
     (t_en,) = te(token_input(chunk.input_ids, te), np.array([t]))
     dec = libs.get("decoder", fb)
-    harmonics = next(s["shape"][1] for s in dec.entry["inputs"] if s["name"] == "rand_ini")
+    harmonics = int(dec.entry.input("rand_ini").shape[1])
     spf = libs.samples_per_frame
     rand_ini = rng.random((1, harmonics), dtype=np.float32)
     noise = rng.standard_normal((1, m * spf, harmonics), dtype=np.float32)

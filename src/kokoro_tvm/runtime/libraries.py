@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
 from .. import artifacts
 from ..config import load_model_config
 from ..errors import KokoroTVMError
-from ..spec import samples_per_frame
+from ..spec import COMPONENTS, Axis, samples_per_frame
 from . import integrity
 from .component import CompiledComponent, ComponentWeights, PackedWeights
-from .manifest import find_entry
-
-COMPONENTS = ("duration", "text_encoder", "decoder")
+from .manifest import Manifest
 
 
 class BucketError(KokoroTVMError, ValueError):
@@ -28,26 +25,43 @@ class BucketError(KokoroTVMError, ValueError):
 class Libraries:
     """One target's libraries from a manifest, and the model facts the host code needs."""
 
-    def __init__(self, root: Path, manifest: dict[str, Any], target: str):
+    def __init__(self, root: Path, manifest: Manifest, target: str):
         self.root, self.manifest, self.target = Path(root), manifest, target
-        cfg = load_model_config(manifest["model"]["config"])
+        cfg = load_model_config(manifest.model.config)
         self.vocab: dict[str, int] = cfg["vocab"]
         self.samples_per_frame = samples_per_frame(cfg)
         self.style_width = 2 * cfg["style_dim"]
-        entries = [e for e in manifest["libraries"] if e["target"] == target]
-        buckets = {
-            c: sorted(e["bucket"] for e in entries if e["component"] == c) for c in COMPONENTS
-        }
-        missing = [c for c, b in buckets.items() if not b]
+        entries = manifest.of_target(target)
+        built = {c: {e.bucket for e in entries if e.component == c} for c in COMPONENTS}
+        missing = [c for c, b in built.items() if not b]
         if missing:
             raise artifacts.ArtifactError(
                 f"target {target!r} has no library for {missing}; run `dvc repro`"
             )
-        self.token_buckets = sorted(set(buckets["duration"]) & set(buckets["text_encoder"]))
-        self.frame_buckets = buckets["decoder"]
+        #: per length axis, the buckets every component it sizes was built for (``spec``)
+        self.buckets: dict[Axis, list[int]] = {
+            axis: sorted(
+                set.intersection(*(built[c] for c, comp in COMPONENTS.items() if comp.axis is axis))
+            )
+            for axis in Axis
+        }
+        unshared = [a.value for a, b in self.buckets.items() if not b]
+        if unshared:
+            raise artifacts.ArtifactError(
+                f"target {target!r} has no {' or '.join(unshared)} bucket that every component "
+                "on that axis was built for; run `dvc repro`"
+            )
         self._weights: dict[str, ComponentWeights] = {}
         self._libs: dict[tuple[str, int], CompiledComponent] = {}
         self._load_lock = threading.Lock()
+
+    @property
+    def token_buckets(self) -> list[int]:
+        return self.buckets[Axis.TOKENS]
+
+    @property
+    def frame_buckets(self) -> list[int]:
+        return self.buckets[Axis.FRAMES]
 
     def verify_ahead(self) -> None:
         """Start hashing the files the first call will load (``integrity.verify_ahead``): each
@@ -55,14 +69,10 @@ class Libraries:
         ladder's weights wait until their bucket is used)."""
         paths = []
         for component in COMPONENTS:  # in the order a call loads them
-            entries = [
-                e
-                for e in self.manifest["libraries"]
-                if e["target"] == self.target and e["component"] == component
-            ]
-            paths += [self.root / e["path"] for e in entries]
-            if len(entries) == 1 and "packed" in entries[0]:
-                paths.append(self.root / entries[0]["packed"]["path"])
+            entries = [e for e in self.manifest.of_target(self.target) if e.component == component]
+            paths += [self.root / e.path for e in entries]
+            if len(entries) == 1 and entries[0].packed is not None:
+                paths.append(self.root / entries[0].packed.path)
         integrity.verify_ahead(paths)
 
     def get(self, component: str, bucket: int) -> CompiledComponent:
@@ -73,13 +83,13 @@ class Libraries:
             return lib
         with self._load_lock:
             if key not in self._libs:
-                entry = find_entry(self.manifest, component, bucket, self.target)
-                if "packed" in entry:  # weights in the library's own layout, mapped
-                    weights = PackedWeights(self.root, entry["packed"])
+                entry = self.manifest.library(component, bucket, self.target)
+                if entry.packed is not None:  # weights in the library's own layout, mapped
+                    weights = PackedWeights(self.root, entry.packed)
                 else:  # the component's raw weights, transformed at load
                     if component not in self._weights:
                         self._weights[component] = ComponentWeights(
-                            self.root, self.manifest["weights"][component]
+                            self.root, self.manifest.weights[component]
                         )
                     weights = self._weights[component]
                 self._libs[key] = CompiledComponent(self.root, entry, weights)
@@ -89,10 +99,13 @@ class Libraries:
         """The libraries loaded so far."""
         return list(self._libs.values())
 
-    def bucket(self, axis: str, n: int) -> int:
+    def bucket(self, axis: Axis | str, n: int) -> int:
         """The smallest built bucket of ``axis`` (``tokens`` or ``frames``) that holds ``n``."""
-        buckets = self.token_buckets if axis == "tokens" else self.frame_buckets
+        axis = Axis(axis)
+        buckets = self.buckets[axis]
         fits = [b for b in buckets if b >= n]
         if not fits:
-            raise BucketError(f"{n} {axis} exceed the largest {axis} bucket {buckets[-1]}")
+            raise BucketError(
+                f"{n} {axis.value} exceed the largest {axis.value} bucket {buckets[-1]}"
+            )
         return fits[0]

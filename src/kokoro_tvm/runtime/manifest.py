@@ -1,17 +1,25 @@
-"""The artifact directory's index, ``manifest.json``, as the runtime reads it: checked for the
-format and keys this runtime knows, the toolchain it was built with, and the target to run.
+"""The artifact directory's index, ``manifest.json``, as the runtime reads it: parsed once into
+frozen records (``Manifest``, ``Library``, ...), checked for the format and fields this runtime
+knows, the toolchain it was built with, and the target to run.
 
 Nothing here loads native code: a manifest from another runtime version, or one edited by hand,
-is refused with the fix before any library is opened.
+is refused with the fix before any library is opened, and every field the runtime later reads has
+its type checked here, so a bad one fails at once with one message, not deep inside a load with
+a ``KeyError``. ``pipeline/manifest.py`` writes the file (``manifest_entry.library_entry``, one
+library's entry); its JSON is what these records read, unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .. import artifacts
 from ..devices import isa
+from ..spec import Shapes
 from ..toolchain import ToolchainError, runtime_versions
 from . import tvm_import
 
@@ -27,11 +35,195 @@ REQUIRED = {
     "weights": "the weights files",
     "libraries": "the validated libraries",
 }
+#: ``model.checkpoint`` of libraries built from seeded random weights (no speech)
+RANDOM_CHECKPOINT = "random"
+REBUILD = "rebuild the artifacts with `dvc repro` (or `dvc pull` the ones built for this code)"
+
+# -- the records ------------------------------------------------------------------------------
 
 
-def read_manifest(root: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Model:
+    """The model the libraries were built from (params.yaml ``model``)."""
+
+    config: str
+    checkpoint: str
+    seed: int
+
+    @property
+    def random(self) -> bool:
+        """Built from seeded random weights: the audio is not speech."""
+        return self.checkpoint == RANDOM_CHECKPOINT
+
+    def as_dict(self) -> dict[str, Any]:
+        """The manifest's form of it (its keys sorted, as the pipeline writes them)."""
+        return {"checkpoint": self.checkpoint, "config": self.config, "seed": self.seed}
+
+
+@dataclass(frozen=True)
+class File:
+    """A file the manifest lists with its sha256 (and, for most, its size)."""
+
+    path: str
+    sha256: str
+    bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One input (named) or output of a library's signature: its shape (an output's may name a
+    symbolic length), dtype, and for a lengths input the ``range`` it takes."""
+
+    name: str | None
+    shape: tuple[int | str, ...]
+    dtype: str
+    range: tuple[int, int] | None = None
+
+    @property
+    def is_length(self) -> bool:
+        """The valid-length input (``input_lengths``, ``frame_lengths``)."""
+        return self.name is not None and self.name.endswith("lengths")
+
+
+@dataclass(frozen=True)
+class Validation:
+    """What the validate stage ran a library with (``*_sha256``), where, and its worst errors
+    against float64 kokoro (``worst_<metric>``) at the lengths it checked."""
+
+    worst: Mapping[str, float]  # metric name without ``worst_`` -> its worst value
+    lengths: tuple[int, ...]
+    sha256: Mapping[str, str]  # ``library_sha256``, ``weights_sha256``, ``packed_sha256``
+    device: str | None = None
+    emulated: bool | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The manifest's form of it (what ``kokoro-tvm info --json`` prints)."""
+        doc: dict[str, Any] = {f"worst_{k}": v for k, v in self.worst.items()}
+        doc |= dict(self.sha256)
+        if self.lengths:
+            doc["lengths"] = list(self.lengths)
+        if self.device is not None:
+            doc["device"] = self.device
+        if self.emulated is not None:
+            doc["emulated"] = self.emulated
+        return dict(sorted(doc.items()))
+
+
+@dataclass(frozen=True)
+class Library:
+    """One library (component x bucket x target): where it is, its bytes, its signature, and
+    how it takes its length axis."""
+
+    component: str
+    bucket: int
+    target: str
+    path: str
+    sha256: str
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    params: tuple[str, ...]  # the weight names ``main`` takes after the inputs, in order
+    bytes: int | None = None  # every manifest entry has it; build outputs (``built``) do not
+    shapes: Shapes = Shapes.PADDED
+    #: per length-axis input of a bounded library: (axis, samples per length unit)
+    length_axes: Mapping[str, tuple[int, int]] = field(default_factory=lambda: _frozen({}))
+    validation: Validation | None = None
+    packed: File | None = None  # the weights in the library's own layout
+    #: where ``sha256`` was recorded, for the error a mismatch raises
+    sha256_source: str = "its manifest"
+
+    @property
+    def bounded(self) -> bool:
+        """A bounded library computes only the valid length; a padded one its bucket."""
+        return self.shapes is Shapes.BOUNDED
+
+    def input(self, name: str) -> Tensor:
+        """The input called ``name``."""
+        for spec in self.inputs:
+            if spec.name == name:
+                return spec
+        raise artifacts.ArtifactError(
+            f"{self.path}: its manifest entry lists no input {name!r}; {REBUILD}"
+        )
+
+
+@dataclass(frozen=True)
+class TargetNeeds:
+    """What a target's libraries need of a CPU (``isa.requirements``, recorded at build)."""
+
+    arch: str
+    isa: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"arch": self.arch, "isa": list(self.isa)}
+
+
+@dataclass(frozen=True)
+class Voice:
+    name: str
+    row: int
+    lang: str | None
+
+
+@dataclass(frozen=True)
+class Voices:
+    """The built voices (the ``voices`` stage): one ``.npy`` of packs, a row per name."""
+
+    path: str
+    sha256: str
+    shape: tuple[int, ...]
+    voices: tuple[Voice, ...]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A whole ``manifest.json``, checked (``parse_manifest``)."""
+
+    format: int
+    model: Model
+    toolchain: Mapping[str, Any]  # package -> the version the libraries were built with
+    buckets: Mapping[str, tuple[int, ...]]  # ``tokens`` / ``frames`` -> the built buckets
+    targets: Mapping[str, Mapping[str, Any]]  # name -> the TVM target (params.yaml ``targets``)
+    weights: Mapping[str, File]  # component -> its raw weights
+    libraries: tuple[Library, ...]
+    target_needs: Mapping[str, TargetNeeds] = field(default_factory=lambda: _frozen({}))
+    unvalidated: Mapping[str, Any] = field(default_factory=lambda: _frozen({}))  # target -> why
+    voices: Voices | None = None
+
+    @property
+    def built_targets(self) -> list[str]:
+        """The targets the manifest lists libraries of: validated ones only."""
+        return sorted({lib.target for lib in self.libraries})
+
+    def of_target(self, target: str) -> list[Library]:
+        return [lib for lib in self.libraries if lib.target == target]
+
+    def library(self, component: str, bucket: int, target: str) -> Library:
+        for lib in self.libraries:
+            if (lib.component, lib.bucket, lib.target) == (component, bucket, target):
+                return lib
+        raise artifacts.ArtifactError(
+            f"no library for {component} bucket {bucket} target {target!r} "
+            f"(built targets: {self.built_targets}); add it to params.yaml and run `dvc repro`"
+        )
+
+    def needs(self, target: str) -> TargetNeeds:
+        """What the libraries of ``target`` need of a CPU."""
+        needs = self.target_needs.get(target)
+        if needs is None:
+            raise artifacts.ArtifactError(
+                f"the manifest records no CPU needs for target {target!r} (built before they "
+                "were recorded); rebuild with `dvc repro`"
+            )
+        return needs
+
+
+# -- reading and checking -------------------------------------------------------------------------
+
+
+def read_manifest(root: Path) -> Manifest:
     """``root/manifest.json`` (``root`` is the artifacts directory), checked against the format
-    and keys this runtime reads, with a fix in every error."""
+    and fields this runtime reads, with a fix in every error."""
     root = Path(root)
     if not root.is_dir():
         raise artifacts.ArtifactError(
@@ -39,101 +231,78 @@ def read_manifest(root: Path) -> dict[str, Any]:
             "in the pipeline checkout, or pass the directory that holds manifest.json"
         )
     path = artifacts.manifest_file(root)
-    manifest = artifacts.read_json(path, "library index")
-    check_manifest(manifest, path)
-    return manifest
+    return parse_manifest(artifacts.read_json(path, "library index"), path)
 
 
-def check_manifest(manifest: Any, path: Path | str = "manifest.json") -> None:
-    """Refuse a manifest this runtime cannot read, naming the first thing wrong in it.
-
-    Every field the runtime later reads is checked here, so a hand-edited or foreign manifest
-    fails at once with one message, not deep inside a load with a ``KeyError``."""
-    rebuild = "rebuild the artifacts with `dvc repro` (or `dvc pull` the ones built for this code)"
-    if not isinstance(manifest, dict):
+def parse_manifest(doc: Any, path: Path | str = "manifest.json") -> Manifest:
+    """The records of a manifest's JSON, or an error naming the first thing wrong in it."""
+    if not isinstance(doc, dict):
         raise artifacts.ArtifactError(
-            f"{path} is not a kokoro-tvm manifest (not a JSON object); {rebuild}"
+            f"{path} is not a kokoro-tvm manifest (not a JSON object); {REBUILD}"
         )
-    missing = [f"'{k}' ({why})" for k, why in REQUIRED.items() if k not in manifest]
+    missing = [f"'{k}' ({why})" for k, why in REQUIRED.items() if k not in doc]
     if missing:
-        raise artifacts.ArtifactError(f"{path} lacks {', '.join(missing)}; {rebuild}")
-    if manifest["format"] not in FORMATS:
+        raise artifacts.ArtifactError(f"{path} lacks {', '.join(missing)}; {REBUILD}")
+    if doc["format"] not in FORMATS:
         raise artifacts.ArtifactError(
-            f"{path} has format {manifest['format']!r}, and this runtime reads format "
+            f"{path} has format {doc['format']!r}, and this runtime reads format "
             f"{' or '.join(map(str, FORMATS))}; install the kokoro-tvm-pipeline version that "
-            f"built it, or {rebuild}"
+            f"built it, or {REBUILD}"
         )
-    _expect(manifest, "model", dict, path)
-    _expect(manifest["model"], "config", str, path, "model.")
-    _expect(manifest["model"], "checkpoint", str, path, "model.")
-    _expect(manifest["model"], "seed", int, path, "model.")
-    _expect(manifest, "toolchain", dict, path)
-    _expect(manifest, "targets", dict, path)
-    _expect(manifest, "buckets", dict, path)
+    _expect(doc, "model", dict, path)
+    for key, kind in (("config", str), ("checkpoint", str), ("seed", int)):
+        _expect(doc["model"], key, kind, path, "model.")
+    model = Model(doc["model"]["config"], doc["model"]["checkpoint"], doc["model"]["seed"])
+    _expect(doc, "toolchain", dict, path)
+    _expect(doc, "targets", dict, path)
+    _expect(doc, "buckets", dict, path)
     for axis in ("tokens", "frames"):
-        _expect(manifest["buckets"], axis, list, path, "buckets.")
-        if not all(
-            isinstance(b, int) and not isinstance(b, bool) for b in manifest["buckets"][axis]
-        ):
+        _expect(doc["buckets"], axis, list, path, "buckets.")
+        if not all(_is_int(b) for b in doc["buckets"][axis]):
             raise artifacts.ArtifactError(
-                f"{path}: buckets.{axis} should be bucket sizes; {rebuild}"
+                f"{path}: buckets.{axis} should be bucket sizes; {REBUILD}"
             )
-    _expect(manifest, "weights", dict, path)
-    _expect(manifest, "libraries", list, path)
-    for name, info in manifest["weights"].items():
-        _expect(manifest["weights"], name, dict, path, "weights.")
-        for key, kind in (("path", str), ("sha256", str), ("bytes", int)):
-            _expect(info, key, kind, path, f"weights.{name}.")
+    buckets = {a: tuple(b) for a, b in doc["buckets"].items() if a in ("tokens", "frames")}
+    _expect(doc, "weights", dict, path)
+    _expect(doc, "libraries", list, path)
+    weights = {}
+    for name in doc["weights"]:
+        _expect(doc["weights"], name, dict, path, "weights.")
+        weights[name] = _file(doc["weights"][name], path, f"weights.{name}.", sized=True)
     for key in ("target_needs", "unvalidated"):
-        if key in manifest:
-            _expect(manifest, key, dict, path)
-    for target, needs in manifest.get("target_needs", {}).items():
-        _expect(manifest["target_needs"], target, dict, path, "target_needs.")
-        _expect(needs, "arch", str, path, f"target_needs.{target}.")
-        _expect(needs, "isa", list, path, f"target_needs.{target}.")
-        if not all(isinstance(f, str) for f in needs["isa"]):
+        if key in doc:
+            _expect(doc, key, dict, path)
+    needs = {}
+    for target, entry in doc.get("target_needs", {}).items():
+        _expect(doc["target_needs"], target, dict, path, "target_needs.")
+        _expect(entry, "arch", str, path, f"target_needs.{target}.")
+        _expect(entry, "isa", list, path, f"target_needs.{target}.")
+        if not all(isinstance(f, str) for f in entry["isa"]):
             raise artifacts.ArtifactError(
-                f"{path}: target_needs.{target}.isa should be names; {rebuild}"
+                f"{path}: target_needs.{target}.isa should be names; {REBUILD}"
             )
-    for i, entry in enumerate(manifest["libraries"]):
-        where = f"libraries[{i}]."
-        if not isinstance(entry, dict):
-            raise artifacts.ArtifactError(f"{path}: {where[:-1]} is not an object; {rebuild}")
-        for key, kind in LIBRARY_FIELDS.items():
-            _expect(entry, key, kind, path, where)
-        for key, kind in OPTIONAL_LIBRARY_FIELDS.items():
-            if key in entry:
-                _expect(entry, key, kind, path, where)
-        if "packed" in entry:
-            _expect(entry["packed"], "path", str, path, f"{where}packed.")
-            _expect(entry["packed"], "sha256", str, path, f"{where}packed.")
-        if "validation" in entry:
-            _check_validation(entry["validation"], path, f"{where}validation.")
-        if entry.get("shapes", "padded") not in ("bounded", "padded"):
+        needs[target] = TargetNeeds(entry["arch"], tuple(entry["isa"]))
+    libraries = []
+    for i, entry in enumerate(doc["libraries"]):
+        lib = parse_library(entry, path, f"libraries[{i}].")
+        if lib.component not in weights:
             raise artifacts.ArtifactError(
-                f"{path}: {where}shapes should be bounded or padded; {rebuild}"
+                f"{path}: libraries[{i}].component {lib.component!r} has no weights entry; "
+                f"{REBUILD}"
             )
-        for name, axis in entry.get("length_axes", {}).items():
-            if not (
-                isinstance(axis, list)
-                and len(axis) == 2
-                and all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in axis)
-            ):
-                raise artifacts.ArtifactError(
-                    f"{path}: {where}length_axes.{name} should be [axis, scale]; {rebuild}"
-                )
-        for j, spec in enumerate(entry["inputs"]):
-            _check_tensor_spec(spec, path, f"{where}inputs[{j}]", named=True)
-        for j, spec in enumerate(entry["outputs"]):
-            _check_tensor_spec(spec, path, f"{where}outputs[{j}]", named=False)
-        if not all(isinstance(p, str) for p in entry["params"]):
-            raise artifacts.ArtifactError(
-                f"{path}: {where}params should be weight names; {rebuild}"
-            )
-        if entry["component"] not in manifest["weights"]:
-            raise artifacts.ArtifactError(
-                f"{path}: {where}component {entry['component']!r} has no weights entry; {rebuild}"
-            )
+        libraries.append(lib)
+    return Manifest(
+        format=doc["format"],
+        model=model,
+        toolchain=_frozen(doc["toolchain"]),
+        buckets=_frozen(buckets),
+        targets=_frozen(doc["targets"]),
+        weights=_frozen(weights),
+        libraries=tuple(libraries),
+        target_needs=_frozen(needs),
+        unvalidated=_frozen(doc.get("unvalidated", {})),
+        voices=_voices(doc["voices"]) if doc.get("voices") else None,
+    )
 
 
 #: a library entry's fields and their JSON types (``manifest_entry.library_entry`` writes them)
@@ -157,7 +326,71 @@ OPTIONAL_LIBRARY_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def _check_validation(v: dict[str, Any], path: Path | str, where: str) -> None:
+def parse_library(entry: Any, path: Path | str, where: str = "", sized: bool = True) -> Library:
+    """One library entry (``manifest_entry.library_entry``'s dict) as a record. ``sized``: it
+    must have its ``bytes`` (every manifest entry does; one made of build outputs not yet)."""
+    if not isinstance(entry, dict):
+        raise artifacts.ArtifactError(f"{path}: {where[:-1]} is not an object; {REBUILD}")
+    for key, kind in LIBRARY_FIELDS.items():
+        if sized or key != "bytes":
+            _expect(entry, key, kind, path, where)
+    for key, kind in OPTIONAL_LIBRARY_FIELDS.items():
+        if key in entry:
+            _expect(entry, key, kind, path, where)
+    packed = _file(entry["packed"], path, f"{where}packed.") if "packed" in entry else None
+    validation = None
+    if "validation" in entry:
+        validation = _validation(entry["validation"], path, f"{where}validation.")
+    if entry.get("shapes", Shapes.PADDED.value) not in {s.value for s in Shapes}:
+        raise artifacts.ArtifactError(
+            f"{path}: {where}shapes should be bounded or padded; {REBUILD}"
+        )
+    length_axes = {}
+    for name, axis in entry.get("length_axes", {}).items():
+        if not (
+            isinstance(axis, list) and len(axis) == 2 and all(_is_int(a) and a >= 0 for a in axis)
+        ):
+            raise artifacts.ArtifactError(
+                f"{path}: {where}length_axes.{name} should be [axis, scale]; {REBUILD}"
+            )
+        length_axes[name] = (axis[0], axis[1])
+    inputs = tuple(
+        _tensor(spec, path, f"{where}inputs[{j}]", named=True)
+        for j, spec in enumerate(entry["inputs"])
+    )
+    outputs = tuple(
+        _tensor(spec, path, f"{where}outputs[{j}]", named=False)
+        for j, spec in enumerate(entry.get("outputs", []))
+    )
+    if not all(isinstance(p, str) for p in entry["params"]):
+        raise artifacts.ArtifactError(f"{path}: {where}params should be weight names; {REBUILD}")
+    return Library(
+        component=entry["component"],
+        bucket=entry["bucket"],
+        target=entry["target"],
+        path=entry["path"],
+        sha256=entry["sha256"],
+        inputs=inputs,
+        outputs=outputs,
+        params=tuple(entry["params"]),
+        bytes=entry.get("bytes"),
+        shapes=Shapes(entry.get("shapes", Shapes.PADDED.value)),
+        length_axes=_frozen(length_axes),
+        validation=validation,
+        packed=packed,
+    )
+
+
+def _file(doc: dict[str, Any], path: Path | str, where: str, sized: bool = False) -> File:
+    _expect(doc, "path", str, path, where)
+    _expect(doc, "sha256", str, path, where)
+    if sized:
+        _expect(doc, "bytes", int, path, where)
+    size = doc.get("bytes")
+    return File(doc["path"], doc["sha256"], size if _is_int(size) else None)
+
+
+def _validation(v: dict[str, Any], path: Path | str, where: str) -> Validation:
     """What ``info`` prints of a validation: its worst errors are numbers, its lengths integers."""
     bad = [
         k
@@ -165,18 +398,24 @@ def _check_validation(v: dict[str, Any], path: Path | str, where: str) -> None:
         if k.startswith("worst_") and (isinstance(x, bool) or not isinstance(x, int | float))
     ]
     lengths = v.get("lengths", [])
-    if not isinstance(lengths, list) or not all(
-        isinstance(n, int) and not isinstance(n, bool) for n in lengths
-    ):
+    if not isinstance(lengths, list) or not all(_is_int(n) for n in lengths):
         bad.append("lengths")
     if bad:
         raise artifacts.ArtifactError(
             f"{path}: {where}{bad[0]} is not a number (or a list of lengths); rebuild the "
             "artifacts with `dvc repro`"
         )
+    device, emulated = v.get("device"), v.get("emulated")
+    return Validation(
+        worst=_frozen({k[len("worst_") :]: x for k, x in v.items() if k.startswith("worst_")}),
+        lengths=tuple(lengths),
+        sha256=_frozen({k: x for k, x in v.items() if k.endswith("_sha256")}),
+        device=device if isinstance(device, str) else None,
+        emulated=emulated if isinstance(emulated, bool) else None,
+    )
 
 
-def _check_tensor_spec(spec: Any, path: Path | str, where: str, named: bool) -> None:
+def _tensor(spec: Any, path: Path | str, where: str, named: bool) -> Tensor:
     """One input (named) or output of a library signature: a shape of sizes (an output's may
     name a symbolic length), a dtype, and for a lengths input its ``range``."""
     ok = (
@@ -185,23 +424,70 @@ def _check_tensor_spec(spec: Any, path: Path | str, where: str, named: bool) -> 
         and isinstance(spec.get("dtype"), str)
         and isinstance(spec.get("shape"), list)
         and all(
-            (isinstance(d, int) and not isinstance(d, bool) and d >= 0)
-            or (isinstance(d, str) and not named)
-            for d in spec["shape"]
+            (_is_int(d) and d >= 0) or (isinstance(d, str) and not named) for d in spec["shape"]
         )
     )
     bounds = spec.get("range") if isinstance(spec, dict) else None
     if ok and bounds is not None:
-        ok = (
-            isinstance(bounds, list)
-            and len(bounds) == 2
-            and all(isinstance(b, int) and not isinstance(b, bool) for b in bounds)
-        )
+        ok = isinstance(bounds, list) and len(bounds) == 2 and all(_is_int(b) for b in bounds)
     if not ok:
         raise artifacts.ArtifactError(
             f"{path}: {where} is not a tensor signature (name, shape, dtype); rebuild the "
             "artifacts with `dvc repro`"
         )
+    name = spec.get("name")
+    return Tensor(
+        name=name if isinstance(name, str) else None,
+        shape=tuple(spec["shape"]),
+        dtype=spec["dtype"],
+        range=None if bounds is None else (bounds[0], bounds[1]),
+    )
+
+
+def _voices(doc: Any) -> Voices:
+    """The ``voices`` entry (``pipeline.voices.manifest_entry``)."""
+    try:
+        return Voices(
+            path=str(doc["path"]),
+            sha256=str(doc["sha256"]),
+            shape=tuple(int(n) for n in doc["shape"]),
+            voices=tuple(_voice(v) for v in doc["voices"]),
+            source=doc.get("source", ""),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise artifacts.ArtifactError(
+            f"the manifest's 'voices' entry is malformed ({type(e).__name__}: {e}); rebuild "
+            "it with `dvc repro`"
+        ) from e
+
+
+def _voice(doc: Any) -> Voice:
+    name, lang = doc["name"], doc.get("lang")
+    if not isinstance(name, str) or not (lang is None or isinstance(lang, str)):
+        raise TypeError(f"voice {name!r}: its name and language should be strings")
+    return Voice(name, int(doc["row"]), lang)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _frozen(value: Any) -> Any:
+    """A read-only copy of parsed JSON: objects as mappings, lists as tuples."""
+    if isinstance(value, dict):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def thawed(value: Any) -> Any:
+    """``_frozen``'s inverse, for JSON output and for TVM, which take plain dicts and lists."""
+    if isinstance(value, Mapping):
+        return {k: thawed(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thawed(v) for v in value]
+    return value
 
 
 def _expect(
@@ -216,12 +502,15 @@ def _expect(
         )
 
 
-def check_toolchain(manifest: dict[str, Any], found: dict[str, Any] | None = None) -> None:
+# -- what the manifest decides ------------------------------------------------------------------
+
+
+def check_toolchain(manifest: Manifest, found: dict[str, Any] | None = None) -> None:
     """Refuse libraries built by another TVM runtime than the installed one, before loading any.
 
     Only what loading needs is compared (``toolchain.runtime_versions``): torch, kokoro and
     transformers shape the *build* (DVC reruns stages when they change), not the loading."""
-    built = manifest.get("toolchain", {})
+    built = manifest.toolchain
     if found is None:  # a runtime-only TVM cannot tell LLVM's version: not imported to ask
         found = runtime_versions(llvm=not tvm_import.runtime_only_wanted())
     for key, have in found.items():
@@ -236,34 +525,23 @@ def check_toolchain(manifest: dict[str, Any], found: dict[str, Any] | None = Non
             )
 
 
-def target_needs(manifest: dict[str, Any], target: str) -> dict[str, Any]:
-    """What the libraries of ``target`` need of a CPU (``isa.requirements``, recorded at build)."""
-    needs = manifest.get("target_needs", {}).get(target)
-    if needs is None:
-        raise artifacts.ArtifactError(
-            f"the manifest records no CPU needs for target {target!r} (built before they were "
-            "recorded); rebuild with `dvc repro`"
-        )
-    return needs
-
-
-def pick_target(manifest: dict[str, Any], target: str | None = None) -> str:
+def pick_target(manifest: Manifest, target: str | None = None) -> str:
     """The requested target if it was built and runs on this CPU; else the richest one that does."""
     return explain_pick(manifest, target)[0]
 
 
-def explain_pick(manifest: dict[str, Any], target: str | None = None) -> tuple[str, list[str]]:
+def explain_pick(manifest: Manifest, target: str | None = None) -> tuple[str, list[str]]:
     """``pick_target``'s answer and why: one line per validated target (runs here or lacks what).
 
     Only targets the manifest lists are candidates, and it lists only validated ones. A target
     whose ISA this CPU lacks is refused here, with the missing extensions named, instead of
     running into SIGILL inside a kernel."""
-    built = sorted({e["target"] for e in manifest["libraries"]})
-    lacks = {t: isa.missing(target_needs(manifest, t)) for t in built}
+    built = manifest.built_targets
+    lacks = {t: isa.missing(manifest.needs(t).as_dict()) for t in built}
     why = [
         f"{t}: "
         + (
-            f"runs here ({len(target_needs(manifest, t)['isa'])} ISA extensions)"
+            f"runs here ({len(manifest.needs(t).isa)} ISA extensions)"
             if not lacks[t]
             else f"not on this CPU (lacks {', '.join(lacks[t])})"
         )
@@ -289,18 +567,5 @@ def explain_pick(manifest: dict[str, Any], target: str | None = None) -> tuple[s
             f"none of the validated targets {built} runs on this CPU ({'; '.join(why)}); add a "
             "target this machine runs to params.yaml 'targets' and run `dvc repro`"
         )
-    best = max(usable, key=lambda t: (len(target_needs(manifest, t)["isa"]), t))
+    best = max(usable, key=lambda t: (len(manifest.needs(t).isa), t))
     return best, why + [f"picked {best}: the richest ISA this CPU runs"]
-
-
-def find_entry(
-    manifest: dict[str, Any], component: str, bucket: int, target: str
-) -> dict[str, Any]:
-    for entry in manifest["libraries"]:
-        if (entry["component"], entry["bucket"], entry["target"]) == (component, bucket, target):
-            return entry
-    built = sorted({e["target"] for e in manifest["libraries"]})
-    raise artifacts.ArtifactError(
-        f"no library for {component} bucket {bucket} target {target!r} "
-        f"(built targets: {built}); add it to params.yaml and run `dvc repro`"
-    )

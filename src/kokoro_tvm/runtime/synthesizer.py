@@ -27,7 +27,14 @@ from .. import artifacts
 from . import languages, planner, stream, threads, voices
 from .chunking import InputError
 from .libraries import BucketError, Libraries
-from .manifest import check_toolchain, explain_pick, pick_target, read_manifest
+from .manifest import (
+    Manifest,
+    check_toolchain,
+    explain_pick,
+    pick_target,
+    read_manifest,
+    thawed,
+)
 from .options import SpeechOptions
 from .planner import BucketSplitWarning, Chunk, Source
 from .stream import ChunkAudio, Synthesis
@@ -88,7 +95,7 @@ class KokoroTVM:
         return self.libraries.target
 
     @property
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> Manifest:
         return self.libraries.manifest
 
     @property
@@ -266,17 +273,18 @@ class KokoroTVM:
         return describe(self.manifest, self.libraries.root)
 
 
-def describe(manifest: dict[str, Any], root: Path) -> dict[str, Any]:
-    """What ``kokoro-tvm info`` prints: model, toolchain, and libraries per target (no loading)."""
+def describe(manifest: Manifest, root: Path) -> dict[str, Any]:
+    """What ``kokoro-tvm info`` prints: model, toolchain, and libraries per target (no loading),
+    as plain JSON data."""
     libs: dict[str, list[dict[str, Any]]] = {}
-    for e in manifest["libraries"]:
-        libs.setdefault(e["target"], []).append(
+    for e in manifest.libraries:
+        libs.setdefault(e.target, []).append(
             {
-                "component": e["component"],
-                "bucket": e["bucket"],
-                "bytes": e["bytes"],
-                "present": (Path(root) / e["path"]).exists(),
-                "validation": e.get("validation", {}),
+                "component": e.component,
+                "bucket": e.bucket,
+                "bytes": e.bytes,
+                "present": (Path(root) / e.path).exists(),
+                "validation": e.validation.as_dict() if e.validation is not None else {},
             }
         )
     try:
@@ -285,14 +293,14 @@ def describe(manifest: dict[str, Any], root: Path) -> dict[str, Any]:
         picked, why = None, [str(e)]
     return {
         "artifacts": str(root),
-        "model": manifest["model"],
-        "toolchain": manifest["toolchain"],
-        "targets": {t: manifest["targets"].get(t, {}) for t in sorted(libs)},
+        "model": manifest.model.as_dict(),
+        "toolchain": thawed(manifest.toolchain),
+        "targets": {t: thawed(manifest.targets.get(t, {})) for t in sorted(libs)},
         "picked_target": picked,
         "pick_reasons": why,
-        "unvalidated": manifest.get("unvalidated", {}),
-        "buckets": manifest["buckets"],
-        "weights": {c: w["bytes"] for c, w in manifest["weights"].items()},
+        "unvalidated": thawed(manifest.unvalidated),
+        "buckets": thawed(manifest.buckets),
+        "weights": {c: w.bytes for c, w in manifest.weights.items()},
         "libraries": libs,
     }
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from .. import artifacts
 from ..errors import KokoroTVMError
 from ..installed import distribution_file
 from .integrity import verify_file
+
+if TYPE_CHECKING:
+    from .manifest import Manifest, Voices
 
 #: rows of a Kokoro voice pack: one style per utterance length, 1 to 510 phonemes
 VOICE_ROWS = 510
@@ -60,28 +63,20 @@ class VoiceSet:
     ``.npy`` checked against its sha256 on first use and then memory-mapped (any number of
     threads share it)."""
 
-    def __init__(self, root: Path, entry: dict[str, Any]):
-        try:
-            self.path = Path(root) / entry["path"]
-            self.sha256 = str(entry["sha256"])
-            rows = {v["name"]: int(v["row"]) for v in entry["voices"]}
-            self.langs: dict[str, str | None] = {v["name"]: v.get("lang") for v in entry["voices"]}
-            self.shape = tuple(int(n) for n in entry["shape"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise artifacts.ArtifactError(
-                f"the manifest's 'voices' entry is malformed ({type(e).__name__}: {e}); rebuild "
-                "it with `dvc repro`"
-            ) from e
-        self.source = entry.get("source", "")
-        self._rows = rows
+    def __init__(self, root: Path, entry: Voices):
+        self.path = Path(root) / entry.path
+        self.sha256 = entry.sha256
+        self.shape = entry.shape
+        self.source = entry.source
+        self.langs: dict[str, str | None] = {v.name: v.lang for v in entry.voices}
+        self._rows = {v.name: v.row for v in entry.voices}
         self._packs: np.ndarray | None = None
         self._lock = threading.Lock()
 
     @classmethod
-    def from_manifest(cls, root: Path, manifest: dict[str, Any]) -> VoiceSet | None:
+    def from_manifest(cls, root: Path, manifest: Manifest) -> VoiceSet | None:
         """The manifest's voices, or None for artifacts built without them."""
-        entry = manifest.get("voices")
-        return cls(root, entry) if entry else None
+        return cls(root, manifest.voices) if manifest.voices is not None else None
 
     @property
     def names(self) -> list[str]:

@@ -100,7 +100,7 @@ class Engine:
             admission=config.admission,
             chunk_limits=config.cuts.limits or (chunking.MAX_PHONEMES,),
         )
-        random_build = tts.manifest.get("model", {}).get("checkpoint") == "random"
+        random_build = tts.manifest.model.random
         self.voices = VoiceBook(
             self._registry, tts.voice_pack, config.voices_dir, random_voice=random_build
         )

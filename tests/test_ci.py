@@ -196,7 +196,7 @@ def test_job_stages_partition_the_library_stages(built_project: Project):
     """prepare + one job per target and axis own every stage but the gather job's, each once."""
     names = ci.stage_names(built_project.root)
     targets = list(built_project.params["targets"])
-    jobs = [ci.shared(names, targets)] + [
+    jobs = [ci.shared(names, targets, built_project.root)] + [
         ci.owned(names, m["target"], m["axis"]) for m in ci.matrix(targets)["include"]
     ]
     owned = [n for job in jobs for n in job]

@@ -199,3 +199,19 @@ def test_no_import_cycle_in_the_package():
     # negative control: the cycle this test was written for (registry <-> voices) is found
     graph = {"a.registry": {"a.voices"}, "a.voices": {"a.errors", "a.registry"}, "a.errors": set()}
     assert _cycle(graph) == ["a.registry", "a.voices", "a.registry"]
+
+
+def test_the_stages_after_the_libraries_are_read_from_dvc_yaml(tmp_path):
+    """CI's ``gather`` job runs the manifest stage and every stage that reads the manifest
+    (``pipeline.ci.after_libraries``, from dvc.yaml, no list kept by hand): a new reader is
+    one of them as soon as dvc.yaml says it reads the manifest."""
+    from kokoro_tvm.pipeline import ci
+
+    assert ci.after_libraries(REPO) == {"manifest", "bench_e2e", "bench_cold", "bench_cuts"}
+    doc = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    doc["stages"]["bench_new"] = {"cmd": "true", "deps": [{ci.MANIFEST: {"hash": "md5"}}]}
+    doc["stages"]["unrelated"] = {"cmd": "true", "deps": ["artifacts/toolchain.json"]}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump(doc))
+    after = ci.after_libraries(tmp_path)
+    assert "bench_new" in after and "unrelated" not in after
+    assert "bench_new" not in ci.shared(["bench_new", "unrelated"], [], tmp_path)

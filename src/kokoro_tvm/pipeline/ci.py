@@ -7,8 +7,8 @@ The workflow fans one DVC graph out over jobs that share a DVC remote and its ru
 - one ``build`` job per target and length axis (``tokens``: duration + text encoder, ``frames``:
   the decoder, the long one) reproduces its own stages; what ``prepare`` made comes back from the
   run-cache instead of being built again;
-- ``gather`` reproduces the rest (manifest, summaries, ``bench_e2e``, ``bench_cold``) and fails
-  if it had to build a library: every one must come from a build job through the remote.
+- ``gather`` reproduces the rest (the manifest and the stages that read it, the summaries) and
+  fails if it had to build a library: every one must come from a build job through the remote.
 
 Every job runs ``dvc repro --pull --allow-missing`` on its stages, then ``push``. DVC does the
 distribution; this module only names the stages, configures the remote from the job's secrets,
@@ -31,11 +31,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from ..commands import exit_status
 from ..errors import KokoroTVMError
 from ..spec import COMPONENTS, Axis
 
 REMOTE = "ci"
+#: what the runtime loads: the stage that writes it needs every library, and so do its readers
+MANIFEST = "artifacts/manifest.json"
 #: Stages a library's build or check runs in: ``gather`` must find every one of them built.
 LIBRARY_KINDS = ("tune", "build", "validate", "bench")
 #: DVC of this interpreter's environment, whether or not its ``bin`` is on PATH (a job's step, or a
@@ -61,13 +65,29 @@ def _item(name: str) -> tuple[str, str]:
     return kind, item
 
 
-def shared(names: list[str], targets: list[str]) -> list[str]:
+def after_libraries(root: Path = Path(".")) -> set[str]:
+    """The stages that write the manifest or read it (``root/dvc.yaml``): they need every
+    library, so ``gather`` runs them."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    return {
+        name
+        for name, stage in stages.items()
+        if MANIFEST in _paths(stage.get("deps")) | _paths(stage.get("outs"))
+    }
+
+
+def _paths(entries: list | None) -> set[str]:
+    """A stage's ``deps``/``outs`` paths (an entry is a path, or a path with options)."""
+    return {e if isinstance(e, str) else next(iter(e)) for e in entries or []}
+
+
+def shared(names: list[str], targets: list[str], root: Path = Path(".")) -> list[str]:
     """The stages no target owns and the per-target jobs all need: built once, by ``prepare``."""
-    last = {"manifest", "bench_e2e", "bench_cold", "bench_cuts"}
+    last = after_libraries(root)
     return [
         n
         for n in names
-        if n not in last
+        if _item(n)[0] not in last
         and not _item(n)[0].startswith(("devices", "bench_summary"))
         and not any(_item(n)[1].endswith(f"-{t}") for t in targets)
     ]

@@ -1,5 +1,6 @@
 """Audio fidelity per language: one voice of each of Kokoro's nine languages, the runtime against
-kokoro in float64, judged by validation's float64 criterion (DESIGN §3, ``eval.verdicts``).
+kokoro in float64, judged by validation's float64 criterion (docs/architecture.md, "Validation";
+``eval.verdicts``).
 
 usage: python benchmarks/languages.py [--artifacts artifacts] [--target T] [--voices DIR_OR_TGZ]
                                       [--out languages.json]

@@ -5,7 +5,7 @@ length policy (``lengths``): ``Bounded`` for a bounded library (kokoro's computa
 input's own length, a ``torch.export.Dim``), ``Padded`` for a padded one (exact on the valid prefix
 of a bucket). The export wrappers differ only in their signature: a padded one takes the valid
 length as an input, a bounded one reads it from its inputs' shapes. Three changes from kokoro
-make them exportable (DESIGN.md §3):
+make them exportable (docs/architecture.md, "Length-correct buckets"):
 - every LSTM is the length-aware ``kokoro_tvm::lstm`` op (packing does not export);
 - the decoder's random draws (phase ``rand``, sine noise ``randn``) are explicit inputs;
 - the STFT is kokoro's default ``TorchSTFT`` in real arithmetic (complex ops do not import).

@@ -132,7 +132,7 @@ def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
         ref = components.build_component(component, km)(*inputs)
     ref = [r.numpy() for r in (ref if isinstance(ref, tuple) else (ref,))]
     session = onnx_export.ort_session(
-        onnx_export.export_onnx(component, bucket, km, cfg, dynamo=dynamo), 1
+        onnx_export.export_onnx(component, km, inputs, dynamo=dynamo), 1
     )
     got = session.run(None, onnx_export.ort_feeds(session, component, inputs))
     assert len(got) == len(ref)
@@ -159,6 +159,26 @@ def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
         assert not faithful(got[0] * 0.75) and not faithful(np.roll(got[0], 600))
     else:
         assert max(rel_err(r, g) for r, g in zip(ref, got)) <= 1e-4
+
+
+@pytest.mark.parametrize("component", ["duration", "decoder"])
+def test_onnx_graph_takes_the_shapes_of_its_inputs_not_their_values(tiny, component):
+    """The bench traces ORT's graph on the inputs it then times (the reference's case): the bytes
+    are those of an export on other inputs of the same shapes. Negative control: the same
+    component at another bucket is another graph."""
+    from kokoro_tvm.eval.cases import inputs_for, inputs_model
+    from kokoro_tvm.runtime.voices import random_style
+
+    cfg, km = tiny
+    bucket = BUCKETS[component]
+    case = inputs_for(
+        component, bucket, bucket, cfg, random_style(0, 256), inputs_model(component, km)
+    )
+    onnx = onnx_export.export_onnx(component, km, case)
+    assert onnx == onnx_export.export_onnx(component, km, example_inputs(component, bucket, cfg))
+    if component == "duration":
+        other = example_inputs(component, 2 * bucket, cfg)
+        assert onnx_export.export_onnx(component, km, other) != onnx
 
 
 def test_plain_lstms_is_scoped():

@@ -37,7 +37,7 @@ def main() -> None:
     for dynamo in (True, False):
         name = "dynamo" if dynamo else "torchscript"
         t0 = time.perf_counter()
-        runners[name] = ort_runner(a.component, a.bucket, km, cfg, inputs, threads, dynamo=dynamo)
+        runners[name] = ort_runner(a.component, km, inputs, threads, dynamo=dynamo)
         print(f"{name:12s} export + session {time.perf_counter() - t0:6.1f} s", flush=True)
     samples = time_interleaved(runners, a.repeats, warmup=1)
     for name, s in samples.items():

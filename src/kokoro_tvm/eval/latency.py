@@ -64,13 +64,12 @@ def eager_runner(component: str, bucket: int, km, inputs, cfg: dict[str, Any]):
     return lambda: [o.numpy() for o in reference(component, km, inputs, bucket, cfg)]
 
 
-def ort_runner(
-    component: str, bucket: int, km, cfg: dict[str, Any], inputs, threads: int, dynamo: bool = False
-) -> Callable[[], Any]:
-    """Export ``component`` to ONNX (``export_onnx``) and return one ORT call on ``inputs``."""
+def ort_runner(component: str, km, inputs, threads: int, dynamo: bool = False) -> Callable[[], Any]:
+    """Export ``component`` to ONNX traced on ``inputs`` (``export_onnx``) and return one ORT call
+    on them."""
     from .onnx_export import export_onnx, ort_feeds, ort_session
 
-    session = ort_session(export_onnx(component, bucket, km, cfg, dynamo=dynamo), threads)
+    session = ort_session(export_onnx(component, km, inputs, dynamo=dynamo), threads)
     feeds = ort_feeds(session, component, inputs)
     return lambda: session.run(None, feeds)
 
@@ -128,7 +127,7 @@ def measure(
         "tvm": tvm_runner(lib, inputs),
     }
     if onnxruntime:
-        runners["ort"] = ort_runner(component, bucket, km, cfg, inputs, threads)
+        runners["ort"] = ort_runner(component, km, inputs, threads)
     checks: dict[str, dict[str, Any]] = {}
 
     def check(outputs: dict[str, Any]) -> None:

@@ -25,7 +25,6 @@ from torch import Tensor, nn
 
 from ..errors import KokoroTVMError
 from ..model import components, lengths
-from ..model.inputs import example_inputs
 from ..spec import lookup
 
 OPSET = 18  # the dynamo exporter's native opset; ORT 1.31 runs up to 23
@@ -74,14 +73,10 @@ def quiet_export(what: str) -> Iterator[None]:
         log.setLevel(level)
 
 
-def export_onnx(
-    component: str,
-    bucket: int,
-    km,
-    cfg: dict[str, Any],
-    dynamo: bool = False,
-) -> bytes:
-    """ONNX bytes of ``component`` at a static ``bucket``.
+def export_onnx(component: str, km, args: tuple[Tensor, ...], dynamo: bool = False) -> bytes:
+    """ONNX bytes of ``component`` traced on ``args``, its signature's inputs at one bucket: the
+    graph takes their static shapes, not their values (tests/test_bench.py), so the inputs ORT is
+    then timed on serve.
 
     ``dynamo=False`` (default) is the TorchScript exporter (deprecated, still in torch 2.13):
     ``torch.onnx.export``'s default until torch 2.9, and so what kokoro-onnx's ``scripts/export.py``
@@ -92,9 +87,9 @@ def export_onnx(
     """
     with plain_lstms():
         module = components.build_component(component, km)
-    args = example_inputs(component, bucket, cfg)
     names = lookup(component).input_names
-    with quiet_export(f"{component} bucket {bucket}"), plain_lstms():
+    shapes = ", ".join(str(list(a.shape)) for a in args)
+    with quiet_export(f"{component} on inputs of shapes {shapes}"), plain_lstms():
         if dynamo:
             program = torch.onnx.export(
                 module, args, dynamo=True, opset_version=OPSET, input_names=names, verbose=False

@@ -28,7 +28,7 @@ so the runtime cuts it further, saying so.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -163,32 +163,41 @@ def waterfall_last(tokens: Sequence[Any], next_count: int, limit: int = MAX_PHON
 def group_tokens(tokens: Iterable[Any], limit: int = MAX_PHONEMES) -> list[list[Any]]:
     """``KPipeline.en_tokenize``'s groups at ``limit`` phonemes (groups with no phonemes are
     dropped, as ``KPipeline`` skips them). Tokens longer than ``limit`` are cut first."""
-    groups: list[list[Any]] = []
+    return list(iter_groups(tokens, limit))
+
+
+def iter_groups(tokens: Iterable[Any], limit: int = MAX_PHONEMES) -> Iterator[list[Any]]:
+    """``group_tokens`` one group at a time, pulling ``tokens`` only as far as the group that
+    ends needs: text too long to phonemize at once is grouped as its tokens arrive."""
     group: list[Any] = []
     count = 0  # kokoro's pcount: phonemes so far, counting a pending space
-    for t in split_long_tokens(tokens, limit):
+    for t in _split_long(tokens, limit):
         piece = _ps(t) + (" " if t.whitespace else "")
         if count + len(piece.rstrip()) > limit:
             z = waterfall_last(group, count + len(piece.rstrip()), limit)
-            groups.append(group[:z])
+            if tokens_to_ps(group[:z]):
+                yield group[:z]
             group = group[z:]
             count = len(tokens_to_ps(group))
             if not group:
                 piece = piece.lstrip()
         group.append(t)
         count += len(piece)
-    groups.append(group)
-    return [g for g in groups if tokens_to_ps(g)]
+    if tokens_to_ps(group):
+        yield group
 
 
 def split_long_tokens(tokens: Iterable[Any], limit: int) -> list[Any]:
     """Tokens, with any whose phonemes exceed ``limit`` cut into pieces (at its inner spaces
     when it has them, else every ``limit`` symbols). Not kokoro: it truncates such a token."""
-    out: list[Any] = []
+    return list(_split_long(tokens, limit))
+
+
+def _split_long(tokens: Iterable[Any], limit: int) -> Iterator[Any]:
     for t in tokens:
         rest = _ps(t)
         if len(rest) <= limit:
-            out.append(t)
+            yield t
             continue
         first = True
         while len(rest) > limit:
@@ -196,10 +205,9 @@ def split_long_tokens(tokens: Iterable[Any], limit: int) -> list[Any]:
             piece, space, rest = (
                 (rest[:k], " ", rest[k + 1 :]) if k > 0 else (rest[:limit], "", rest[limit:])
             )
-            out.append(Token(t.text if first else "", piece, space, part_of=t))
+            yield Token(t.text if first else "", piece, space, part_of=t)
             first = False
-        out.append(Token("", rest, t.whitespace, part_of=t))
-    return out
+        yield Token("", rest, t.whitespace, part_of=t)
 
 
 def first_cut(tokens: Sequence[Any], first: str = "clause") -> int:

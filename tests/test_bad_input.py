@@ -203,8 +203,9 @@ def test_errors_are_exported_from_the_package():
 
 def test_text_past_spacys_limit_reaches_the_g2p_in_sentence_pieces():
     """spaCy refuses a paragraph of over 1,000,000 characters (kokoro's own call fails there):
-    the English G2P gets it in pieces under ``MAX_PIECE_CHARS``, cut after sentence ends."""
-    from kokoro_tvm.runtime.g2p import en
+    the English G2P gets it in pieces of at most ``PIECE_CHARS``, cut after sentence ends."""
+    from kokoro_tvm.runtime.g2p import en, text_utterances
+    from kokoro_tvm.runtime.g2p.reading import Seen
 
     paragraph = "The cat sat on the mat. " * 50_000  # 1.2 million characters, one paragraph
     seen: list[int] = []
@@ -215,10 +216,11 @@ def test_text_past_spacys_limit_reaches_the_g2p_in_sentence_pieces():
             raise ValueError("[E088] Text of length ... exceeds maximum of 1000000")
         return "", []
 
-    en.text_utterances(paragraph, g2p=g2p)
-    assert len(seen) > 1 and max(seen) <= en.MAX_PIECE_CHARS
-    pieces = en.pieces(paragraph)
-    assert all(p.endswith(".") for p in pieces[:-1])  # whole sentences
-    assert " ".join(pieces).split() == paragraph.split()  # nothing lost
+    with pytest.raises(kokoro_tvm.InputError, match="nothing to say"):  # the stub says nothing
+        text_utterances(paragraph, g2p=g2p)
+    assert len(seen) > 1 and max(seen) <= en.PIECE_CHARS
+    pieces = list(en.pieces([paragraph], Seen()))
+    assert all(p.endswith(". ") for p in pieces[:-1])  # whole sentences
+    assert "".join(pieces) == paragraph  # nothing lost
     # control: without the cut the G2P would have been handed the whole paragraph
-    assert en.pieces(paragraph, limit=len(paragraph)) == [paragraph]
+    assert list(en.pieces([paragraph], Seen(), limit=len(paragraph))) == [paragraph]

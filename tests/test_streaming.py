@@ -254,7 +254,9 @@ def test_text_word_times_are_kokoros_on_the_predicted_durations(tts):
 def _planned(tts, pack, phonemes, limit, **pauses):
     utts = chunking.limit_chunks(chunking.phoneme_utterances(phonemes), limit)
     options = tts.options(pack, cuts=Cuts("test", **pauses))
-    return list(planner.chunks(tts.libraries, utts, options))
+    return list(
+        planner.chunks(tts.libraries, planner.Pending(tts.libraries, utts, options), options)
+    )
 
 
 def test_pauses_at_cuts_inside_a_sentence_are_shortened_before_decoding(tts, pack):

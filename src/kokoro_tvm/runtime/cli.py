@@ -46,12 +46,14 @@ def _chunk_line(part, done: str) -> str:
 
 def _source(args: argparse.Namespace, tts, cuts: Cuts):
     """Phonemes as typed, or kokoro's utterances for ``--text`` in ``--lang`` (by default the
-    voice's language), the first ending where ``cuts`` lets it."""
+    voice's language), the first ending where ``cuts`` lets it. Utterances come as the stream
+    asks for them, and ``--text -`` reads stdin a line at a time meanwhile, so speech starts
+    after the first line whatever the input's length."""
     if args.text is None:
         if args.lang is not None:
             tts.language(None, args.lang)  # a wrong --lang is an error either way
         return _read_arg(args.phonemes)
-    from .g2p import text_utterances
+    from . import g2p
 
     lang = tts.language(args.voice, "b" if args.british else args.lang)
     if args.timestamps and not lang.word_timestamps:
@@ -61,15 +63,15 @@ def _source(args: argparse.Namespace, tts, cuts: Cuts):
             "times and an empty 'words'",
             file=sys.stderr,
         )
-    utts = text_utterances(
-        _read_arg(args.text),
-        lang,
-        first=cuts.first,
-        normalize=not args.no_normalize,
-    )
+    text = sys.stdin if args.text == "-" else args.text
+    how = g2p.Reading(lang, cuts.first, not args.no_normalize)
+    return _told(args, g2p.utterances(text, how))  # the G2P is loaded (or missing) by now
+
+
+def _told(args: argparse.Namespace, utts):
     for u in utts:
         _say(args, f"phonemes: {u.phonemes}")
-    return utts
+        yield u
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -360,7 +362,13 @@ def main(argv: list[str] | None = None) -> int:
 
     prefer_runtime_only()  # nothing here compiles: TVM's runtime library alone starts faster
     args = parser().parse_args(argv)
-    return exit_status(lambda: _run(args))
+    try:
+        return exit_status(lambda: _run(args))
+    except KeyboardInterrupt:
+        # Ctrl-C ends a long synthesis: no traceback; an output file was being written beside
+        # its destination (``outputs``) and is gone, so none claims to hold the whole text
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 def _run(args: argparse.Namespace) -> None:

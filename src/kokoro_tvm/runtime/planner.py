@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -45,7 +46,7 @@ from .component import CompiledComponent
 from .libraries import BucketError, Libraries
 from .options import SpeechOptions
 
-Source = str | Sequence[Utterance]  # phonemes, or utterances (``g2p.text_utterances`` for text)
+Source = str | Iterable[Utterance]  # phonemes, or utterances (``g2p.utterances`` for text)
 
 
 class BucketSplitWarning(UserWarning):
@@ -89,19 +90,98 @@ class Chunk:
         return out
 
 
-def utterances(libs: Libraries, source: Source, options: SpeechOptions) -> list[Utterance]:
-    """kokoro's utterances for phonemes (``chunking.phoneme_utterances``, the first ending where
-    ``options.cuts`` lets it), or the given ones; symbols outside the vocabulary are warned about
-    (once) or refused (``options.unknown``).
+class Pending:
+    """The utterances still to plan: those a cut put back first, then the source's, pulled one
+    at a time. ``bool(pending)`` looks one utterance ahead (the G2P may run for it), so the
+    planner knows whether another chunk follows without reading the rest of the input.
+
+    Each utterance pulled is checked as ``utterances`` checks a whole input: symbols outside the
+    vocabulary are warned about (once per symbol) or refused (``options.unknown``), and an
+    utterance with no symbol of the vocabulary is skipped (warned about once, counted at the
+    end); ``checked``: the source's symbols were checked already. The first speakable utterance
+    is pulled on construction, so an input with none fails before any chunk is asked for."""
+
+    def __init__(
+        self,
+        libs: Libraries,
+        source: Iterable[Utterance],
+        options: SpeechOptions,
+        checked: bool = False,
+    ):
+        self._ahead: deque[Utterance] = deque()
+        self._source: Iterator[Utterance] | None = iter(source)
+        self._vocab, self._unknown, self._checked = libs.vocab, options.unknown, checked
+        self._reported: set[str] = set()
+        self._skipped: list[str] = []
+        self._said = False  # any utterance with phonemes, speakable or not
+        if not self:
+            raise chunking.InputError(
+                "no phoneme of the input is in the Kokoro vocabulary; pass phonemes (misaki "
+                "output) with --phonemes, or text with --text"
+                if self._said
+                else "empty input: nothing to say"
+            )
+
+    def __bool__(self) -> bool:
+        return bool(self._ahead) or self._pull()
+
+    def pop(self) -> Utterance:
+        if not self:
+            raise IndexError("no utterance left")
+        return self._ahead.popleft()
+
+    def put_back(self, utts: list[Utterance]) -> None:
+        """``utts`` to plan next, in their order."""
+        self._ahead.extendleft(reversed(utts))
+
+    def _pull(self) -> bool:
+        if self._source is None:
+            return False
+        for u in self._source:
+            if u.phonemes:
+                self._said = True
+                if self._speakable(u):
+                    self._ahead.append(u)
+                    return True
+        self._source = None
+        if len(self._skipped) > 1:
+            warnings.warn(
+                f"{len(self._skipped)} utterance(s) in all hold no symbol of the Kokoro "
+                "vocabulary and were skipped",
+                stacklevel=4,
+            )
+        return False
+
+    def _speakable(self, u: Utterance) -> bool:
+        bad = {c for c in u.phonemes if c not in self._vocab and c not in chunking.SILENT_MARKS}
+        known = any(c in self._vocab for c in u.phonemes)
+        if bad and not self._checked and (self._unknown == "error" or not bad <= self._reported):
+            if self._unknown == "error" or known:  # (one of unknown symbols alone: skipped below)
+                chunking.check_symbols(u.phonemes, self._vocab, self._unknown)  # warns, or raises
+        self._reported |= bad
+        if known:
+            return True
+        self._skipped.append(u.text or u.phonemes)
+        if len(self._skipped) == 1:
+            warnings.warn(
+                f"utterance(s) hold no symbol of the Kokoro vocabulary and were skipped: "
+                f"{self._skipped[0][:30]!r} (any more are skipped too, and counted at the end)",
+                stacklevel=4,
+            )
+        return False
+
+
+def utterances(libs: Libraries, source: Source, options: SpeechOptions) -> Pending:
+    """What ``chunks`` plans: kokoro's utterances for phonemes (``chunking.phoneme_utterances``,
+    the first ending where ``options.cuts`` lets it), or the given ones, pulled as they are
+    needed (``Pending``); symbols outside the vocabulary are warned about or refused
+    (``options.unknown``): for phonemes all at once, for utterances as each is pulled.
 
     An utterance left with no symbol of the vocabulary would be only the two boundary tokens,
     shorter than any library takes: it is skipped with a warning (it holds nothing to say)."""
-    if isinstance(source, str):
-        utts = chunking.phoneme_utterances(source, options.cuts.first)
-    else:
-        utts = [u for u in source if u.phonemes]
-        if not utts:
-            raise chunking.InputError("empty input: nothing to say")
+    if not isinstance(source, str):
+        return Pending(libs, source, options)
+    utts = chunking.phoneme_utterances(source, options.cuts.first)
     chunking.check_symbols("".join(u.phonemes for u in utts), libs.vocab, options.unknown)
     known = [any(c in libs.vocab for c in u.phonemes) for u in utts]
     speakable = [u for u, k in zip(utts, known) if k]
@@ -112,7 +192,7 @@ def utterances(libs: Libraries, source: Source, options: SpeechOptions) -> list[
             f"skipped: {', '.join(repr(t[:30]) for t in skipped[:3])}",
             stacklevel=3,
         )
-    return speakable
+    return Pending(libs, speakable, options, checked=True)
 
 
 def shorten_pauses(chunk: Chunk, head: int | None, tail: int | None) -> Chunk:
@@ -126,10 +206,11 @@ def shorten_pauses(chunk: Chunk, head: int | None, tail: int | None) -> Chunk:
     return replace(chunk, durations=durations)
 
 
-def chunks(libs: Libraries, pending: list[Utterance], options: SpeechOptions) -> Iterator[Chunk]:
+def chunks(libs: Libraries, pending: Pending, options: SpeechOptions) -> Iterator[Chunk]:
     """Predict durations utterance by utterance, consuming ``pending``; an utterance that does
     not fit the largest buckets is cut and its pieces put back first. Lazy, so a stream starts
-    after its first chunk; ``pending`` tells whether another chunk follows. ``options.cuts``:
+    after its first chunk; ``pending`` tells whether another chunk follows (``Pending``: one
+    utterance of lookahead). ``options.cuts``:
     the most phonemes of each chunk, and the frames the pauses at cuts inside a sentence and the
     silence before the first word keep (module docstring)."""
     cuts = options.cuts
@@ -144,18 +225,18 @@ def chunks(libs: Libraries, pending: list[Utterance], options: SpeechOptions) ->
     ended_early = False  # the runtime ended the chunk yielded last where kokoro would go on
     yielded = 0
     while pending:
-        utt = pending.pop(0)
+        utt = pending.pop()
         cap = cuts.limit(yielded)
         if cap is not None:
             utt, rest = chunking.cut_first(utt, cap)
             if rest is not None:
-                pending[:0] = _speakable(libs, [rest])
+                pending.put_back(_speakable(libs, [rest]))
             if not _speakable(libs, [utt]):
                 continue
         n = chunking.token_ids(utt.phonemes, libs.vocab).size - 2
         if n > max_phonemes:
             warned = warned or _warn_split(utt, f"{n + 2} tokens", "tokens", libs.token_buckets[-1])
-            pending[:0] = _speakable(libs, chunking.split_utterance(utt, max_phonemes))
+            pending.put_back(_speakable(libs, chunking.split_utterance(utt, max_phonemes)))
             continue
         chunk = predict_durations(libs, utt, options.pack, options.speed)
         cut_after = bool(pending) and not chunking.ends_sentence(utt.phonemes)
@@ -181,7 +262,7 @@ def chunks(libs: Libraries, pending: list[Utterance], options: SpeechOptions) ->
             "frames",
             libs.frame_buckets[-1],
         )
-        pending[:0] = _speakable(libs, _split_for_frames(libs, chunk, utt, options.speed))
+        pending.put_back(_speakable(libs, _split_for_frames(libs, chunk, utt, options.speed)))
 
 
 def _speakable(libs: Libraries, pieces: list[Utterance]) -> list[Utterance]:

@@ -16,11 +16,10 @@ import numpy as np
 
 from ..spec import SAMPLE_RATE
 from . import seams, timestamps
-from .chunking import Utterance
 from .decoder import Decoded, decode
 from .libraries import Libraries
 from .options import SpeechOptions
-from .planner import Chunk, chunks
+from .planner import Chunk, Pending, chunks
 from .timestamps import Timestamp
 
 
@@ -91,7 +90,7 @@ class Synthesis:
 
 
 def stream(
-    libs: Libraries, pending: list[Utterance], options: SpeechOptions, started: float
+    libs: Libraries, pending: Pending, options: SpeechOptions, started: float
 ) -> Iterator[ChunkAudio]:
     """Plan and decode ``pending`` one chunk at a time (``started``: the call's perf_counter).
 
@@ -102,7 +101,7 @@ def stream(
     offset = 0
     for i, chunk in enumerate(chunks(libs, pending, options)):
         decoded = decode(libs, chunk, rng)
-        last = not pending  # planning consumed the last utterance
+        last = not pending  # planning consumed the last utterance (one is read ahead)
         audio = seams.segment(_heard(libs, chunk, decoded.audio), i == 0, last)
         yield ChunkAudio(
             index=i,

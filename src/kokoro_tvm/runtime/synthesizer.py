@@ -3,14 +3,14 @@
     from kokoro_tvm import KokoroTVM
     tts = KokoroTVM.from_manifest("artifacts")
     audio, sample_rate = tts.create("Hello world.", voice="af_heart")        # kokoro-onnx style
-    for result in tts("Bonjour !", voice="ff_siwis"):                          # KPipeline style
-        result.graphemes, result.phonemes, result.audio, result.words
+    for gs, ps, audio in tts("Bonjour !", voice="ff_siwis"):                   # KPipeline style
+        ...  # each result also has .words and .tokens (timestamps)
 
 The data flow is ``KModel.forward_with_tokens`` split at its two length axes: duration predictor
 (token bucket) -> host alignment (numpy) -> text encoder (token bucket) -> decoder (frame bucket).
 ``planner`` cuts the input into kokoro's utterances and predicts their durations, ``decoder``
 runs the rest for one chunk, ``stream`` yields or joins the audio; this module only resolves the
-input (text through the G2P, or phonemes) and the voice.
+input (text through the G2P, read a piece at a time; or phonemes) and the voice.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 from .. import artifacts
 from . import languages, planner, stream, threads, voices
 from .chunking import InputError
+from .g2p.reading import SPLIT_PATTERN, TextInput
 from .libraries import BucketError, Libraries
 from .manifest import (
     Manifest,
@@ -133,7 +134,7 @@ class KokoroTVM:
     # -- kokoro-onnx and KPipeline call styles ----------------------------------------------
     def create(
         self,
-        text: str,
+        text: TextInput,
         voice: Any,
         speed: float = 1.0,
         lang: str | None = None,
@@ -141,55 +142,83 @@ class KokoroTVM:
         **more: Any,
     ) -> tuple[np.ndarray, int]:
         """kokoro-onnx's ``Kokoro.create``: the whole utterance as (float32 audio, sample rate).
-        ``lang`` None reads the text in the voice's language (``language``); ``more``: any other
-        ``SpeechOptions`` field (``seed``, ``unknown``) or ``normalize``."""
-        normalize = more.pop("normalize", True)
-        options = self.options(voice, speed=speed, **more)
-        source = self.source(text, lang, is_phonemes, options, normalize)
+        ``text`` as ``__call__`` takes it; ``lang`` None reads it in the voice's language
+        (``language``). ``more``: ``split_pattern``, ``normalize``, or any other
+        ``SpeechOptions`` field."""
+        source, options = self._prepared(text, voice, speed, lang, is_phonemes, more)
         res = self.synthesize(source, options)
         return res.audio, res.sample_rate
 
     def __call__(
         self,
-        text: str,
+        text: TextInput,
         voice: Any = None,
         speed: float = 1.0,
+        split_pattern: str | None = SPLIT_PATTERN,
         lang: str | None = None,
         is_phonemes: bool = False,
         **more: Any,
     ) -> Iterator[ChunkAudio]:
         """kokoro's ``KPipeline.__call__``: one result per chunk, which unpacks as
         ``graphemes, phonemes, audio`` and carries word ``words`` / token ``tokens`` timestamps.
-        ``lang`` None reads the text in the voice's language. ``more``: any other
-        ``SpeechOptions`` field (``seed``, ``cuts``: ``"kokoro"``, kokoro's chunks, by default)
-        or ``normalize``. Words are timed for English only, as in kokoro: other languages' G2Ps
-        give phonemes without words, so their ``words`` are empty (``tokens`` are timed for
-        all)."""
-        normalize = more.pop("normalize", True)
+        ``text``: a string, split at ``split_pattern`` (kokoro's ``\\n+`` by default, every line a
+        segment; None: no split), a list of strings (one segment each, as kokoro takes them),
+        or a text file open for reading; read a piece at a time, so speech starts after the
+        first segment whatever the length (``g2p.reading``). ``lang`` None reads the text in
+        the voice's language. ``more``: ``normalize`` or any other ``SpeechOptions`` field
+        (``seed``, ``cuts``: ``"kokoro"``, kokoro's chunks, by default). Words are timed for
+        English only, as in kokoro: other languages' G2Ps give phonemes without words, so their
+        ``words`` are empty (``tokens`` are timed for all)."""
+        more["split_pattern"] = split_pattern
+        return self.stream(*self._prepared(text, voice, speed, lang, is_phonemes, more))
+
+    def _prepared(
+        self,
+        text: TextInput,
+        voice: Any,
+        speed: float,
+        lang: str | None,
+        is_phonemes: bool,
+        more: dict[str, Any],
+    ) -> tuple[Source, SpeechOptions]:
+        """A call's source and options; ``more``: ``normalize``, ``split_pattern`` and
+        ``SpeechOptions`` fields."""
+        reading = _reading(more)
         options = self.options(voice, speed=speed, **more)
-        return self.stream(self.source(text, lang, is_phonemes, options, normalize), options)
+        return self.source(text, lang, is_phonemes, options, **reading), options
 
     def source(
         self,
-        text: str,
+        text: TextInput,
         lang: str | None = None,
         is_phonemes: bool = False,
         options: SpeechOptions | None = None,
         normalize: Any = True,
+        split_pattern: str | None = SPLIT_PATTERN,
     ) -> Source:
-        """What ``text`` says: the phonemes themselves, or the utterances of the text read in
-        ``lang`` (the voice's language when None; ``normalize``: ``g2p.text_utterances``), the
-        first ending where ``options.cuts`` lets it."""
+        """What ``text`` says: the phonemes themselves (a str), or the utterances of the text
+        read in ``lang`` (the voice's language when None; ``normalize``, ``split_pattern``:
+        ``g2p.Reading``), the first ending where ``options.cuts`` lets it. Utterances come
+        one at a time as the text is read (``g2p.utterances``); the text's type and the G2P
+        are checked here."""
         if is_phonemes:
             if lang is not None:
                 languages.resolve(lang)  # a wrong lang is an error either way
+            if not isinstance(text, str):
+                raise InputError(
+                    f"phonemes are one str (is_phonemes=True), got {type(text).__name__}: "
+                    "join them, or pass text without is_phonemes"
+                )
             return text
-        from .g2p import text_utterances
+        from . import g2p
 
+        g2p.check_text(text)  # before the G2P loads
         if options is None:
-            return text_utterances(text, self.language(None, lang), normalize=normalize)
-        language = self.language(options.voice or options.pack, lang)
-        return text_utterances(text, language, first=options.cuts.first, normalize=normalize)
+            language, first = self.language(None, lang), "none"
+        else:
+            language, first = self.language(options.voice or options.pack, lang), options.cuts.first
+        how = g2p.Reading(language, first, normalize, split_pattern)
+        return g2p.utterances(text, how)
 
     # -- phonemes or utterances in ------------------------------------------------------------
     def options(self, voice: Any, **fields: Any) -> SpeechOptions:
@@ -303,6 +332,12 @@ def describe(manifest: Manifest, root: Path) -> dict[str, Any]:
         "weights": {c: w.bytes for c, w in manifest.weights.items()},
         "libraries": libs,
     }
+
+
+def _reading(more: dict[str, Any]) -> dict[str, Any]:
+    """How the text is read (``source``'s ``normalize``, ``split_pattern``), taken out of a
+    call's keywords; the rest are ``SpeechOptions`` fields."""
+    return {k: more.pop(k) for k in ("normalize", "split_pattern") if k in more}
 
 
 def _shown(voice: Any) -> str:

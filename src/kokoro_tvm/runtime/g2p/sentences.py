@@ -3,8 +3,8 @@
 kokoro 0.9.4's ``KPipeline.__call__`` runs these languages' G2Ps on whole pieces of text, not on
 words: each paragraph (split on newlines) is cut after each run of ``.!?`` and the sentences are
 packed into chunks of at most 400 characters; each chunk's phonemes are one utterance. That is
-followed here exactly (``kokoro_chunks``), so the utterances, and with them the audio, are
-kokoro's.
+followed here exactly (``chunks``, one chunk at a time as the text is read), so the
+utterances, and with them the audio, are kokoro's.
 
 Beyond kokoro, in the two places where it differs on purpose:
 
@@ -22,10 +22,11 @@ Each cut runs the G2P on the pieces as text, so every utterance keeps the graphe
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 from ..chunking import FIRST_CLAUSE_LIMIT, MAX_PHONEMES, Utterance, phoneme_tokens
 from ..languages import CLOSERS, Language
+from .reading import Seen
 
 #: ``KPipeline.__call__``'s chunk size for languages other than English, in characters
 KOKORO_CHUNK_CHARS = 400
@@ -55,25 +56,92 @@ def kokoro_chunks(paragraph: str, size: int = KOKORO_CHUNK_CHARS) -> list[str]:
 
 
 def utterances(
-    text: str,
+    segments: Iterable[Iterator[str]],
     lang: Language,
     g2p: Phonemizer,
     first: str = "none",
     limit: int = MAX_PHONEMES,
-) -> list[Utterance]:
-    """kokoro's utterances for ``text`` in ``lang``, each at most ``limit`` phonemes."""
-    out: list[Utterance] = []
-    for paragraph in re.split(r"\n+", str(text).strip()):
-        if not paragraph.strip():
-            continue
-        for chunk in kokoro_chunks(paragraph):
+    seen: Seen | None = None,
+) -> Iterator[Utterance]:
+    """kokoro's utterances for text in ``lang``, each at most ``limit`` phonemes, one at a time:
+    each segment (``reading.segments``) in kokoro's chunks (``chunks``) through the G2P."""
+    seen = Seen() if seen is None else seen
+    started = False
+    for parts in segments:
+        for chunk in chunks(parts, lang, seen):
             if not chunk.strip():
                 continue
-            if first != "none" and not out:
+            if first != "none" and not started:
                 head, chunk = _first_piece(chunk, lang, g2p, first)
-                out += head
-            out += [_utterance(t, ps) for t, ps in fit(chunk, lang, g2p, limit)]
-    return out
+                started = bool(head)
+                yield from head
+            for text, ps in fit(chunk, lang, g2p, limit):
+                started = True
+                yield _utterance(text, ps)
+
+
+#: a sentence with no ``.!?`` for this many characters is cut before it reaches the G2P
+RUN_ON_CHARS = 2_000
+_MARKS = re.compile(r"[.!?]+")
+
+
+def chunks(
+    parts: Iterable[str], lang: Language, seen: Seen, size: int = KOKORO_CHUNK_CHARS
+) -> Iterator[str]:
+    """``kokoro_chunks`` of a segment arriving in ``parts``, each as soon as the sentence after
+    it is read. A sentence with no ``.!?`` for ``RUN_ON_CHARS`` characters (kokoro: one chunk,
+    of which it speaks the first 510 phonemes) is cut first at the language's own marks, else
+    at a space, else anywhere, with a warning for the last two."""
+    current, buf = "", ""
+    for part in parts:
+        buf += part
+        pos = 0
+        for m in _MARKS.finditer(buf):
+            if m.end() >= len(buf):
+                break  # the run of marks may go on in the next part
+            current = yield from _pack(current, buf[pos : m.end()], size)
+            pos = m.end()
+        buf = buf[pos:]
+        while len(buf) > RUN_ON_CHARS:
+            cut = _run_on_cut(buf, lang, seen)
+            current = yield from _pack(current, buf[:cut], size)
+            buf = buf[cut:]
+    current = yield from _pack(current, buf, size)
+    if current:
+        yield current.strip()
+
+
+def _pack(current: str, sentence: str, size: int):
+    """``KPipeline.__call__``'s packing of one more sentence: yield the chunk it closes, return
+    the chunk being filled."""
+    if len(current) + len(sentence) <= size:
+        return current + sentence
+    if current:
+        yield current.strip()
+    return sentence
+
+
+def _run_on_cut(text: str, lang: Language, seen: Seen) -> int:
+    """Where a run of ``RUN_ON_CHARS`` characters without ``.!?`` is cut: after the last of the
+    language's sentence marks (``。！？।``), else clause marks, else spaces, else anywhere."""
+    head = text[:RUN_ON_CHARS]
+    for level, marks in enumerate((lang.sentence_marks, lang.clause_marks, " \t")):
+        z = max((head.rfind(c) for c in marks), default=-1) + 1
+        if z > 0:
+            if level:
+                _warn_run_on(lang, seen)
+            return z
+    _warn_run_on(lang, seen)
+    return RUN_ON_CHARS
+
+
+def _warn_run_on(lang: Language, seen: Seen) -> None:
+    seen.once(
+        "run-on",
+        f"{lang.name} text runs over {RUN_ON_CHARS:,} characters without a sentence end: it "
+        "is read in pieces cut at a clause mark or a space (kokoro reads it as one chunk and "
+        "speaks only its first 510 phonemes)",
+    )
 
 
 def _utterance(text: str, phonemes: str) -> Utterance:

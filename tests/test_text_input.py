@@ -3,6 +3,7 @@
 * kokoro's README loop and a list of strings against kokoro's own ``KPipeline`` (a quiet one,
   ``model=False``, around the runtime's G2P) on Kokoro-82M's trained weights through eager
   kokoro (``eager_libraries``), ``split_pattern`` as ``KPipeline.__call__`` takes it;
+* kokoro-onnx's ``create_stream`` and ``create(..., trim=True)`` against kokoro-onnx's own trim;
 * input read a piece at a time (``g2p.reading``): a file read in any pieces, long paragraphs in
   sentence pieces, giving kokoro's utterances; the first chunk of a long input out before the
   G2P has read the input (tiny test build), and ``synth --text - --stream`` speaking before
@@ -11,6 +12,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import io
 import os
 import random
@@ -30,6 +33,7 @@ from test_chunking import kpipeline
 import kokoro_tvm
 from kokoro_tvm.eval.samples import PARAGRAPHS
 from kokoro_tvm.runtime import g2p as G
+from kokoro_tvm.runtime import trim as T
 from kokoro_tvm.runtime.chunking import InputError
 from kokoro_tvm.runtime.g2p import en, reading, sentences
 from kokoro_tvm.runtime.languages import resolve
@@ -141,6 +145,87 @@ def test_any_other_text_is_a_clear_error(tts, g2p, text, message):
         tts.create(["həlˈO"], voice="af_heart", is_phonemes=True)
     with pytest.raises(InputError, match="split_pattern .* is not a regular expression"):
         tts.create("Hello.", voice="af_heart", split_pattern="(")
+
+
+# -- kokoro-onnx's create_stream and trim --------------------------------------------------------
+
+
+def test_create_stream_has_kokoro_onnxs_signature_and_yields_the_chunks(tts, g2p):
+    from kokoro_onnx import Kokoro
+
+    theirs = list(inspect.signature(Kokoro.create_stream).parameters)[1:7]
+    ours = list(inspect.signature(tts.create_stream).parameters)[:6]
+    assert ours == theirs == ["text", "voice", "speed", "lang", "is_phonemes", "trim"]
+    assert list(inspect.signature(tts.create).parameters)[:6] == theirs
+    text = "Hello there. How are you?"
+
+    async def collect(**kw):
+        return [piece async for piece in tts.create_stream(text, "af_heart", seed=3, **kw)]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the test buckets cut the sentences
+        pieces = asyncio.run(collect())
+        parts = list(tts(text, "af_heart", seed=3))
+        trimmed = asyncio.run(collect(trim=True))
+    assert all(rate == 24000 for _, rate in pieces) and len(pieces) == len(parts) > 2
+    assert all(np.array_equal(a, p.audio) for (a, _), p in zip(pieces, parts))
+    assert [a.size for a, _ in trimmed] != [a.size for a, _ in pieces]  # control: trim=True trims
+
+    async def first_only():
+        stream = tts.create_stream(text, "af_heart")
+        async for piece in stream:
+            await stream.aclose()  # a consumer that stops early: the stream stops, no error
+            return piece
+        return None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert asyncio.run(first_only())[0].size > 0
+    with pytest.raises(InputError, match="speed must be a positive number"):
+        tts.create_stream(text, "af_heart", speed=0)  # options: at the call
+    with pytest.raises(InputError, match="text must be a str"):
+        asyncio.run(collect_bad(tts))  # the text: when the first piece is awaited
+
+
+async def collect_bad(tts):
+    return [piece async for piece in tts.create_stream(5, "af_heart")]
+
+
+def test_trim_is_kokoro_onnxs():
+    """librosa's trim as kokoro-onnx calls it, on speech-like bursts in silence and noise."""
+    from kokoro_onnx.trim import trim as theirs
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(600, 50_000))
+        x = rng.standard_normal(n).astype(np.float32) * float(rng.choice([0, 1e-6, 1e-4]))
+        a, b = sorted(rng.integers(0, n, 2))
+        x[a:b] += rng.standard_normal(b - a).astype(np.float32) * float(rng.choice([1, 1e-2]))
+        kept, span = T.trim(x)
+        want, where = theirs(x)
+        assert span == tuple(where) and np.array_equal(kept, want)
+    x = np.concatenate([np.zeros(8000), np.ones(4000), np.full(8000, 2e-3)]).astype(np.float32)
+    assert T.trim(x)[1] == tuple(theirs(x)[1]) == (7168, 20000)  # the tail is 54 dB down: kept
+    assert theirs(x, top_db=50)[1].tolist() == [7168, 13312]  # control: the threshold matters
+
+
+def test_create_trim_trims_each_chunk_and_pauses_after_it(tts, g2p):
+    text = "Hello there, friend. Bye!"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parts = list(tts(text, "af_heart", seed=1))
+        audio, rate = tts.create(text, "af_heart", seed=1, trim=True, sentence_pause=0.5)
+        untrimmed, _ = tts.create(text, "af_heart", seed=1)
+    want = []
+    for p in parts:
+        want.append(T.trim(p.audio)[0])
+        pause = 0.0 if p.last else T.pause_after(p.phonemes, 0.5, T.CLAUSE_PAUSE)
+        want.append(np.zeros(int(pause * rate), np.float32))
+    assert rate == 24000 and np.array_equal(audio, np.concatenate(want))
+    assert any(p.phonemes.endswith((".", ",")) for p in parts[:-1])  # pauses were added
+    assert np.array_equal(untrimmed, np.concatenate([p.audio for p in parts]))  # default: kokoro's
+    with pytest.raises(InputError, match="sentence_pause must be a number of seconds"):
+        tts.create(text, "af_heart", trim=True, sentence_pause=-1)
 
 
 # -- a piece at a time ------------------------------------------------------------------------------

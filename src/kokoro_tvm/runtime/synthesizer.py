@@ -3,6 +3,7 @@
     from kokoro_tvm import KokoroTVM
     tts = KokoroTVM.from_manifest("artifacts")
     audio, sample_rate = tts.create("Hello world.", voice="af_heart")        # kokoro-onnx style
+    async for samples, sample_rate in tts.create_stream(text, voice="af_heart"):  # ... streamed
     for gs, ps, audio in tts("Bonjour !", voice="ff_siwis"):                   # KPipeline style
         ...  # each result also has .words and .tokens (timestamps)
 
@@ -17,14 +18,16 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import artifacts
-from . import languages, planner, stream, threads, voices
+from ..spec import SAMPLE_RATE
+from . import async_stream, languages, planner, stream, threads, voices
+from . import trim as trims
 from .chunking import InputError
 from .g2p.reading import SPLIT_PATTERN, TextInput
 from .libraries import BucketError, Libraries
@@ -139,15 +142,48 @@ class KokoroTVM:
         speed: float = 1.0,
         lang: str | None = None,
         is_phonemes: bool = False,
+        trim: bool = False,
         **more: Any,
     ) -> tuple[np.ndarray, int]:
         """kokoro-onnx's ``Kokoro.create``: the whole utterance as (float32 audio, sample rate).
         ``text`` as ``__call__`` takes it; ``lang`` None reads it in the voice's language
-        (``language``). ``more``: ``split_pattern``, ``normalize``, or any other
-        ``SpeechOptions`` field."""
+        (``language``). ``trim``: each chunk without its leading and trailing silence and
+        followed by a pause, as kokoro-onnx trims (``runtime.trim``; ``sentence_pause``,
+        ``clause_pause`` as in kokoro-onnx); off by default, so the audio is kokoro's own.
+        ``more``: ``split_pattern``, ``normalize``, or any other ``SpeechOptions`` field."""
+        pauses = trims.pauses(more)
         source, options = self._prepared(text, voice, speed, lang, is_phonemes, more)
-        res = self.synthesize(source, options)
-        return res.audio, res.sample_rate
+        if not trim:
+            res = self.synthesize(source, options)
+            return res.audio, res.sample_rate
+        audio = np.concatenate(list(trims.trimmed(self.stream(source, options), *pauses)))
+        return audio, SAMPLE_RATE
+
+    def create_stream(
+        self,
+        text: TextInput,
+        voice: Any,
+        speed: float = 1.0,
+        lang: str | None = None,
+        is_phonemes: bool = False,
+        trim: bool = False,
+        **more: Any,
+    ) -> AsyncIterator[tuple[np.ndarray, int]]:
+        """kokoro-onnx's ``Kokoro.create_stream``: ``async for samples, sample_rate in ...``,
+        one piece per chunk, each made on a thread of its own one chunk ahead of the consumer
+        (``async_stream``). Arguments as ``create``'s; bad options raise here, the text's
+        problems when the first piece is awaited."""
+        pauses = trims.pauses(more)
+        reading = _reading(more)
+        options = self.options(voice, speed=speed, **more)
+
+        def pieces() -> Iterator[tuple[np.ndarray, int]]:
+            source = self.source(text, lang, is_phonemes, options, **reading)
+            parts = self.stream(source, options)
+            audio = trims.trimmed(parts, *pauses) if trim else (p.audio for p in parts)
+            return ((a, SAMPLE_RATE) for a in audio)
+
+        return async_stream.ahead(pieces)
 
     def __call__(
         self,

@@ -11,7 +11,6 @@ Kokoro is built once and shared by all rows; each row is what the bench stage me
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -53,7 +52,7 @@ def main() -> None:
     try:
         prm = setup(a.params)
         if a.repeats:
-            prm = dataclasses.replace(prm, bench_repeats=a.repeats)
+            prm = prm.updated(bench={"repeats": a.repeats})
         manifest = read_manifest(a.root)
         model = load(**manifest.model.as_dict())  # the weights the libraries were given
         entries = [

@@ -147,7 +147,7 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
         for target in prm.targets:
             devices.run(prm, target)
         for component in COMPONENTS:
-            for bucket in prm.buckets(component):
+            for bucket in prm.buckets.of(component):
                 kept = _graph_files(component, bucket, reuse) if reuse is not None else []
                 if kept and all(f.exists() for f in kept):
                     for f, to in zip(kept, _graph_files(component, bucket, artifacts.ROOT)):
@@ -161,8 +161,8 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
                 for target in prm.targets:
                     build.run(prm, component, bucket, target)
                     validate.run(prm, component, bucket, target)
-        if prm.voices_source == RUNTIME_PARAMS["voices"]["source"]:
-            write_voice_packs(Path(prm.voices_source))
+        if prm.voices.source == RUNTIME_PARAMS["voices"]["source"]:
+            write_voice_packs(Path(prm.voices.source))
         voices.run(prm)
         manifest.run(prm)
     return root / "artifacts"

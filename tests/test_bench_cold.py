@@ -4,7 +4,6 @@ process, and a runtime that fails to start as an error rather than a number."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import sys
@@ -28,7 +27,7 @@ PHONEMES = "həlˈO wˈɜɹld"
 def _run(artifacts: Path, out: Path, params: Path | None = None, onnx: bool = True) -> dict:
     prm = load(params or artifacts.parent / "params.yaml")
     return bench_cold.run(
-        dataclasses.replace(prm, bench_onnxruntime=onnx),
+        prm.updated(bench={"onnxruntime": onnx}),
         root=artifacts,
         out=out,
         rounds=1,

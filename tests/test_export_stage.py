@@ -19,7 +19,7 @@ def test_two_exports_are_the_same_bytes(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(RUNTIME_PARAMS, sort_keys=False))
     with contextlib.chdir(tmp_path):
         prm = setup("params.yaml")
-        bucket = prm.buckets("text_encoder")[0]
+        bucket = prm.buckets.of("text_encoder")[0]
         path = artifacts.export_file("text_encoder", bucket)
         export.run(prm, "text_encoder", bucket)
         first = path.read_bytes()

@@ -31,7 +31,7 @@ def _with(path: str, value):
 
 def test_repo_params_are_valid():
     prm = params.load(REPO / "params.yaml")
-    assert prm.model_config == "kokoro-82m" and prm.checkpoint == "kokoro-onnx-int8"
+    assert prm.model.config == "kokoro-82m" and prm.model.checkpoint == "kokoro-onnx-int8"
 
 
 @pytest.mark.parametrize(
@@ -105,8 +105,8 @@ def test_unknown_keys_and_typos_suggest_the_valid_spelling(path, value, message)
 
 
 def test_bench_lengths_are_auto_or_phoneme_counts():
-    assert params.parse(_with("bench.phonemes", "auto")).bench_phonemes is None
-    assert params.parse(_with("bench.phonemes", [510, 30])).bench_phonemes == (30, 510)
+    assert params.parse(_with("bench.phonemes", "auto")).bench.lengths is None
+    assert params.parse(_with("bench.phonemes", [510, 30])).bench.lengths == (30, 510)
     with pytest.raises(
         params.ParamsError,
         match=r"'bench\.phonemes' has phoneme count\(s\) \[6000\] outside 1\.\.5100",
@@ -123,7 +123,7 @@ def test_bounded_shapes_need_the_loop_lstm():
     ):
         params.parse(raw)
     raw["lstm"]["strategy"] = "loop"  # the same params with the loop LSTM pass
-    assert params.parse(raw).shapes("duration") is Shapes.BOUNDED
+    assert params.parse(raw).shapes.of("duration") is Shapes.BOUNDED
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ def test_known_targets_pass():
         {"kind": "llvm", "mattr": ["+avx2", "-fma"]},
         {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "neoverse-v1"},
     ):
-        assert params.parse(_with("targets", {"t": spec})).targets == {"t": spec}
+        assert params.parse(_with("targets", {"t": spec})).target("t") == spec
 
 
 def test_unknown_component():

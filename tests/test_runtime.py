@@ -353,19 +353,14 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
     parity before it is timed, the ratios are the medians' own, and the metrics file says where
     it ran and which target the runtime picked, and why."""
     import contextlib
-    import dataclasses
 
     from kokoro_tvm import artifacts as A
     from kokoro_tvm.params import load
     from kokoro_tvm.pipeline import bench_e2e
 
     lengths = [4, 30]  # bucket 6 filled; 2.5x bucket 12
-    prm = dataclasses.replace(
-        load(artifacts.parent / "params.yaml"),
-        bench_repeats=2,
-        num_threads=0,
-        bench_onnxruntime=True,
-        bench_phonemes=tuple(lengths),
+    prm = load(artifacts.parent / "params.yaml").updated(
+        bench={"repeats": 2, "onnxruntime": True, "phonemes": lengths}, runtime={"num_threads": 0}
     )
     with contextlib.chdir(artifacts.parent):
         bench_e2e.run(prm)

@@ -24,6 +24,7 @@ import tarfile
 import warnings
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -164,15 +165,15 @@ def test_bad_source_is_a_clear_error_and_writes_nothing(tmp_path, make, message)
     S.write({"af_old": pack("af_old")}, {"source": "before"}, dest)
     before = {p.name: p.read_bytes() for p in dest.iterdir()}
 
-    class Prm:
-        model_config = "tiny"
-        voices_source = str(make(src))
+    prm = SimpleNamespace(
+        model=SimpleNamespace(config="tiny"), voices=SimpleNamespace(source=str(make(src)))
+    )
 
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
         with pytest.raises(S.VoicesSourceError, match=message):
-            S.run(Prm)
+            S.run(prm)
     finally:
         os.chdir(cwd)
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == before  # the old voices stay

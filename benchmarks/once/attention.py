@@ -66,7 +66,7 @@ def main() -> None:
     from kokoro_tvm.eval.timing import cpu_name
 
     imported = artifacts.load_ir(a.relax)
-    target = tvm.target.Target(params.load().targets[a.target])
+    target = tvm.target.Target(params.load().target(a.target))
     fused = phases.run(phases.LEGALIZE, imported, phases.Context(label="fused"))
     without = tuple(p for p in phases.LEGALIZE.passes if p.name != "FuseAttention")
     unfused = phases.run(

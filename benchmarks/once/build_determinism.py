@@ -30,7 +30,7 @@ from kokoro_tvm.compile.phases import build
 from kokoro_tvm.devices import cross
 component, bucket, target = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 root, out = Path(sys.argv[4]), Path(sys.argv[5])
-spec = params.load().targets[target]
+spec = params.load().target(target)
 legal = artifacts.load_ir(artifacts.legalized_file(component, bucket, root))
 ex, _, _ = build(legal, spec, artifacts.tune_dir(component, bucket, target, root))
 artifacts.export_library(ex, out, cross.linker_for(spec))

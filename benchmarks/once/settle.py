@@ -49,7 +49,7 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     prm = params.load(a.params)
     lib = load_built(Path(a.artifacts), a.component, a.bucket, a.target)
-    cfg, km = load_model(prm.model_config, prm.checkpoint, prm.seed)
+    cfg, km = load_model(prm.model.config, prm.model.checkpoint, prm.model.seed)
     inputs = example_inputs(a.component, a.bucket, cfg)
     runners = {
         "eager": latency.eager_runner(a.component, a.bucket, km, inputs, cfg),

@@ -64,7 +64,7 @@ def on_host(
     (``latency.measure``), with repeats, threads and whether ONNX Runtime runs from ``prm``.
     ``model`` = ``(cfg, km)`` skips loading kokoro when the caller already has it."""
     lookup(component)  # an unknown name, and below a missing library, fail before the slow part
-    threads = apply_threads(prm.num_threads)  # before the first TVM call
+    threads = apply_threads(prm.runtime.num_threads)  # before the first TVM call
     lib = load_built(root, component, bucket, target, validated=True)
     cfg, km = model or load_kokoro(
         artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root)
@@ -78,9 +78,9 @@ def on_host(
         artifacts.load_array(artifacts.voice_file(root)),
         artifacts.load_ir(artifacts.legalized_file(component, bucket, root)),
         threads=threads,
-        repeats=prm.bench_repeats,
-        target=prm.targets[target],
-        onnxruntime=prm.bench_onnxruntime,
+        repeats=prm.bench.repeats,
+        target=prm.target(target),
+        onnxruntime=prm.bench.onnxruntime,
     )
     return {
         "component": component,
@@ -111,7 +111,7 @@ def on_board(
     inputs = full_bucket_case(component, bucket, cfg, root)["inputs"]
     with open_session(device) as session:
         lib = load_built(root, component, bucket, target, validated=True, session=session)
-        ms = latency.board_ms(lib, inputs, prm.bench_repeats)
+        ms = latency.board_ms(lib, inputs, prm.bench.repeats)
     return {
         "component": component,
         "bucket": bucket,
@@ -120,7 +120,7 @@ def on_board(
         "device": device["device"],
         "key": device["key"],
         "tvm_ms": ms,
-        "repeats": prm.bench_repeats,
+        "repeats": prm.bench.repeats,
         "library_sha256": lib.entry.sha256,
         "weights_sha256": lib.weights_sha256,
     }

@@ -80,8 +80,8 @@ def run(
     runtime_python = Path(runtime_python or sys.executable)
     if voice is None:
         voice = cold_start.VOICE if manifest.model.config == "kokoro-82m" else "random"
-    rounds = rounds or prm.bench_repeats
-    with_onnx = prm.bench_onnxruntime
+    rounds = rounds or prm.bench.repeats
+    with_onnx = prm.bench.onnxruntime
     runners = cold_start.RUNNERS if with_onnx else cold_start.RUNNERS[:1]
     if with_onnx:
         _check_kokoro_onnx()

@@ -31,7 +31,7 @@ from ..runtime.synthesizer import KokoroTVM
 
 
 def run(prm: Params) -> None:
-    threads = apply_threads(prm.num_threads)  # before the first TVM call
+    threads = apply_threads(prm.runtime.num_threads)  # before the first TVM call
     target, why = explain_pick(read_manifest(artifacts.ROOT))
     print(f"bench_e2e: {why[-1]}", flush=True)
     tts = KokoroTVM.from_manifest(artifacts.ROOT, target=target, num_threads=threads)
@@ -39,19 +39,19 @@ def run(prm: Params) -> None:
     voice = artifacts.load_array(artifacts.voice_file())
     with tempfile.TemporaryDirectory(prefix="kokoro-onnx-") as workdir:
         onnx = packages = None
-        if prm.bench_onnxruntime:
-            files = onnx_models(km, cfg, int8=prm.model_config == "kokoro-82m")
+        if prm.bench.onnxruntime:
+            files = onnx_models(km, cfg, int8=prm.model.config == "kokoro-82m")
             onnx = onnx_kmodel.sessions(files, threads)
             packages = kokoro_onnx_package.packages(
                 *package_files(files, voice, Path(workdir)), cfg["vocab"], threads
             )
-        lengths = list(prm.bench_phonemes or e2e.default_lengths(list(prm.tokens)))
+        lengths = list(prm.bench.lengths or e2e.default_lengths(list(prm.buckets.tokens)))
         rows = e2e.measure_rtf(
             tts,
             km,
             as_float64(km),
             lengths,
-            prm.bench_repeats,
+            prm.bench.repeats,
             voice=voice,
             onnx=onnx,
             packages=packages,
@@ -62,7 +62,7 @@ def run(prm: Params) -> None:
             "target": target,
             "picked": why,
             "threads": threads,
-            "repeats": prm.bench_repeats,
+            "repeats": prm.bench.repeats,
             "cpu": cpuinfo.model_name(),
             **rows,
         },

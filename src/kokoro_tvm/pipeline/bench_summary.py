@@ -15,7 +15,7 @@ def run(prm: Params, target: str) -> None:
             artifacts.read_json(artifacts.bench_plot_file(component, b, target), "bench plot row")[
                 0
             ]
-            for b in prm.buckets(component)
+            for b in prm.buckets.of(component)
         ]
         artifacts.write_json(
             artifacts.bench_summary_file(component, target), sorted(rows, key=lambda r: r["bucket"])

@@ -15,20 +15,20 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     prm.check_target(target)
     ex, seconds, report = build(
         artifacts.load_ir(artifacts.legalized_file(component, bucket)),
-        prm.targets[target],
+        prm.target(target),
         artifacts.tune_dir(component, bucket, target),
         f"{component}-{bucket}-{target}",
     )
     lib = artifacts.library_file(component, bucket, target)
-    linker = cross.linker_for(prm.targets[target])
+    linker = cross.linker_for(prm.target(target))
     artifacts.export_library(ex, lib, linker)
     sig = artifacts.read_json(artifacts.signature_file(component, bucket), "signature")
     artifacts.write_json(
         artifacts.build_info_file(component, bucket, target),
         {
             "target": target,
-            "target_spec": prm.targets[target],
-            "needs": isa.requirements(prm.targets[target]),
+            "target_spec": prm.target(target),
+            "needs": isa.requirements(prm.target(target)),
             "linker": linker.description if linker else "host",
             "signature": sig,
             "sha256": artifacts.sha256(lib),

@@ -14,7 +14,7 @@ from ..toolchain import check_installed, versions
 
 def setup(params_path: str | Path = "params.yaml") -> Params:
     prm = load(params_path)
-    check_installed(prm.toolchain, versions())
-    threads = prm.num_threads or os.cpu_count() or 1
+    check_installed(prm.toolchain.as_dict(), versions())
+    threads = prm.runtime.num_threads or os.cpu_count() or 1
     os.environ.setdefault("TVM_NUM_THREADS", str(threads))  # TVM defaults to half the cores
     return prm

@@ -14,7 +14,7 @@ from ..params import Params
 
 
 def run(prm: Params, target: str) -> dict:
-    record = resolve.resolve(target, isa.requirements(prm.targets[target]), prm.device(target))
+    record = resolve.resolve(target, isa.requirements(prm.target(target)), prm.device(target))
     artifacts.write_json(artifacts.device_file(target), record)
     print(resolve.describe(record), flush=True)
     return record

@@ -21,9 +21,9 @@ from ..params import Params
 
 def run(prm: Params, component: str, bucket: int) -> None:
     prm.check_bucket(component, bucket)
-    cfg = load_model_config(prm.model_config)
+    cfg = load_model_config(prm.model.config)
     km = random_kmodel(cfg, seed=0)
-    ep = without_parameter_values(export(component, bucket, km, cfg, prm.shapes(component)))
+    ep = without_parameter_values(export(component, bucket, km, cfg, prm.shapes.of(component)))
     # saved through a buffer: given a path, torch names the archive's root folder after the file,
     # and the atomic write's random temp name made every export's bytes differ
     buf = io.BytesIO()

@@ -65,7 +65,7 @@ def validated_targets(prm: Params) -> tuple[list[str], dict[str, str]]:
         docs = [
             artifacts.read_json(artifacts.validation_file(c, b, target), "validation metrics")
             for c in COMPONENTS
-            for b in prm.buckets(c)
+            for b in prm.buckets.of(c)
         ]
         not_run = [d for d in docs if not d.get("validated", True)]
         if not_run:
@@ -92,26 +92,30 @@ def run(prm: Params) -> dict[str, Any]:
         _library(component, bucket, target, shas)
         for target in targets
         for component in COMPONENTS
-        for bucket in prm.buckets(component)
+        for bucket in prm.buckets.of(component)
     ]
     needs = {
         t: artifacts.read_json(artifacts.build_info_file(c, b, t), "build info")["needs"]
         for t in targets
         for c in COMPONENTS
-        for b in prm.buckets(c)
+        for b in prm.buckets.of(c)
     }
     doc = {
         "format": 3,
-        "model": {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed},
+        "model": {
+            "config": prm.model.config,
+            "checkpoint": prm.model.checkpoint,
+            "seed": prm.model.seed,
+        },
         "toolchain": artifacts.read_json(artifacts.toolchain_file(), "toolchain versions"),
-        "buckets": {"tokens": list(prm.tokens), "frames": list(prm.frames)},
-        "targets": {t: prm.targets[t] for t in targets},
+        "buckets": {"tokens": list(prm.buckets.tokens), "frames": list(prm.buckets.frames)},
+        "targets": {t: prm.target(t) for t in targets},
         "target_needs": needs,
         "unvalidated": skipped,
         "weights": weights,
         "libraries": libs,
     }
-    named = voices.manifest_entry(2 * load_model_config(prm.model_config)["style_dim"])
+    named = voices.manifest_entry(2 * load_model_config(prm.model.config)["style_dim"])
     if named is not None:  # the voices users pick by name (``voices.source: none``: no entry)
         doc["voices"] = named
     artifacts.write_json(artifacts.manifest_file(), doc)

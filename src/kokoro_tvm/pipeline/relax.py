@@ -16,7 +16,7 @@ def run(prm: Params, component: str, bucket: int) -> None:
         raise artifacts.ArtifactError(f"{path} is missing; run `dvc repro`")
     ep = load_export(path)
     mod, sig = to_relax(
-        ep, component, bucket, load_model_config(prm.model_config), prm.lstm_strategy
+        ep, component, bucket, load_model_config(prm.model.config), prm.lstm.strategy
     )
     artifacts.save_ir(artifacts.relax_file(component, bucket), mod)
     artifacts.write_json(artifacts.signature_file(component, bucket), sig.as_dict())

@@ -22,21 +22,21 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     prm.check_bucket(component, bucket)
     prm.check_target(target)
     threads = os.cpu_count() or 1
-    if prm.tune_trials:
+    if prm.tune.trials:
         os.environ["TVM_NUM_THREADS"] = str(threads)  # before the first TVM call
     with atomic_dir(artifacts.tune_dir(component, bucket, target)) as tmp:
         device = (
             artifacts.read_json(artifacts.device_file(target), f"the device record of {target}")
-            if prm.tune_trials
+            if prm.tune.trials
             else None
         )
         report = metaschedule.tune(
             lambda: artifacts.load_ir(artifacts.legalized_file(component, bucket)),
-            prm.targets[target],
-            prm.tune_trials,
+            prm.target(target),
+            prm.tune.trials,
             tmp,
             threads,
-            seed=prm.seed,
+            seed=prm.model.seed,
             device=device,
         )
         artifacts.write_json(tmp / "report.json", {"target": target, **report})

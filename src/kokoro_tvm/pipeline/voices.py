@@ -73,8 +73,8 @@ def index_file(root: Path = artifacts.ROOT) -> Path:
 
 
 def run(prm: Params) -> dict[str, Any]:
-    width = 2 * load_model_config(prm.model_config)["style_dim"]
-    packs, origin = read_source(prm.voices_source, width)
+    width = 2 * load_model_config(prm.model.config)["style_dim"]
+    packs, origin = read_source(prm.voices.source, width)
     return write(packs, origin, voices_dir())
 
 

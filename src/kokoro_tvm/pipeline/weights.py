@@ -22,16 +22,21 @@ from ..spec import COMPONENTS
 
 
 def run(prm: Params) -> None:
-    cfg, km = load(prm.model_config, prm.checkpoint, prm.seed)
+    cfg, km = load(prm.model.config, prm.model.checkpoint, prm.model.seed)
     for component in COMPONENTS:
         arrays = {k: v.numpy() for k, v in component_weights(component, km).items()}
         artifacts.save_weights(artifacts.weights_file(component), arrays)
     save_checkpoint(km, cfg, artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
-    voice, name = reference_voice(prm.checkpoint, prm.seed, 2 * cfg["style_dim"])
+    voice, name = reference_voice(prm.model.checkpoint, prm.model.seed, 2 * cfg["style_dim"])
     artifacts.save_array(artifacts.voice_file(), voice)
     artifacts.write_json(
         artifacts.weights_dir() / "weights.json",
-        {"config": prm.model_config, "checkpoint": prm.checkpoint, "seed": prm.seed, "voice": name},
+        {
+            "config": prm.model.config,
+            "checkpoint": prm.model.checkpoint,
+            "seed": prm.model.seed,
+            "voice": name,
+        },
     )
 
 

@@ -204,7 +204,7 @@ def collect(root: Path, prm: Params, cpu: dict[str, Any]) -> dict[str, Any]:
         library(root, component, bucket, target)
         for target in prm.targets
         for component in COMPONENTS
-        for bucket in prm.buckets(component)
+        for bucket in prm.buckets.of(component)
     ]
     rec = {
         "schema": record.SCHEMA,

@@ -22,8 +22,10 @@ import pytest
 from runtime_project import runtime_artifacts
 from server_process import ServerProcess, wait_for
 
+from kokoro_tvm.server.admission import Overloaded
 from kokoro_tvm.server.metrics import Metrics, parse
-from kokoro_tvm.server.scheduler import AHEAD_SECONDS, Overloaded, Scheduler
+from kokoro_tvm.server.scheduler import Scheduler
+from kokoro_tvm.server.streams import AHEAD_SECONDS, SchedulerConfig
 
 KEY = "sesame"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -287,7 +289,7 @@ def test_admission_runs_off_the_event_loop():
             return super()._fits(*args)
 
     async def main():
-        sched = Held(Metrics(), workers=1)
+        sched = Held(Metrics(), SchedulerConfig(workers=1))
         first = await sched.admit(10, 1.0)  # an idle server admits without the test
         task = asyncio.create_task(sched.admit(10, 1.0))
         loop = asyncio.get_running_loop()

@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
 
+from kokoro_tvm.server.admission import Overloaded
+from kokoro_tvm.server.cost_model import CostModel
 from kokoro_tvm.server.metrics import Metrics
-from kokoro_tvm.server.scheduler import CostModel, Overloaded, Scheduler, Stream
+from kokoro_tvm.server.scheduler import Scheduler
+from kokoro_tvm.server.streams import SchedulerConfig, Stream
 
 SR = 24000
 
@@ -52,7 +55,8 @@ def fake_stream(log: Log, name: str, chunks: int, audio_s: float, cost_s: float,
 
 
 def scheduler(**kw) -> Scheduler:
-    s = Scheduler(Metrics(), **{"workers": 1, "admission": False, "max_ahead": 100, **kw})
+    config = SchedulerConfig(**{"workers": 1, "admission": False, "max_ahead": 100, **kw})
+    s = Scheduler(Metrics(), config)
     s.start()
     return s
 
@@ -68,7 +72,7 @@ async def consume(sched: Scheduler, stream, into: list) -> None:
 
 def tight_model(sched: Scheduler) -> Scheduler:
     """A cost model that knows the stand-ins: compute = audio (r = 1), 3 characters per chunk."""
-    sched.model = model(r=1.0, c0=0.0, per_char=0.1 / 3)
+    model(sched, r=1.0, c0=0.0, per_char=0.1 / 3)
     return sched
 
 
@@ -208,8 +212,9 @@ def test_errors_reach_the_consumer_and_the_worker_survives():
     assert len(parts) == 2
 
 
-def model(r: float = 0.25, c0: float = 0.0, per_char: float = 0.1) -> CostModel:
-    m = CostModel()
+def model(sched: Scheduler, r: float = 0.25, c0: float = 0.0, per_char: float = 0.1) -> CostModel:
+    """The scheduler's cost model set to these parameters (its chunk limits kept)."""
+    m = sched.model
     m.r, m.c0, m.per_char = r, c0, per_char
     return m
 
@@ -237,10 +242,11 @@ def admitted(sched: Scheduler, chars: int, n: int, loop) -> int:
 )
 def test_admission_keeps_first_audio_within_its_bound(r, workers, expect):
     async def main():
-        sched = Scheduler(
-            Metrics(), workers=workers, first_audio=0.5, load_factor=0.9, chunk_limits=(24, 60)
+        config = SchedulerConfig(
+            workers=workers, first_audio=0.5, load_factor=0.9, chunk_limits=(24, 60)
         )
-        sched.model = model(r=r)
+        sched = Scheduler(Metrics(), config)
+        model(sched, r=r)
         return admitted(sched, 100, 20, asyncio.get_running_loop()), sched
 
     n, sched = asyncio.run(main())
@@ -257,17 +263,17 @@ def test_admission_counts_the_load_of_streams_already_playing():
         loop = asyncio.get_running_loop()
         out = []
         for left_chars in (600, 5):
-            sched = Scheduler(
-                Metrics(), workers=1, first_audio=2.0, load_factor=0.9, chunk_limits=(10,)
+            config = SchedulerConfig(
+                workers=1, first_audio=2.0, load_factor=0.9, admission=False, chunk_limits=(10,)
             )
-            sched.model = model(r=0.2, per_char=0.1)
-            sched.admission = False
+            sched = Scheduler(Metrics(), config)
+            model(sched, r=0.2, per_char=0.1)
             now = time.monotonic()
             for _ in range(4):
                 s = sched.reserve(1000, 1.0, loop)
                 s.playback_start, s.audio_out = now, 1.0
                 s.produced, s.chars_done = 1, 1000 - left_chars
-            sched.admission = True
+            sched.config = replace(config, admission=True)
             try:
                 sched.reserve(600, 1.0, loop)
                 out.append(True)
@@ -281,7 +287,7 @@ def test_admission_counts_the_load_of_streams_already_playing():
 
 def test_max_streams_is_a_hard_limit():
     async def main():
-        sched = Scheduler(Metrics(), max_streams=2, admission=False)
+        sched = Scheduler(Metrics(), SchedulerConfig(max_streams=2, admission=False))
         loop = asyncio.get_running_loop()
         sched.reserve(10, 1.0, loop)
         sched.reserve(10, 1.0, loop)
@@ -311,7 +317,7 @@ def test_a_worker_that_cannot_warm_up_stops_the_start():
         raise KokoroTVMError("the libraries are missing; run `dvc repro`")
         yield
 
-    sched = Scheduler(Metrics(), workers=2)
+    sched = Scheduler(Metrics(), SchedulerConfig(workers=2))
     with pytest.raises(KokoroTVMError, match="dvc repro"):
         sched.start(broken)
     assert not any(t.is_alive() for t in sched._threads)
@@ -326,8 +332,8 @@ def test_admission_counts_a_chunk_in_the_making_once_and_each_chunk_at_its_deadl
 
     async def main():
         loop = asyncio.get_running_loop()
-        sched = Scheduler(Metrics(), workers=1, chunk_limits=(16, 60, 150))
-        sched.model = model(r=0.166, c0=0.048, per_char=0.065)
+        sched = Scheduler(Metrics(), SchedulerConfig(workers=1, chunk_limits=(16, 60, 150)))
+        model(sched, r=0.166, c0=0.048, per_char=0.065)
         now = time.monotonic()
         s = Stream(1, 130, 1.0, loop, asyncio.Queue(), now - 0.5)
         s.playback_start, s.audio_out, s.produced, s.chars_done = now - 0.25, 1.0, 1, 16
@@ -351,10 +357,9 @@ def test_admission_counts_a_newcomers_first_chunk_before_a_playing_streams_next(
 
     async def main():
         loop = asyncio.get_running_loop()
-        sched = Scheduler(
-            Metrics(), workers=1, first_audio=2.0, load_factor=0.9, chunk_limits=(10,)
-        )
-        sched.model = model(r=0.2, c0=0.05, per_char=0.1)
+        config = SchedulerConfig(workers=1, first_audio=2.0, load_factor=0.9, chunk_limits=(10,))
+        sched = Scheduler(Metrics(), config)
+        model(sched, r=0.2, c0=0.05, per_char=0.1)
         now = time.monotonic()
         s = Stream(1, 30, 1.0, loop, asyncio.Queue(), now - 2.0)
         s.playback_start, s.audio_out = now - 1.0 + buffered, 1.0
@@ -379,10 +384,11 @@ def test_two_listeners_who_arrive_together_both_start_when_the_model_says_they_c
 
     async def main():
         loop = asyncio.get_running_loop()
-        sched = Scheduler(
-            Metrics(), workers=1, first_audio=0.5, load_factor=0.9, chunk_limits=(16, 24, 24)
+        config = SchedulerConfig(
+            workers=1, first_audio=0.5, load_factor=0.9, chunk_limits=(16, 24, 24)
         )
-        sched.model = model(r=0.19, c0=0.048, per_char=0.065)
+        sched = Scheduler(Metrics(), config)
+        model(sched, r=0.19, c0=0.048, per_char=0.065)
         if errors is not None:
             sched.model.errors.extend(errors)
         first = sched.reserve(130, 1.0, loop)
@@ -416,17 +422,16 @@ def test_chunk_audio_is_learned_by_place_not_taken_from_the_limits():
     """Chunks end at words and sentences, short of their limits: admission expects what chunks
     at the same place gave (the last place standing for every later chunk), and the limit at
     the model's audio per character only before any such chunk ran."""
-    sched = Scheduler(Metrics(), chunk_limits=(16, 24, 24))
-    sched.model = model(per_char=0.075)
-    assert sched._chunk_audio(0) == pytest.approx(16 * 0.075)
-    assert sched._chunk_audio(7) == pytest.approx(24 * 0.075)
+    m = CostModel(per_char=0.075, limits=(16, 24, 24))
+    assert m.chunk_audio(0) == pytest.approx(16 * 0.075)
+    assert m.chunk_audio(7) == pytest.approx(24 * 0.075)
     for audio in (0.9, 1.0, 0.95):
-        sched.model.learn_chunk(sched._place(0), audio)
+        m.learn_chunk(0, audio)
     for index, audio in enumerate((1.4, 1.2, 1.3), start=1):
-        sched.model.learn_chunk(sched._place(index), audio)
-    assert 0.9 < sched._chunk_audio(0) < 1.0
-    assert sched._chunk_audio(1) == pytest.approx(1.4)
-    assert 1.2 < sched._chunk_audio(7) < 1.3  # places 2 and later
+        m.learn_chunk(index, audio)
+    assert 0.9 < m.chunk_audio(0) < 1.0
+    assert m.chunk_audio(1) == pytest.approx(1.4)
+    assert 1.2 < m.chunk_audio(7) < 1.3  # places 2 and later
 
 
 def test_a_free_worker_waits_for_a_newcomer_being_prepared_when_the_queue_can_wait():

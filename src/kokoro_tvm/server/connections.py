@@ -5,7 +5,7 @@
   stops it), so sockets that send nothing, or a byte at a time, stay open for ever. Here a
   request must be read whole within ``read_timeout`` of when the connection is ready for it: a
   head that is late gets 408 and the connection is closed; a body that is late is the
-  handler's to refuse (``app._read_body``, 408), or, for one nobody reads, closes the
+  handler's to refuse (``intake.read_body``, 408), or, for one nobody reads, closes the
   connection ``BODY_GRACE`` later.
 * A limit on connections: on a connection past the first ``max_connections`` open ones (by
   when they were accepted), a request is answered 503 with ``Retry-After`` (OpenAI's shape,

@@ -1,5 +1,5 @@
 """What a response's client has received, in seconds of its audio: what its stream may run
-ahead of (``Scheduler.ahead_seconds``).
+ahead of (``SchedulerConfig.ahead_seconds``).
 
 A chunk handed to the server is not yet the client's: uvicorn buffers it, then the kernel keeps
 it in the socket's send queue until the client's TCP acknowledges it, and the kernel grows that

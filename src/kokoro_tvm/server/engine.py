@@ -20,6 +20,7 @@ from ..runtime.options import FAST_SHARED, LISTENER, Cuts
 from .metrics import Metrics
 from .scheduler import Scheduler
 from .schema import SpeechRequest
+from .streams import SchedulerConfig
 from .voices import RANDOM_VOICE, VoiceBook
 
 log = logging.getLogger("kokoro_tvm.server")
@@ -87,11 +88,9 @@ class Engine:
             )
         self.tts = tts
         self.metrics = Metrics()
-        self.scheduler = Scheduler(
-            self.metrics,
+        scheduling = SchedulerConfig(
             workers=workers,
             threads_per_worker=per_worker,
-            worker_setup=lambda: threads.use_threads(per_worker),
             max_ahead=config.max_ahead,
             max_streams=config.max_streams,
             first_audio=config.first_audio,
@@ -99,6 +98,9 @@ class Engine:
             load_factor=config.load_factor,
             admission=config.admission,
             chunk_limits=config.cuts.limits or (chunking.MAX_PHONEMES,),
+        )
+        self.scheduler = Scheduler(
+            self.metrics, scheduling, worker_setup=lambda: threads.use_threads(per_worker)
         )
         random_build = tts.manifest.model.random
         self.voices = VoiceBook(

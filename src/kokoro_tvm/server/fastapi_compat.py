@@ -31,13 +31,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..errors import KokoroTVMError
-from . import app as http
+from . import streaming
 from .downloads import Download, DownloadStore, Recording
 from .encoders import Encoder, encoder, whole_wav
 from .engine import Engine
 from .errors import SERVER, APIError, from_runtime, invalid
-from .scheduler import Stream
+from .intake import open_speech, read_body
 from .schema import SPEECH_SCHEMA, SpeechRequest, check_input, language, parse_json
+from .streams import Stream
 from .voices import MODEL
 
 #: what a client-chosen save-as name may keep (the rest becomes "_")
@@ -106,7 +107,7 @@ class Compat:
             async for item in items:
                 got.append(item)
             reason = "done"
-        except http.StreamAborted as e:
+        except streaming.StreamAborted as e:
             raise APIError(500, str(e), SERVER) from None
         finally:
             self.engine.scheduler.close(s, reason)
@@ -121,21 +122,24 @@ class Compat:
         @app.post("/dev/captioned_speech", openapi_extra=body_spec)
         async def captioned_speech(request: Request) -> Response:
             """Kokoro-FastAPI's captioned speech: audio and word timestamps as JSON."""
-            req, s, first = await http._open(request, engine)
+            req, s, first = await open_speech(request, engine)
             out = self.output(req)
             media = out.encoder.media_type
-            chunks = http._chunks(engine, s, first, out.encoder)
+            chunks = streaming.chunks(engine, s, first, out.encoder)
             headers = {**_saved_as(req.response_format), **out.headers}
             if req.stream:
                 lines = self._caption_lines(chunks, media, req)
-                return http._respond(engine, s, lines, "application/json", out, headers)
+                return streaming.respond(engine, s, lines, "application/json", out, headers)
             got = await self._gather(s, chunks, out)
             timed = req.return_timestamps
             doc = {
                 "audio": base64.b64encode(b"".join(data for _, data in got)).decode("ascii"),
                 "audio_format": media,
                 "timestamps": [
-                    w for part, _ in got if part is not None and timed for w in http._words(part)
+                    w
+                    for part, _ in got
+                    if part is not None and timed
+                    for w in streaming.words(part)
                 ],
             }
             return JSONResponse(doc, headers=headers)
@@ -144,7 +148,7 @@ class Compat:
         async def phonemize(request: Request) -> dict[str, Any]:
             """Kokoro-FastAPI's phonemizer: text in a language -> phonemes and token ids."""
             cfg = engine.config
-            doc = parse_json(await http._read_body(request, cfg.max_body_bytes))
+            doc = parse_json(await read_body(request, cfg.max_body_bytes))
             if not isinstance(doc, dict):
                 raise invalid(
                     'the request body must be a JSON object: {"text": ..., "language": "a"}'
@@ -162,10 +166,10 @@ class Compat:
         @app.post("/dev/generate_from_phonemes")
         async def generate_from_phonemes(request: Request) -> Response:
             """Kokoro-FastAPI's speech from phonemes: a streamed WAV."""
-            req, s, first = await http._open(request, engine, phonemes_request)
+            req, s, first = await open_speech(request, engine, phonemes_request)
             out = self.output(req)
-            body = http._audio(engine, s, first, out.encoder)
-            return http._respond(engine, s, body, "audio/wav", out, _saved_as("wav"))
+            body = streaming.audio(engine, s, first, out.encoder)
+            return streaming.respond(engine, s, body, "audio/wav", out, _saved_as("wav"))
 
         @app.get("/v1/download/{name}")
         async def download(name: str, request: Request) -> Response:
@@ -211,7 +215,7 @@ class Compat:
         words: list[dict[str, Any]] = []
         async for part, data in chunks:
             if part is not None and req.return_timestamps:
-                words += http._words(part)
+                words += streaming.words(part)
             if data or (part is None and words):
                 doc = {"audio": base64.b64encode(data).decode("ascii"), "audio_format": media}
                 doc["timestamps"], words = words, []

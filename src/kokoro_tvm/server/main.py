@@ -15,6 +15,7 @@ import asyncio
 import logging
 import sys
 import time
+from dataclasses import dataclass
 
 from .engine import Engine, ServerConfig
 from .logs import WarningLog
@@ -30,21 +31,26 @@ KEEP_ALIVE = 5
 LAG_EVERY = 0.05
 
 
-def run(
-    config: ServerConfig,
-    host: str = "127.0.0.1",
-    port: int = 8880,
-    log_level: str = "info",
-    access_log: bool = False,
-    read_timeout: float = 10.0,
-    max_connections: int = 256,
-) -> None:
+@dataclass(frozen=True)
+class HttpConfig:
+    """Where the server listens and how it treats connections (``serve``'s options of the same
+    names)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8880  # 0: any free one
+    log_level: str = "info"
+    access_log: bool = False
+    read_timeout: float = 10.0  # seconds a request may take to arrive, head and body
+    max_connections: int = 256
+
+
+def run(config: ServerConfig, http: HttpConfig = HttpConfig()) -> None:
     import uvicorn
 
     from .app import create_app
     from .connections import protocol
 
-    logging.basicConfig(level=log_level.upper(), format="%(levelname)s: %(message)s")
+    logging.basicConfig(level=http.log_level.upper(), format="%(levelname)s: %(message)s")
     # the runtime's warnings (a cut utterance, dropped symbols) go to the log once per kind
     warning_log = WarningLog()
     warning_log.install()
@@ -53,29 +59,29 @@ def run(
     log.info(
         "target %s; %d worker(s) x %d TVM thread(s); cuts: %s",
         engine.tts.target,
-        engine.scheduler.workers,
-        engine.scheduler.threads_per_worker,
+        engine.scheduler.config.workers,
+        engine.scheduler.config.threads_per_worker,
         config.cuts.name,
     )
     engine.start()
-    app = create_app(engine, read_timeout)
+    app = create_app(engine, http.read_timeout)
     server = uvicorn.Server(
         uvicorn.Config(
             app,
-            host=host,
-            port=port,
-            log_level=log_level,
-            access_log=access_log,
+            host=http.host,
+            port=http.port,
+            log_level=http.log_level,
+            access_log=http.access_log,
             lifespan="off",
             timeout_graceful_shutdown=5,
-            http=protocol(read_timeout, max_connections),
+            http=protocol(http.read_timeout, http.max_connections),
             ws="none",
             timeout_keep_alive=KEEP_ALIVE,
             h11_max_incomplete_event_size=MAX_HEAD,
         )
     )
     try:
-        asyncio.run(_serve(server, host, engine.metrics))
+        asyncio.run(_serve(server, http.host, engine.metrics))
     finally:
         engine.stop()
 

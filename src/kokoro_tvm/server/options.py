@@ -197,18 +197,19 @@ def run(args: argparse.Namespace) -> None:
             f"kokoro-tvm serve needs {', '.join(missing)}, which are not installed: {INSTALL_HINT}"
         )
     cfg = config(args)
+    from .main import HttpConfig
     from .main import run as serve
 
     if not args.read_timeout > 0:
         raise ServeOptionError("--read-timeout must be a positive number")
     if args.max_connections < 1:
         raise ServeOptionError("--max-connections must be at least 1")
-    serve(
-        cfg,
-        args.host,
-        args.port,
-        args.log_level,
-        args.access_log,
+    http = HttpConfig(
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=args.access_log,
         read_timeout=args.read_timeout,
         max_connections=args.max_connections,
     )
+    serve(cfg, http)

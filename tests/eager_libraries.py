@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from kokoro_tvm.eval.eager import reference
+from kokoro_tvm.runtime.manifest import Library, Tensor
 from kokoro_tvm.spec import samples_per_frame
 
 #: one bucket per axis, as large as any input here: nothing is cut for a bucket
@@ -28,7 +29,8 @@ class EagerComponent:
     def __init__(self, component: str, km, cfg: dict[str, Any], bucket: int):
         self.component, self.km, self.cfg, self.bucket = component, km, cfg, bucket
         harmonics = km.decoder.generator.m_source.l_sin_gen.harmonic_num + 1
-        self.entry = {"inputs": [{"name": "rand_ini", "shape": [1, harmonics]}]}
+        rand_ini = Tensor("rand_ini", (1, harmonics), "float32")  # what the decoder reads of it
+        self.entry = Library(component, bucket, "eager", "", "", (rand_ini,), (), ())
 
     def __call__(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
         inputs = tuple(None if a is None else torch.from_numpy(np.asarray(a)) for a in arrays)

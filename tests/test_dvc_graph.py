@@ -216,7 +216,9 @@ def test_bench_lengths_touch_only_bench_e2e(built_project: Project):
         p["bench"]["repeats"] += 1
         built_project.set_params(p)
         assert built_project.changed() == (
-            _stage_names(built_project, "bench_") - _stage_names(built_project, "summary")
+            _stage_names(built_project, "bench_")
+            - _stage_names(built_project, "summary")
+            - {"bench_cuts"}  # its texts and bounds are its own, not the bench section's
         )
     finally:
         p["bench"]["repeats"] -= 1
@@ -277,12 +279,13 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
         | _stage_names(built_project, "bench_summary")
         | _stage_names(built_project, "bench_e2e")
         | _stage_names(built_project, "bench_cold")
+        | _stage_names(built_project, "bench_cuts")
         | {"manifest"}
     )
     assert ran == expected, sorted(ran ^ expected)
-    # manifest + bench summary + e2e and cold benches + (export, relax, legalize, reference, tune,
+    # manifest + bench summary + e2e, cold and cuts benches + (export, relax, legalize, reference, tune,
     # build, validate, bench) x 2
-    assert len(expected) == 1 + 1 + 2 + 8 * 2
+    assert len(expected) == 1 + 1 + 3 + 8 * 2
 
 
 def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):

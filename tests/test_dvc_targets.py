@@ -28,6 +28,8 @@ def project(tmp_path_factory) -> Iterator[Project]:
 
 
 #: a CPU without AVX (SSE4.2 at most): x86-64-v3 libraries cannot run on it
+#: the manifest's stage and the stages that read the manifest and artifacts/build
+READERS = {"manifest", "bench_e2e", "bench_cold", "bench_cuts"}
 SSE_ONLY = "fpu cmov cx8 mmx fxsr sse sse2 pni ssse3 cx16 sse4_1 sse4_2 popcnt lahf_lm"
 
 
@@ -55,7 +57,7 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(project: Project, tmp_pa
         ran = {
             s for s in re.findall(r"Running stage '([^']+)'", out) if not s.startswith("devices@")
         }
-        assert ran == own | {"manifest", "bench_e2e", "bench_cold"}, sorted(ran)
+        assert ran == own | READERS, sorted(ran)
         (line,) = [l for l in out.splitlines() if l.startswith("v3: built but NOT validated")]
         assert "lacks avx" in line and "Fix:" in line
         m = json.loads((proj.root / "artifacts/manifest.json").read_text())
@@ -65,7 +67,7 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(project: Project, tmp_pa
         # so no library is rebuilt)
         ran = proj.repro()
         validations = {s for s in own if s.startswith(("tune_", "validate_", "bench_"))}
-        assert ran == validations | {"manifest", "bench_e2e", "bench_cold"}, sorted(ran)
+        assert ran == validations | READERS, sorted(ran)
         m = json.loads((proj.root / "artifacts/manifest.json").read_text())
         assert {l["target"] for l in m["libraries"]} == {"generic", "v3"} and not m["unvalidated"]
     finally:
@@ -74,7 +76,5 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(project: Project, tmp_pa
     proj.run("python", "-m", "kokoro_tvm.pipeline.lockfile")
     # the manifest listed v3's libraries, and the e2e and cold benches read artifacts/build (v3's
     # folder left it)
-    assert proj.changed() == {"manifest", "bench_e2e", "bench_cold"}
-    assert (
-        proj.repro() <= {"manifest", "bench_e2e", "bench_cold"} and proj.up_to_date()
-    )  # or restored from the run-cache
+    assert proj.changed() == READERS
+    assert proj.repro() <= READERS and proj.up_to_date()  # or restored from the run-cache

@@ -71,7 +71,7 @@ def check_shared(artifacts: Path, voice: str, audio_rounds: int, budget_s: float
     real_init = CompiledComponent.__init__
 
     def counted(self, root, entry, *a, **k):
-        loads.append(f"{entry['component']}-{entry['bucket']}")
+        loads.append(f"{entry.component}-{entry.bucket}")
         real_init(self, root, entry, *a, **k)
 
     tts = KokoroTVM.from_manifest(artifacts)

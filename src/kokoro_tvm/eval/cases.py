@@ -92,12 +92,21 @@ def frame_inputs(
 ) -> dict[str, torch.Tensor]:
     """en/asr of ``length`` frames from float64 kokoro's token side on English text, rounded to
     float32 (all three runs get the same values), the voice row, and seeded draws, by name."""
-    spf, sty = samples_per_frame(cfg), cfg["style_dim"]
+    sty = cfg["style_dim"]
     tokens = min(510, max(3, length // 2))
     ids, n_phonemes = token_ids(cfg["vocab"], tokens, start=seed)
     ref_s = style_row(pack, n_phonemes)
     dur = frame_durations(km64, ids, ref_s[:, sty:], length)
-    ids = ids[:, : dur.numel()]
+    return aligned_inputs(ids[:, : dur.numel()], ref_s, dur, cfg, km64, seed)
+
+
+def aligned_inputs(
+    ids: torch.Tensor, ref_s: torch.Tensor, dur: torch.Tensor, cfg: dict[str, Any], km64, seed: int
+) -> dict[str, torch.Tensor]:
+    """The decoder's inputs for ``ids`` spoken with durations ``dur`` (frames per token): en/asr
+    from float64 kokoro's token side, aligned as kokoro aligns them, and seeded draws."""
+    spf, sty = samples_per_frame(cfg), cfg["style_dim"]
+    length = int(dur.sum())
     _, d = reference(DURATION.name, km64, (ids, None, ref_s[:, sty:]), ids.shape[1], {})
     (t_en,) = reference(TEXT_ENCODER.name, km64, (ids, None), ids.shape[1], {})
     aln = torch.zeros(ids.shape[1], length, dtype=torch.float64)
@@ -131,12 +140,19 @@ def inputs_for(
 ) -> tuple[torch.Tensor, ...]:
     """The signature's inputs at ``bucket`` with ``length`` valid positions, zero past them.
     ``km64``: float64 kokoro (``inputs_model``), which a frame-axis component's inputs need."""
-    entry = lookup(component)
     named = (
         frame_inputs(length, cfg, pack, km64, seed + length)
-        if entry.axis is Axis.FRAMES
+        if lookup(component).axis is Axis.FRAMES
         else token_inputs(length, cfg, pack)
     )
+    return padded(component, bucket, length, named, cfg)
+
+
+def padded(
+    component: str, bucket: int, length: int, named: dict[str, torch.Tensor], cfg: dict[str, Any]
+) -> tuple[torch.Tensor, ...]:
+    """Inputs by name, in signature order, zero-padded from ``length`` to ``bucket``."""
+    entry = lookup(component)
     axes = entry.length_axes(cfg)
     inputs = []
     for spec in entry.signature(bucket, cfg):
@@ -149,6 +165,31 @@ def inputs_for(
             raise ValueError(f"{component} input {spec.name}: {list(x.shape)} != {spec.shape}")
         inputs.append(x)
     return tuple(inputs)
+
+
+def sentence_inputs(
+    component: str, bucket: int, phonemes: str, pack: np.ndarray, cfg: dict[str, Any], km64
+) -> tuple[tuple[torch.Tensor, ...], int] | None:
+    """One sentence's inputs as kokoro makes them (``[0, ids..., 0]``, the voice's row for its
+    length, float64 kokoro's rounded durations at speed 1), padded to ``bucket``, and its length
+    on the component's axis; None when it does not fit the bucket."""
+    sty = cfg["style_dim"]
+    inner = [cfg["vocab"][c] for c in phonemes if c in cfg["vocab"]]
+    ids = torch.tensor([[0, *inner, 0]], dtype=torch.int64)
+    ref_s = style_row(pack, len(inner))
+    if lookup(component).axis is Axis.TOKENS:
+        length = ids.shape[1]
+        named = {"input_ids": ids, "input_lengths": torch.tensor([length]), "style": ref_s[:, sty:]}
+    else:
+        raw = reference(DURATION.name, km64, (ids, None, ref_s[:, sty:]), ids.shape[1], {})[0]
+        dur = torch.round(raw.reshape(-1)).clamp(min=1).long()
+        length = int(dur.sum())
+        if length > bucket:
+            return None
+        named = aligned_inputs(ids, ref_s, dur, cfg, km64, seed=len(inner))
+    if length > bucket:
+        return None
+    return padded(component, bucket, length, named, cfg), length
 
 
 def reference_cases(
@@ -175,4 +216,42 @@ def reference_cases(
             named = dict(zip(entry.input_names, inputs))
             case["f0"] = [f0_curve(km64, named["en"], named["ref_s"], length).numpy()]
         cases[length] = case
+    return cases
+
+
+def language_cases(
+    component: str,
+    bucket: int,
+    km,
+    km64,
+    cfg: dict[str, Any],
+    packs: dict[str, np.ndarray],
+) -> dict[str, Case]:
+    """One case per language of ``languages.SENTENCES`` whose sentence fits ``bucket``, keyed
+    ``lang_<code>``: its inputs, kokoro's outputs in float64 and float32, its length (``length``)
+    and, for English, its text (for the recognizer of the listener's criterion). ``packs``: the
+    voices by name; a language whose voice is not among them is left out."""
+    from .languages import SENTENCES
+
+    entry = lookup(component)
+    cases: dict[str, Case] = {}
+    for sentence in SENTENCES:
+        if sentence.voice not in packs:
+            continue
+        made = sentence_inputs(
+            component, bucket, sentence.phonemes, packs[sentence.voice], cfg, km64
+        )
+        if made is None:
+            continue
+        inputs, length = made
+        case: Case = {
+            "inputs": [x.numpy() for x in inputs],
+            "r64": [r.numpy() for r in reference(component, km64, inputs, length, cfg)],
+            "r32": [r.numpy() for r in reference(component, km, inputs, length, cfg)],
+            "length": [np.array(length)],
+        }
+        if entry.output is Output.AUDIO:
+            named = dict(zip(entry.input_names, inputs))
+            case["f0"] = [f0_curve(km64, named["en"], named["ref_s"], length).numpy()]
+        cases[sentence.key] = case
     return cases

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import KokoroTVMError
-from ..spec import Component, Output, lookup
+from ..spec import FP32, Component, Output, lookup
 from .cases import Case, reference_cases
 from .metrics import log_mel_snr, mel_cepstral_distortion, rel_err, voiced_fraction
 
@@ -37,8 +37,6 @@ MCD_FACTOR, MCD_FLOOR_DB = 1.5, 0.5
 REL_ERR_FACTOR, REL_ERR_FLOOR = 4.0, 1e-5
 BOUNDARY = 1e-4
 
-#: precisions judged by the float32 criterion; any other by the listener's
-FLOAT32 = "fp32"
 LISTENER_SNR_DB = 35.0
 LISTENER_MCD_DB = 1.0
 
@@ -62,11 +60,11 @@ class ValidationError(KokoroTVMError, RuntimeError):
     """A library missed a threshold; the message carries the whole table."""
 
 
-def criterion(component: str, precision: str = FLOAT32) -> str:
+def criterion(component: str, precision: str = FP32) -> str:
     """The criterion ``component``'s outputs are held to, in words (the metrics documents')."""
     if lookup(component).output is not Output.AUDIO:
         return TENSOR_CRITERION
-    return AUDIO_CRITERION if precision == FLOAT32 else LISTENER_CRITERION
+    return AUDIO_CRITERION if precision == FP32 else LISTENER_CRITERION
 
 
 def _crop(ref: list[np.ndarray], got: list[np.ndarray]) -> list[np.ndarray]:
@@ -74,14 +72,19 @@ def _crop(ref: list[np.ndarray], got: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def judge(
-    component: str, case: Case, got: list[np.ndarray], precision: str = FLOAT32
+    component: str,
+    case: Case,
+    got: list[np.ndarray],
+    precision: str = FP32,
+    text: str | None = None,
 ) -> dict[str, Any]:
-    """One length's metrics row: ``got`` (a library's outputs on ``case["inputs"]``) against
-    float64 kokoro, by ``component``'s criterion at ``precision``."""
+    """One case's metrics row: ``got`` (a library's outputs on ``case["inputs"]``) against
+    float64 kokoro, by ``component``'s criterion at ``precision``; ``text``: an English case's
+    words, which the listener's criterion also holds a recognizer to."""
     entry = lookup(component)
     if entry.output is Output.AUDIO:
-        if precision != FLOAT32:
-            return listener_verdict(case["r64"][0], case["r32"][0], got[0])
+        if precision != FP32:
+            return listener_verdict(case["r64"][0], case["r32"][0], got[0], text)
         return compare_audio(case["r64"][0], case["r32"][0], got[0], case["f0"][0])
     return compare_tensors(entry, case["r64"], case["r32"], got)
 
@@ -194,13 +197,18 @@ def durations_verdict(raw64: np.ndarray, got: np.ndarray) -> dict[str, Any]:
 
 
 def check_cases(
-    lib, component: str, cases: dict[int, Case], precision: str = FLOAT32
-) -> dict[int, dict[str, Any]]:
+    lib,
+    component: str,
+    cases: dict[Any, Case],
+    precision: str = FP32,
+    texts: dict[Any, str] | None = None,
+) -> dict[Any, dict[str, Any]]:
     """Run ``lib`` (a callable on numpy inputs, e.g. ``CompiledComponent``) on each case; one
-    metrics row per length, by the criterion of ``precision``."""
+    metrics row per case, by the criterion of ``precision``; ``texts``: English cases' words."""
+    texts = texts or {}
     return {
-        length: judge(component, case, lib(*case["inputs"]), precision)
-        for length, case in cases.items()
+        key: judge(component, case, lib(*case["inputs"]), precision, texts.get(key))
+        for key, case in cases.items()
     }
 
 
@@ -226,22 +234,28 @@ def summary(
     bucket: int,
     target: str,
     rows: dict[int, dict[str, Any]],
-    precision: str = FLOAT32,
+    precision: str = FP32,
+    languages: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The DVC metrics document of one library: every length, the worst case, and the verdict."""
+    """The DVC metrics document of one library: every length, every language's sentence (keyed
+    ``lang_<code>``), the worst case, and the verdict."""
+    every = [*rows.values(), *(languages or {}).values()]
     doc: dict[str, Any] = {
         "component": component,
         "bucket": bucket,
         "target": target,
+        "precision": precision,
         "criterion": criterion(component, precision),
         "lengths": {str(n): r for n, r in rows.items()},
-        "ok": all(r["ok"] for r in rows.values()),
+        "ok": all(r["ok"] for r in every),
     }
+    if languages is not None:
+        doc["languages"] = languages
     if lookup(component).output is Output.AUDIO:
-        doc["worst_log_mel_snr_db"] = min(r["log_mel_snr_db"] for r in rows.values())
-        doc["worst_mcd_db"] = max(r["mcd_db"] for r in rows.values())
+        doc["worst_log_mel_snr_db"] = min(r["log_mel_snr_db"] for r in every)
+        doc["worst_mcd_db"] = max(r["mcd_db"] for r in every)
     else:
-        doc["worst_rel_err"] = max(r["rel_err"] for r in rows.values())
+        doc["worst_rel_err"] = max(r["rel_err"] for r in every)
     return doc
 
 
@@ -249,6 +263,7 @@ def raise_if_failed(doc: dict[str, Any]) -> None:
     if doc["ok"]:
         return
     lines = [f"  length {n}: {r}" for n, r in doc["lengths"].items()]
+    lines += [f"  {k}: {r}" for k, r in doc.get("languages", {}).items() if not r["ok"]]
     raise ValidationError(
         f"{doc['component']}-{doc['bucket']} ({doc['target']}) misses {doc['criterion']} on the unpadded "
         "input:\n"

@@ -27,6 +27,10 @@ SAMPLE_RATE = 24000
 #: ALBERT's position table: 510 phonemes + 2 boundary tokens
 MAX_TOKENS = 512
 LSTM_STRATEGIES = ("unroll", "loop")
+#: What a library's products are computed in: float32 (kokoro's own), or bf16 pairs summed in
+#: float32 (the decoder's convolutions, compile/bf16.py), built beside float32 where asked
+FP32 = "fp32"
+PRECISIONS = (FP32, "bf16")
 
 
 class Shapes(Enum):

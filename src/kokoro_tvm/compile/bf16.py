@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 
-#: Precisions a library's convolutions may be computed in.
-PRECISIONS = ("fp32", "bf16")
 #: LLVM target features a library with these kernels needs (``/proc/cpuinfo``: ``avx512_bf16``).
 FEATURES = ("avx512f", "avx512bf16")
 #: float32 lanes of an accumulator.
@@ -183,6 +181,25 @@ def check_target(mod, target) -> None:
             '{"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["+avx512bf16"]}, or legalize with '
             'precision "fp32"'
         )
+
+
+def target_spec(spec: dict) -> tuple[dict | None, str]:
+    """The TVM target a bf16 library of the target ``spec`` is built for: ``spec`` with
+    ``FEATURES`` on, or None and why, when the target has no AVX-512 (the kernels' 32 vector
+    registers and ``vdpbf16ps`` exist only there; an Arm bf16 path is not written yet)."""
+    import tvm
+    from tvm.target import codegen
+
+    target = tvm.target.Target(dict(spec))
+    with target:
+        if not codegen.target_has_features("avx512f", target):
+            return None, (
+                f"the target {spec} has no AVX-512, which the bf16 kernels are written for; "
+                "its libraries stay float32"
+            )
+    mattr = [*spec.get("mattr", [])]
+    mattr += [f"+{f}" for f in FEATURES if f"+{f}" not in mattr and f != "avx512f"]
+    return {**spec, "mattr": mattr}, "AVX-512 with AVX512_BF16"
 
 
 def pack_pairs(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -8,7 +8,8 @@ live in ``compile.vector_math``, which the LSTM lowering shares.
 
 from __future__ import annotations
 
-from .. import bf16, vector_math
+from ...spec import FP32, PRECISIONS
+from .. import vector_math
 from . import conv1d, conv1d_bf16, conv1d_transpose, instance_norm, power, sin
 
 LEGALIZE_MAP = {
@@ -21,11 +22,11 @@ LEGALIZE_MAP = {
 }
 
 
-def legalize_map(precision: str = "fp32") -> dict:
-    """``LEGALIZE_MAP`` for a library of ``precision`` (``bf16.PRECISIONS``): bf16 computes the
+def legalize_map(precision: str = FP32) -> dict:
+    """``LEGALIZE_MAP`` for a library of ``precision`` (``spec.PRECISIONS``): bf16 computes the
     convs ``bf16.method`` takes with bf16 products (``conv1d_bf16``), everything else as fp32."""
-    if precision not in bf16.PRECISIONS:
+    if precision not in PRECISIONS:
         raise ValueError(
-            f"unknown precision {precision!r}; valid precisions: {', '.join(bf16.PRECISIONS)}"
+            f"unknown precision {precision!r}; valid precisions: {', '.join(PRECISIONS)}"
         )
-    return LEGALIZE_MAP if precision == "fp32" else {**LEGALIZE_MAP, **conv1d_bf16.LEGALIZATIONS}
+    return LEGALIZE_MAP if precision == FP32 else {**LEGALIZE_MAP, **conv1d_bf16.LEGALIZATIONS}

@@ -12,7 +12,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..spec import LSTM_STRATEGIES, MAX_TOKENS, MODEL_CONFIGS, Axis, Shapes, lookup
+from ..spec import (
+    FP32,
+    LSTM_STRATEGIES,
+    MAX_TOKENS,
+    MODEL_CONFIGS,
+    PRECISIONS,
+    Axis,
+    Shapes,
+    lookup,
+)
 from . import checks
 from .checks import ParamsError
 from .messages import message
@@ -22,6 +31,8 @@ SHAPES = tuple(s.value for s in Shapes)
 #: ``devices.<target>``: where validate and bench run a target's libraries. ``auto``: this CPU when
 #: it runs the target, else qemu-user for aarch64; ``qemu``: always emulated; ``none``: build only.
 DEVICE_CHOICES = ("auto", "qemu", "none")
+#: precisions a library may be built in besides float32
+NARROW_PRECISIONS = tuple(p for p in PRECISIONS if p != FP32)
 #: ``bench.phonemes``' bound: ten of kokoro's longest utterances, which the runtime splits
 MAX_BENCH_PHONEMES = 5100
 
@@ -150,6 +161,26 @@ class VoicesSection(_Section):
     source: str = Field("kokoro-js", min_length=1)
 
 
+class PrecisionSection(_Section):
+    """Per component, the precisions built beside float32 (which every library is built in: the
+    reference every CPU of its target runs). Only the decoder has narrower kernels: its
+    convolutions with bf16 products (compile/bf16.py); the text side stays float32 because the
+    durations must stay kokoro's (docs/precision.md)."""
+
+    decoder: list[Literal[NARROW_PRECISIONS]] = []  # type: ignore[valid-type]
+
+    @field_validator("decoder")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"lists a precision twice ({v}); list each once")
+        return v
+
+    def of(self, component: str) -> tuple[str, ...]:
+        """The precisions ``component`` is built in beside float32."""
+        return tuple(getattr(self, component, ()))
+
+
 class Params(_Section):
     """The whole of params.yaml, validated: what stages read."""
 
@@ -164,6 +195,7 @@ class Params(_Section):
     runtime: RuntimeSection = RuntimeSection()
     bench: BenchSection = BenchSection()
     voices: VoicesSection = VoicesSection()
+    precision: PrecisionSection = PrecisionSection()
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -207,6 +239,13 @@ class Params(_Section):
             raise ParamsError(
                 f"bucket {bucket} is not in params.yaml 'buckets.{axis}' "
                 f"{list(self.buckets.of(component))}"
+            )
+
+    def check_precision(self, component: str, precision: str) -> None:
+        if precision not in self.precision.of(component):
+            raise ParamsError(
+                f"precision {precision!r} is not in params.yaml 'precision.{component}' "
+                f"{list(self.precision.of(component))}"
             )
 
     def check_target(self, target: str) -> None:

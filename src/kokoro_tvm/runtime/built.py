@@ -9,6 +9,7 @@ from pathlib import Path
 from .. import artifacts
 from ..devices import isa
 from ..manifest_entry import library_entry, validation_entry
+from ..spec import FP32
 from .component import CompiledComponent, ComponentWeights
 from .manifest import File, Manifest, check_toolchain, parse_library
 
@@ -28,7 +29,14 @@ def load_component(
 
 
 def load_built(
-    root: Path, component: str, bucket: int, target: str, validated: bool = False, session=None
+    root: Path,
+    component: str,
+    bucket: int,
+    target: str,
+    validated: bool = False,
+    session=None,
+    *,
+    precision: str = FP32,
 ) -> CompiledComponent:
     """One library straight from its build outputs, for the stages that run before the manifest.
 
@@ -36,16 +44,18 @@ def load_built(
     validated libraries, and depending on it would rerun every one of those stages whenever a
     bucket is added. The library must be the bytes its build recorded (build info ``sha256``);
     with ``validated``, also the bytes its validation ran, with the same weights. ``session``:
-    the device to run it on (``devices.session``; default this CPU).
+    the device to run it on (``devices.session``; default this CPU). ``precision``: which of
+    the library's builds (``artifacts.library_name``).
     """
-    lib = artifacts.library_file(component, bucket, target, root)
+    at = {"precision": precision}
+    lib = artifacts.library_file(component, bucket, target, root, **at)
     if not lib.exists():
         raise artifacts.ArtifactError(f"{lib} is missing; run `dvc repro`")
     weights = artifacts.weights_file(component, root)
     if not weights.exists():
         raise artifacts.ArtifactError(f"{weights} is missing; run `dvc repro`")
     info = artifacts.read_json(
-        artifacts.build_info_file(component, bucket, target, root), "build info"
+        artifacts.build_info_file(component, bucket, target, root, **at), "build info"
     )
     lacks = isa.missing(info["needs"]) if session is None else []
     if lacks:
@@ -53,7 +63,7 @@ def load_built(
             f"target {target!r} needs CPU features this machine lacks ({', '.join(lacks)}), so its libraries "
             "cannot run here; run them on a device that has them (params.yaml 'devices')"
         )
-    info_file = artifacts.build_info_file(component, bucket, target, root)
+    info_file = artifacts.build_info_file(component, bucket, target, root, **at)
     doc = library_entry(
         component,
         bucket,
@@ -61,11 +71,12 @@ def load_built(
         lib.relative_to(root).as_posix(),
         info["sha256"],
         info["signature"],
+        **({} if precision == FP32 else {"precision": precision, "needs": info["needs"]}),
     )
     if validated:
         doc["validation"] = validation_entry(
             artifacts.read_json(
-                artifacts.validation_file(component, bucket, target, root), "validation"
+                artifacts.validation_file(component, bucket, target, root, **at), "validation"
             )
         )
     # the same record a manifest entry becomes, but of the build outputs: no size yet

@@ -2,7 +2,8 @@
 
 usage: python benchmarks/serve_load.py [--server kokoro|fastkokoro] [--artifacts artifacts]
            [--idle 10] [--rates 0.1,0.2,0.4] [--duration 60] [--concurrent 1,2,4,8,12,16]
-           [--rounds 1] [--voice af_heart] [--lang en-us] [--out serve_load.json] [-- SERVER ARGS...]
+           [--rounds 1] [--voice af_heart] [--lang en-us] [--workers 1] [--load-factor 0.9]
+           [--out serve_load.json] [-- SERVER ARGS...]
 
 Every client streams ``pcm`` (24 kHz, 16-bit: nothing to decode, so the clients' own CPU stays
 small beside the server's on the same cores) and sends what the ``openai`` client sends (no
@@ -23,6 +24,9 @@ underruns (count and seconds), audio seconds served per wall second, the server'
 clients' CPU (this process: seconds per wall second), the slowest ``/health`` answer (polled every
 0.2 s) and the load average before and after; then the highest Poisson rate and the most
 concurrent listeners kept on time (p95 first audio <= 0.5 s, no underrun, at most 1 % refused).
+For ``kokoro-tvm serve`` it also reads the server's ``/metrics`` at the end: the compute one
+second of audio cost its workers over the whole run, and the listeners that leaves room for in
+steady state (``--workers`` x ``--load-factor`` / that cost), beside the listeners measured.
 
 ``--server kokoro`` starts ``kokoro-tvm serve --port 0`` on ``--artifacts`` (arguments after
 ``--`` go to it). ``--server fastkokoro`` starts ``fastkokoro`` from its own venv
@@ -368,7 +372,8 @@ class Server:
 
 def start_kokoro(args, extra: list[str]) -> Server:
     cmd = [sys.executable, "-m", "kokoro_tvm.runtime.cli", "serve", "--artifacts", args.artifacts]
-    cmd += ["--port", "0", "--log-level", "warning", *extra]
+    cmd += ["--port", "0", "--log-level", "warning", "--workers", str(args.workers)]
+    cmd += ["--load-factor", str(args.load_factor), *extra]
     return Server(cmd, dict(os.environ), r"listening on (http://\S+)", None)
 
 
@@ -409,6 +414,43 @@ def built_voices(artifacts: str, workdir: Path) -> Path | None:
     path = workdir / "voices.npz"
     np.savez(path, **{n: np.asarray(tts.voice_pack(n), dtype=np.float32) for n in names})
     return path
+
+
+# -- the server's own account -----------------------------------------------------------------
+#: ``/metrics`` series the report keeps: what a second of audio cost the workers
+COST_SERIES = (
+    "kokoro_compute_seconds_total",
+    "kokoro_audio_seconds_total",
+    "kokoro_real_time_factor",
+    "kokoro_chunk_overhead_seconds",
+)
+
+
+def server_costs(base: str, workers: int, load_factor: float) -> dict | None:
+    """The server's compute and audio totals from its ``/metrics`` (None for a server without
+    them), the compute one second of audio cost (``per_audio_second``), and the listeners that
+    cost leaves room for in steady state: ``workers * load_factor / per_audio_second``."""
+    import httpx
+
+    try:
+        text = httpx.get(f"{base}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return None
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in COST_SERIES:
+            found[name.removeprefix("kokoro_")] = float(value)
+    audio = found.get("audio_seconds_total")
+    if not audio:
+        return None
+    per_audio = found["compute_seconds_total"] / audio
+    return found | {
+        "per_audio_second": per_audio,
+        "workers": workers,
+        "load_factor": load_factor,
+        "steady_listeners": workers * load_factor / per_audio,
+    }
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -460,6 +502,10 @@ def main() -> int:
     ap.add_argument("--fail-levels", type=int, default=2, help="stop after this many misses")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="also write every level (and every request) as JSON")
+    ap.add_argument("--workers", type=int, default=1, help="kokoro-tvm serve's --workers")
+    ap.add_argument(
+        "--load-factor", type=float, default=0.9, help="kokoro-tvm serve's --load-factor"
+    )
     args, extra = ap.parse_known_args()
     extra = [a for a in extra if a != "--"]
 
@@ -484,9 +530,15 @@ def main() -> int:
         base, pid = server.base, server.pid
     rng = random.Random(args.seed)
     levels: list[Level] = []
-    from kokoro_tvm.cpuinfo import model_name
+    from kokoro_tvm.cpuinfo import this_cpu
 
-    report = {"server": args.url or args.server, "cpu": model_name(), "cores": os.cpu_count()}
+    cpu = this_cpu()
+    report = {
+        "server": args.url or args.server,
+        "cpu": cpu.model_name,
+        "cpu_detail": cpu.as_dict(),
+        "cores": os.cpu_count(),
+    }
     try:
         if args.idle:
             asyncio.run(run_level("warm-up", base, pid, [(0, IDLE_SENTENCE)], body))
@@ -533,6 +585,8 @@ def main() -> int:
                 if missed >= args.fail_levels:
                     break
                 time.sleep(2)
+        if args.server == "kokoro":
+            report["costs"] = server_costs(base, args.workers, args.load_factor)
     finally:
         if server is not None:
             server.stop()
@@ -548,6 +602,13 @@ def main() -> int:
         f"{REFUSED_BOUND:.0%} refused): Poisson rate {fmt(best_rate, 'g')}/s; "
         f"listeners within 2 s: {best_crowd or 0}"
     )
+    costs = report.get("costs")
+    if costs:
+        print(
+            f"compute per audio second {costs['per_audio_second']:.3f} s "
+            f"(r {costs['real_time_factor']:.3f}, c0 {costs['chunk_overhead_seconds']:.3f} s): "
+            f"room for {costs['steady_listeners']:.1f} listeners in steady state"
+        )
     report.update(
         levels=[asdict(v) | {"on_time": v.on_time} for v in levels],
         best_rate=best_rate,

@@ -55,7 +55,11 @@ def fake_stream(log: Log, name: str, chunks: int, audio_s: float, cost_s: float,
 
 
 def scheduler(**kw) -> Scheduler:
-    config = SchedulerConfig(**{"workers": 1, "admission": False, "max_ahead": 100, **kw})
+    """A started scheduler; its workers run ahead whenever they are free (no newcomer reserve)
+    unless ``newcomer_reserve`` says otherwise."""
+    config = SchedulerConfig(
+        **{"workers": 1, "admission": False, "max_ahead": 100, "newcomer_reserve": 0.0, **kw}
+    )
     s = Scheduler(Metrics(), config)
     s.start()
     return s
@@ -459,3 +463,85 @@ def test_a_free_worker_waits_for_a_newcomer_being_prepared_when_the_queue_can_wa
     b0 = next(t for n, i, t in log.runs if (n, i) == ("B", 0))
     during = [i for n, i, t in log.runs if n == "A" and marks["reserved"] < t < b0]
     assert during == [], during
+
+
+@pytest.mark.parametrize(("reserve", "b_first"), [(0.5, True), (0.0, False)])
+def test_a_stream_with_audio_to_spare_leaves_the_worker_free_for_a_newcomer(reserve, b_first):
+    """A chunk cannot be interrupted, and a whole sentence takes a good part of a second, so a
+    newcomer who arrives while another stream runs ahead waits for all of it. A is 2 s of audio
+    ahead of its listener after its first chunk (2 s of audio for 0.05 s of compute): with the
+    newcomer reserve its next chunk waits until it must start, so when B arrives the worker is
+    free and B's first chunk runs before A's second. The control: without the reserve A runs
+    ahead whenever the worker is free, and B comes after A's run-ahead."""
+    log = Log()
+
+    async def main():
+        sched = scheduler(newcomer_reserve=reserve)
+        loop = asyncio.get_running_loop()
+        a = sched.reserve(50 * 20, 1.0, loop)
+        sched.attach(a, fake_stream(log, "A", 20, audio_s=2.0, cost_s=0.05))
+        got: list = []
+        ta = asyncio.create_task(consume(sched, a, got))
+        while not got:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.3)  # the worker is free, and A has 1.7 s of audio left
+        b = sched.reserve(10, 1.0, loop)
+        sched.attach(b, fake_stream(log, "B", 1, audio_s=1.0, cost_s=0.05))
+        await consume(sched, b, [])
+        sched.close(a)
+        ta.cancel()
+        sched.stop()
+
+    asyncio.run(main())
+    order = order_of(log)
+    a_second = order.index(("A", 1)) if ("A", 1) in order else len(order)
+    assert (order.index(("B", 0)) < a_second) == b_first, order
+
+
+@pytest.mark.parametrize(("first_chars", "admits"), [(10, True), (90, False)])
+def test_admission_predicts_a_newcomers_first_chunk_from_its_first_sentence(first_chars, admits):
+    """Whole sentences: one chunk limit, kokoro's 510 phonemes. A request of 100 characters
+    whose first sentence is 10 of them has 1 s of audio to make first (0.1 s of compute): it
+    fits beside a playing stream. Predicted from the limit, its first chunk would be all of it
+    (0.55 s, past its 0.5 s of first audio) and it would be refused. The control: a first
+    sentence of 90 characters (0.5 s of compute) is refused."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        config = SchedulerConfig(workers=1, first_audio=0.5, load_factor=0.9, chunk_limits=(510,))
+        sched = Scheduler(Metrics(), config)
+        model(sched, r=0.05, c0=0.05, per_char=0.1)
+        now = time.monotonic()
+        s = Stream(1, 200, 1.0, loop, asyncio.Queue(), now - 5.0)  # 6 s of audio to spare
+        s.playback_start, s.audio_out, s.produced, s.chars_done = now - 4.0, 10.0, 1, 100
+        return sched._fits([s], 100, 1.0, now, first_chars)
+
+    assert asyncio.run(main()) == admits
+
+
+def test_a_first_chunk_is_read_from_the_text_as_the_cuts_end_it():
+    from kokoro_tvm.runtime.options import FAST, KOKORO, SENTENCES
+    from kokoro_tvm.server.cost_model import first_chunk_chars
+
+    first = "Please leave the package at the front door before noon."
+    text = f"{first} Ring twice, then wait."
+    assert first_chunk_chars(text, SENTENCES) == len(first)
+    assert first_chunk_chars('He said "stop." Then he left.', SENTENCES) == len('He said "stop."')
+    assert first_chunk_chars("no end in sight", SENTENCES) == len("no end in sight")
+    assert first_chunk_chars("Ring twice, then wait.", FAST) == len("Ring twice,")
+    assert first_chunk_chars(text, FAST) == 16  # the first chunk's phoneme limit
+    assert first_chunk_chars(text, KOKORO) == len(text)
+    assert first_chunk_chars("x" * 2000, KOKORO) == 510  # one utterance at most
+
+
+def test_the_first_chunk_has_a_place_of_its_own_with_one_limit():
+    """With whole sentences there is one limit (510) for every chunk, but a first chunk ends at
+    its first sentence: first chunks and later ones are learned apart."""
+    m = CostModel(per_char=0.07, limits=(510,))
+    for audio in (3.0, 3.2):
+        m.learn_chunk(0, audio)
+    for index, audio in enumerate((10.0, 12.0), start=1):
+        m.learn_chunk(index, audio)
+    assert 3.0 <= m.chunk_audio(0) <= 3.2
+    assert 10.0 <= m.chunk_audio(5) <= 12.0
+    assert m.limit_audio(5) == pytest.approx(510 * 0.07)

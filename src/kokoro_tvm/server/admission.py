@@ -8,7 +8,9 @@ preparation time; a chunk being made counts as its remaining time; first chunks 
 count by every t, since the workers run them before any other) must fit in ``workers *
 load_factor * t`` (up to the newcomer's first audio: ``workers * t`` over the model's recent
 error). When it does not, the request is refused (503 with ``Retry-After``, ``Overloaded``)
-instead of making every stream late.
+instead of making every stream late. A chunk's compute is predicted from its length: the new
+stream's first chunk from its own first sentence (``cost_model.first_chunk_chars``), a chunk in
+the making from what is left of its stream's text (``Stream.next_audio``).
 """
 
 from __future__ import annotations
@@ -62,11 +64,13 @@ def fits(
     now: float,
     model: CostModel,
     config: SchedulerConfig,
+    first_chars: int = 0,
 ) -> bool:
     """EDF's processor-demand test over the open ``streams`` and a new one of ``chars`` input
-    characters at ``speed`` (module docstring)."""
+    characters at ``speed``, ``first_chars`` of them in its first chunk (0: unknown; the model's
+    first chunks then) (module docstring)."""
     demand = open_demand(streams, now, model, config.first_audio)
-    first, rest, step = split_first(model, chars * model.per_char / speed, speed)
+    first, rest, step = split_first(model, chars, speed, first_chars)
     demand.firsts += model.cost(first)
     # its first audio is due at ``first_audio``, less the time its input takes to prepare
     # before its first chunk can start; or when its first chunk alone can be ready
@@ -94,14 +98,14 @@ def open_demand(streams: list[Stream], now: float, model: CostModel, first_audio
     for s in streams:
         remaining = max(0, s.chars - s.chars_done) * model.per_char / s.speed
         # a chunk being made is the ``busy`` time: its audio is as good as produced
-        inflight = min(remaining, model.chunk_audio(s.produced) / s.speed) if s.running else 0
+        inflight = s.next_audio(model) if s.running else 0
         if s.running:
             d.busy += max(0.0, model.cost(inflight) - (now - s.run_started))
         remaining -= inflight
         chunk = min(remaining, model.chunk_audio(s.produced + bool(s.running)) / s.speed)
         due = s.arrival + first_audio - now  # its first audio's deadline
         if s.playback_start is None and not s.running:
-            first, rest, step = split_first(model, remaining, s.speed)
+            first, rest, step = split_first(model, s.chars - s.chars_done, s.speed, s.first_chars)
             d.firsts += model.cost(first)
             d.waiting.append(due)
             d.needs.append(Need(due + first, rest, step))
@@ -112,10 +116,14 @@ def open_demand(streams: list[Stream], now: float, model: CostModel, first_audio
     return d
 
 
-def split_first(model: CostModel, audio: float, speed: float) -> tuple[float, float, float]:
-    """A stream of ``audio`` seconds not yet started: its first chunk's audio, the audio after
-    it, and the length of the chunks that follow."""
-    first = min(audio, model.chunk_audio(0) / speed)
+def split_first(
+    model: CostModel, chars: int, speed: float, first_chars: int
+) -> tuple[float, float, float]:
+    """A stream of ``chars`` input characters not yet started: its first chunk's audio (by the
+    length of its own first chunk, ``first_chars``), the audio after it, and the length of the
+    chunks that follow."""
+    audio = max(0, chars) * model.per_char / speed
+    first = min(audio, model.first_chunk_audio(first_chars, speed))
     rest = audio - first
     return first, rest, min(rest, model.chunk_audio(1) / speed)
 

@@ -5,12 +5,22 @@ Compute seconds for a chunk of ``a`` audio seconds are ``c0 + r * a``, fitted by
 with exponential forgetting, so that the model follows the machine's load. Audio per input
 character, and per chunk by its place in its stream, are learned beside it: chunks end at words
 and sentences, well short of their phoneme limits, so a limit alone overstates a chunk.
+
+A chunk's cost is predicted from its length: a stream's first chunk from the characters of its
+first sentence (or clause), read from the request's text before any G2P (``first_chunk_chars``),
+so that a newcomer whose first sentence is long is known to need more; a later chunk from what is
+left of its text, up to a chunk's limit (``Stream.next_audio``). With whole sentences a chunk
+holds anything from a word to a paragraph, so no average of other chunks predicts the one at hand.
 """
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass, field
+
+from ..runtime.chunking import MAX_PHONEMES
+from ..runtime.options import Cuts
 
 #: recent chunks whose prediction error the first-audio margin is taken from, the quantile it
 #: takes, and how many it needs before it replaces the load factor there
@@ -102,8 +112,14 @@ class CostModel:
         return _quantile(self.prep) if self.prep else 0.0
 
     def place(self, index: int) -> int:
-        """A chunk's place in the limits: its index, or the last limit's for later ones."""
-        return min(index, len(self.limits) - 1)
+        """A chunk's place: its index up to the last limit's, the first always a place of its
+        own (it ends early, at its first sentence or clause, whatever the limits)."""
+        return min(index, max(len(self.limits), 2) - 1)
+
+    def limit_audio(self, index: int) -> float:
+        """The audio at speed 1 of a chunk that fills the ``index``-th chunk's phoneme limit,
+        at the model's audio per character (a phoneme is about a character)."""
+        return self.limits[min(index, len(self.limits) - 1)] * self.per_char
 
     def learn_chunk(self, index: int, audio: float) -> None:
         """A stream's ``index``-th chunk gave ``audio`` seconds at speed 1."""
@@ -115,7 +131,12 @@ class CostModel:
         sums = self.place_audio.get(self.place(index))
         if sums is not None:
             return sums.ratio
-        return self.limits[self.place(index)] * self.per_char
+        return self.limit_audio(index)
+
+    def first_chunk_audio(self, first_chars: int, speed: float) -> float:
+        """Audio seconds of a stream's first chunk of ``first_chars`` input characters; when
+        that is unknown (0), what first chunks gave so far."""
+        return (first_chars * self.per_char if first_chars else self.chunk_audio(0)) / speed
 
     def margin(self) -> float | None:
         """How much slower than predicted a chunk may run: the ``ERROR_QUANTILE`` of the recent
@@ -123,6 +144,25 @@ class CostModel:
         if len(self.errors) < MIN_ERRORS:
             return None
         return max(1.0, _quantile(self.errors))
+
+
+#: where a sentence ends (kokoro's and misaki's split: after a run of ``.!?``, with the quotes or
+#: brackets that close it, before a space or the end) and where a clause may end a first chunk
+SENTENCE_END = re.compile(r"[.!?…]+[\"')\]”’]*(?=\s|$)")
+CLAUSE_END = re.compile(r"[,;:.!?—…]")
+
+
+def first_chunk_chars(text: str, cuts: Cuts) -> int:
+    """Input characters of a stream's first chunk as ``cuts`` ends it, read from the text alone
+    (admission runs before the G2P): up to its first sentence end (``sentence``) or clause mark
+    (``clause``), at most the first chunk's phoneme limit, else a whole chunk of kokoro's."""
+    n = len(text)
+    found = {"sentence": SENTENCE_END, "clause": CLAUSE_END}.get(cuts.first)
+    if found is not None:
+        end = found.search(text)
+        n = end.end() if end else n
+    limit = cuts.limit(0)
+    return max(1, min(n, limit or MAX_PHONEMES, MAX_PHONEMES))
 
 
 def _quantile(values: deque[float]) -> float:

@@ -14,6 +14,7 @@ from fastapi import Request
 
 from ..errors import KokoroTVMError
 from .admission import Overloaded
+from .cost_model import first_chunk_chars
 from .engine import Engine
 from .errors import SERVER, APIError, from_runtime, invalid
 from .schema import SpeechRequest, parse_json, speech_request
@@ -36,7 +37,8 @@ async def open_speech(
     req = parse(doc, cfg.max_input_chars)
     loop = asyncio.get_running_loop()
     try:
-        s = await engine.scheduler.admit(len(req.input), req.speed)
+        first = first_chunk_chars(req.input, cfg.cuts)
+        s = await engine.scheduler.admit(len(req.input), req.speed, first)
     except Overloaded as e:
         status = 429 if e.too_many else 503
         code = "too_many_streams" if e.too_many else "overloaded"

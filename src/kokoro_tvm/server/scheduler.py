@@ -3,11 +3,14 @@
 Audio is consumed in real time, so the only chunk that is urgent is the one whose listener is
 about to run out of audio. A stream's next chunk is due when the audio already produced for it
 runs out (its first chunk is due on arrival, plus ``first_slack``), and workers always take the
-chunk whose latest start (deadline minus its expected compute) is earliest. A chunk cannot be
-interrupted, so its length bounds how long a new listener waits: the chunk limits keep every
-chunk short (they do not depend on the load, so a request gives the same audio however many
-others run beside it), and a free worker does not start a chunk that can wait while a
-newcomer's input is still being prepared.
+chunk whose latest start (deadline minus its expected compute, predicted from the chunk's length:
+``Stream.next_audio``) is earliest. A chunk cannot be interrupted, and a whole sentence takes a
+good part of a second to decode, so a newcomer who arrives while one runs waits for all of it.
+Workers therefore do not run ahead into time a newcomer may need: a free worker leaves the queue
+waiting until the latest moment its chunks can all start in time, less ``newcomer_reserve``
+seconds (a newcomer's first chunk fits in them), and less the first chunks of admitted newcomers
+whose input is still being prepared (``_hold``). A newcomer then waits for at most one chunk that
+had to run, never for another stream's run-ahead.
 
 The unit of work is one ``next()`` of a runtime stream: it plans and decodes exactly one chunk.
 One stream is advanced by one worker at a time (it is either queued, running or waiting for its
@@ -107,10 +110,10 @@ class Scheduler:
         return sum(t.is_alive() for t in self._threads)
 
     # -- streams -----------------------------------------------------------------------------
-    async def admit(self, chars: int, speed: float) -> Stream:
+    async def admit(self, chars: int, speed: float, first_chars: int = 0) -> Stream:
         """``reserve`` on the admission thread, so that the event loop goes on meanwhile."""
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self._admission, self.reserve, chars, speed, loop)
+        fut = loop.run_in_executor(self._admission, self.reserve, chars, speed, loop, first_chars)
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:  # the request is gone: a stream admitted for it goes too
@@ -121,9 +124,12 @@ class Scheduler:
         if not fut.cancelled() and fut.exception() is None:
             self.close(fut.result(), "disconnect")
 
-    def reserve(self, chars: int, speed: float, loop: asyncio.AbstractEventLoop) -> Stream:
-        """Admit a new stream (or raise ``Overloaded``) and hold its place while its input is
-        prepared; ``attach`` queues it."""
+    def reserve(
+        self, chars: int, speed: float, loop: asyncio.AbstractEventLoop, first_chars: int = 0
+    ) -> Stream:
+        """Admit a new stream of ``chars`` input characters, ``first_chars`` of them in its first
+        chunk (0: unknown; ``cost_model.first_chunk_chars``), or raise ``Overloaded``, and hold
+        its place while its input is prepared; ``attach`` queues it."""
         with self._cond:
             open_streams = [s for s in self.streams.values() if not s.finished]
             limit = self.config.max_streams
@@ -139,14 +145,16 @@ class Scheduler:
             # an idle server admits anyone: refusing helps no listener, and its audio comes as
             # soon as this machine can make it
             admit = self.config.admission and open_streams
-            if admit and not self._fits(open_streams, chars, speed, now):
+            if admit and not self._fits(open_streams, chars, speed, now, first_chars):
                 self.metrics.inc("requests_rejected_total", reason="overloaded")
                 raise Overloaded(
                     "the server cannot start this stream now without making it or the streams "
                     "it is playing run out of audio; retry after the Retry-After seconds",
                     admission.retry_after(open_streams, now, self.model),
                 )
-            s = Stream(next(self._ids), chars, speed, loop, asyncio.Queue(), now)
+            s = Stream(
+                next(self._ids), chars, speed, loop, asyncio.Queue(), now, first_chars=first_chars
+            )
             self.streams[s.id] = s
             return s
 
@@ -199,10 +207,7 @@ class Scheduler:
     # -- internals (under self._cond) ----------------------------------------------------------
     def _push(self, s: Stream) -> None:
         s.token += 1
-        cost = (
-            s.last_cost if s.last_cost is not None else self.model.cost(self.model.chunk_audio(0))
-        )
-        key = s.deadline(self.config.first_slack) - cost
+        key = s.deadline(self.config.first_slack) - self.model.cost(s.next_audio(self.model))
         heapq.heappush(self._heap, (key, next(self._seq), s.token, s))
         self._cond.notify()
 
@@ -212,13 +217,12 @@ class Scheduler:
             if head is None:
                 self._cond.wait()
                 continue
-            latest_start, s = head
-            hold = self._hold(latest_start, time.monotonic())
+            hold = self._hold(time.monotonic())
             if hold > HOLD_MIN:  # until then, or until a newcomer is queued
                 self._cond.wait(hold)
                 continue
             heapq.heappop(self._heap)
-            return s
+            return head[1]
         return None
 
     def _head(self) -> tuple[float, Stream] | None:
@@ -230,21 +234,41 @@ class Scheduler:
             heapq.heappop(self._heap)
         return None
 
-    def _hold(self, latest_start: float, now: float) -> float:
-        """Seconds a free worker leaves the queue's head waiting: while admitted newcomers'
-        inputs are still being prepared and the head can start after their first chunks. A
-        chunk cannot be interrupted, so one started now would hold their first audio back by
-        all of its compute; waiting costs the head nothing it cannot spare."""
+    def _hold(self, now: float) -> float:
+        """Seconds a free worker leaves the queue waiting (module docstring). A chunk started
+        now would hold back by all of its compute the first chunks of newcomers: those admitted
+        and still being prepared, and, when no other worker is free, one who may arrive any
+        moment (``newcomer_reserve``). The queue can spare that wait until its latest start."""
         firsts = [
-            self.model.cost(self.model.chunk_audio(0) / p.speed)
+            self.model.cost(p.next_audio(self.model))
             for p in self.streams.values()
             if p.gen is None and not p.finished
         ]
-        if not firsts:
-            return 0.0
-        # the firsts may run as much slower than predicted as recent chunks did
+        # chunks may run as much slower than predicted as recent chunks did
         margin = self.model.margin() or 1 / self.config.load_factor
-        return latest_start - now - margin * sum(firsts)
+        room = margin * sum(firsts)
+        if self.busy + 1 >= self.config.workers:
+            room = max(room, self.config.reserve)
+        if room <= 0:
+            return 0.0
+        return self._latest_start(margin) - now - room
+
+    def _latest_start(self, margin: float) -> float:
+        """The latest moment the queued chunks can start, run earliest deadline first on the
+        workers, and each still end by its deadline; their costs times ``margin``."""
+        queued = sorted(
+            (
+                s.deadline(self.config.first_slack),
+                margin * self.model.cost(s.next_audio(self.model)),
+            )
+            for _, _, token, s in self._heap
+            if token == s.token and s.runnable(self.config)
+        )
+        latest, work = float("inf"), 0.0
+        for deadline, cost in queued:
+            work += cost / self.config.workers
+            latest = min(latest, deadline - work)
+        return latest
 
     def _cancel(self, s: Stream, reason: str) -> None:
         s.cancelled = s.finished = True
@@ -310,7 +334,6 @@ class Scheduler:
         s.produced += 1
         s.audio_out += audio
         s.chars_done += chars
-        s.last_cost = item.compute
         self.model.learn(audio, item.compute, chars, s.speed)
         self.model.learn_chunk(s.produced - 1, audio * s.speed)
         self.metrics.inc("chunks_total")
@@ -332,8 +355,10 @@ class Scheduler:
                 self.model.learn_chunk(index, audio)
             t0 = t1
 
-    def _fits(self, open_streams: list[Stream], chars: int, speed: float, now: float) -> bool:
-        return admission.fits(open_streams, chars, speed, now, self.model, self.config)
+    def _fits(
+        self, open_streams: list[Stream], chars: int, speed: float, now: float, first_chars: int = 0
+    ) -> bool:
+        return admission.fits(open_streams, chars, speed, now, self.model, self.config, first_chars)
 
     def margin(self) -> float:
         """The cost model's margin for the metrics page: 0 before it has one."""

@@ -8,7 +8,12 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ..runtime.chunking import MAX_PHONEMES
+
+if TYPE_CHECKING:
+    from .cost_model import CostModel
 
 log = logging.getLogger("kokoro_tvm.server")
 
@@ -29,11 +34,20 @@ class SchedulerConfig:
     max_streams: int = 32
     first_audio: float = 0.5  # seconds: admission keeps every new stream's first audio within
     first_slack: float = 0.0  # seconds after arrival a first chunk is due (its EDF deadline)
+    #: seconds of a worker's time kept free ahead of the latest moment a playing stream's next
+    #: chunk can start (``Scheduler._hold``), for a newcomer's first chunk; None: first_audio
+    newcomer_reserve: float | None = None
     load_factor: float = 0.9  # share of the workers' time admission may plan to use
     admission: bool = True
     #: phoneme limits of a stream's first chunks, the last for all later ones (the cost model's
-    #: guess of a chunk's audio before chunks at its place ran)
-    chunk_limits: tuple[int, ...] = (16, 60, 150)
+    #: guess of a chunk's audio before chunks at its place ran); kokoro's one limit by default,
+    #: as the server's whole sentences have
+    chunk_limits: tuple[int, ...] = (MAX_PHONEMES,)
+
+    @property
+    def reserve(self) -> float:
+        """``newcomer_reserve``, or ``first_audio`` when it is None."""
+        return self.first_audio if self.newcomer_reserve is None else self.newcomer_reserve
 
 
 @dataclass
@@ -61,12 +75,12 @@ class Stream:
     items: asyncio.Queue
     arrival: float  # time.monotonic()
     gen: Iterator[Any] | None = None
+    first_chars: int = 0  # input characters of its first chunk, from its text (0: unknown)
     chars_done: int = 0
     produced: int = 0
     taken: int = 0
     audio_out: float = 0.0  # seconds of audio produced
     playback_start: float | None = None  # when the first chunk was produced
-    last_cost: float | None = None
     running: bool = False
     finished: bool = False
     cancelled: bool = False
@@ -88,6 +102,15 @@ class Stream:
         if self.playback_start is None:
             return 0.0
         return self.playback_start + self.audio_out - now
+
+    def next_audio(self, model: CostModel) -> float:
+        """Audio seconds its next chunk may hold: the first by its own text's first chunk, a
+        later one by what is left of its text, up to a full chunk. A chunk's length is known
+        only once the runtime plans it; rated shorter than it is, it would start too late."""
+        left = max(0, self.chars - self.chars_done) * model.per_char / self.speed
+        if self.produced == 0:
+            return min(left, model.first_chunk_audio(self.first_chars, self.speed))
+        return min(left, model.limit_audio(self.produced) / self.speed)
 
     def advance(self) -> Item:
         """One ``next()`` of the runtime stream (one chunk planned and decoded), timed."""

@@ -94,7 +94,9 @@ def synth(args: argparse.Namespace) -> None:
     from .synthesizer import KokoroTVM
 
     _check_args(args)
-    tts = KokoroTVM.from_manifest(args.artifacts, target=args.target, num_threads=args.threads)
+    tts = KokoroTVM.from_manifest(
+        args.artifacts, target=args.target, num_threads=args.threads, precision=args.precision
+    )
     if tts.manifest.model.random:
         print(
             "warning: these libraries were built from random weights (params.yaml "
@@ -114,8 +116,8 @@ def synth(args: argparse.Namespace) -> None:
     to_stdout = args.output == "-"
     _say(
         args,
-        f"target {tts.target}; token buckets {tts.libraries.token_buckets}, frame buckets "
-        f"{tts.libraries.frame_buckets}",
+        f"target {tts.target}, precision {precisions(tts.precision)}; token buckets "
+        f"{tts.libraries.token_buckets}, frame buckets {tts.libraries.frame_buckets}",
     )
     t0 = time.perf_counter()
     parts = tts.stream(source, options)
@@ -148,6 +150,13 @@ def synth(args: argparse.Namespace) -> None:
         f"first audio after {w.first_audio:.2f} s",
         file=sys.stderr if to_stdout else sys.stdout,
     )
+
+
+def precisions(picked: dict[str, str]) -> str:
+    """``fp32``, or per component where they differ (``duration fp32, ..., decoder bf16``)."""
+    if len(set(picked.values())) == 1:
+        return next(iter(picked.values()))
+    return ", ".join(f"{c} {p}" for c, p in picked.items())
 
 
 def _size(n: int) -> str:
@@ -185,15 +194,20 @@ def info(args: argparse.Namespace) -> None:
     print(f"target on this CPU: {d['picked_target'] or 'none'}")
     for line in d["pick_reasons"]:
         print(f"  {line}")
+    if d["picked_precision"] is not None:
+        print(f"precision on this CPU: {precisions(d['picked_precision'])}")
+    for line in d["precision_reasons"]:
+        print(f"  {line}")
     for target, why in d["unvalidated"].items():
         print(f"  {target}: built but not validated, so not loadable ({why})")
     for target, libs in d["libraries"].items():
         print(f"target {target}: {d['targets'][target]}")
         for lib in libs:
             state = "" if lib["present"] else "  MISSING (run `dvc repro` or `dvc pull`)"
+            kind = f" {lib['precision']}" if "precision" in lib else ""
             print(
-                f"  {lib['component']:13s} bucket {lib['bucket']:5d}  {_size(lib['bytes']):>10s}"
-                f"{_validation(lib['validation'])}{state}"
+                f"  {lib['component']:13s} bucket {lib['bucket']:5d}{kind}  "
+                f"{_size(lib['bytes']):>10s}{_validation(lib['validation'])}{state}"
             )
 
 
@@ -240,6 +254,21 @@ def list_voices(args: argparse.Namespace) -> None:
             f"{x.code}  {x.onnx:6s} {x.name}" if x else "?  (no language in its name: pass --lang)"
         )
         print(f"  {n:16s} {lang}")
+
+
+def add_precision(p: argparse.ArgumentParser) -> None:
+    """``--precision``, shared by ``synth`` and ``serve``."""
+    from .manifest import PRECISION_REQUESTS
+
+    p.add_argument(
+        "--precision",
+        choices=PRECISION_REQUESTS,
+        default="auto",
+        help="what the libraries compute in: auto (the default: per component the narrowest "
+        "precision validated for it that this CPU runs, e.g. bf16 decoders on AVX512_BF16), "
+        "fp32 (kokoro's float32 numerics everywhere), bf16 (the bf16 libraries; an error where "
+        "the CPU lacks them); `kokoro-tvm info` shows the pick (docs/precision.md)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -331,6 +360,7 @@ def parser() -> argparse.ArgumentParser:
             help="artifact directory with manifest.json (default: $KOKORO_TVM_ARTIFACTS or ./artifacts)",
         )
     s.add_argument("--target", help="built target to run (default: the best one this CPU supports)")
+    add_precision(s)
     s.add_argument(
         "--threads",
         type=int,

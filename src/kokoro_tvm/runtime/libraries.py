@@ -1,5 +1,6 @@
-"""The built libraries of one target, as the runtime uses them: buckets per length axis, and each
-library verified and loaded on first use (weights once per component).
+"""The built libraries of one target, as the runtime uses them: one precision per component
+(``manifest.explain_precision``), buckets per length axis, and each library verified and loaded
+on first use (weights once per component).
 
 Shared by threads: the first use of a library loads it under one lock, so two threads asking
 for the same bucket at once load it once; later uses read the loaded table without locking."""
@@ -15,7 +16,7 @@ from ..errors import KokoroTVMError
 from ..spec import COMPONENTS, Axis, samples_per_frame
 from . import integrity
 from .component import CompiledComponent, ComponentWeights, PackedWeights
-from .manifest import Manifest
+from .manifest import Library, Manifest, explain_precision
 
 
 class BucketError(KokoroTVMError, ValueError):
@@ -23,20 +24,31 @@ class BucketError(KokoroTVMError, ValueError):
 
 
 class Libraries:
-    """One target's libraries from a manifest, and the model facts the host code needs."""
+    """One target's libraries from a manifest, in one precision per component, and the model
+    facts the host code needs.
 
-    def __init__(self, root: Path, manifest: Manifest, target: str):
+    ``precision``: ``auto``, ``fp32`` or a narrower one (``explain_precision``); ``precision``
+    then holds what each component runs in, and ``precision_reasons`` why."""
+
+    def __init__(self, root: Path, manifest: Manifest, target: str, precision: str = "auto"):
         self.root, self.manifest, self.target = Path(root), manifest, target
         cfg = load_model_config(manifest.model.config)
         self.vocab: dict[str, int] = cfg["vocab"]
         self.samples_per_frame = samples_per_frame(cfg)
         self.style_width = 2 * cfg["style_dim"]
-        entries = manifest.of_target(target)
-        built = {c: {e.bucket for e in entries if e.component == c} for c in COMPONENTS}
+        self.precision, self.precision_reasons = explain_precision(manifest, target, precision)
+        #: per component, its libraries in the precision it runs in
+        self._entries: dict[str, list[Library]] = {
+            c: [e for e in manifest.of_target(target, p) if e.component == c]
+            for c, p in self.precision.items()
+        }
+        built = {c: {e.bucket for e in self._entries[c]} for c in COMPONENTS}
         missing = [c for c, b in built.items() if not b]
         if missing:
+            shown = ", ".join(f"{c} {self.precision[c]}" for c in missing)
             raise artifacts.ArtifactError(
-                f"target {target!r} has no library for {missing}; run `dvc repro`"
+                f"target {target!r} has no library for {missing} (in the precision picked: "
+                f"{shown}); run `dvc repro`"
             )
         #: per length axis, the buckets every component it sizes was built for (``spec``)
         self.buckets: dict[Axis, list[int]] = {
@@ -69,7 +81,7 @@ class Libraries:
         ladder's weights wait until their bucket is used)."""
         paths = []
         for component in COMPONENTS:  # in the order a call loads them
-            entries = [e for e in self.manifest.of_target(self.target) if e.component == component]
+            entries = self._entries[component]
             paths += [self.root / e.path for e in entries]
             if len(entries) == 1 and entries[0].packed is not None:
                 paths.append(self.root / entries[0].packed.path)
@@ -83,7 +95,9 @@ class Libraries:
             return lib
         with self._load_lock:
             if key not in self._libs:
-                entry = self.manifest.library(component, bucket, self.target)
+                entry = self.manifest.library(
+                    component, bucket, self.target, self.precision[component]
+                )
                 if entry.packed is not None:  # weights in the library's own layout, mapped
                     weights = PackedWeights(self.root, entry.packed)
                 else:  # the component's raw weights, transformed at load

@@ -19,7 +19,8 @@ from typing import Any
 
 from .. import artifacts
 from ..devices import isa
-from ..spec import Shapes
+from ..errors import KokoroTVMError
+from ..spec import COMPONENTS, FP32, PRECISIONS, Shapes
 from ..toolchain import ToolchainError, runtime_versions
 from . import tvm_import
 
@@ -37,7 +38,20 @@ REQUIRED = {
 }
 #: ``model.checkpoint`` of libraries built from seeded random weights (no speech)
 RANDOM_CHECKPOINT = "random"
+#: what a caller may ask for: a precision (``spec.PRECISIONS``, widest first), or ``auto``
+#: (``explain_precision``); an entry without ``precision`` (every float32 manifest's) is ``FP32``
+PRECISION_REQUESTS = ("auto", *PRECISIONS)
 REBUILD = "rebuild the artifacts with `dvc repro` (or `dvc pull` the ones built for this code)"
+#: CPUs that have what a narrower precision's libraries need, by architecture (named in errors)
+NARROW_CPUS = {
+    "x86_64": "AVX512_BF16 (AMD Zen 4 and later, Intel Sapphire Rapids and later)",
+    "aarch64": "BF16 (Arm v8.6: Graviton 3 and 4, Neoverse V1, V2, N2)",
+}
+
+
+class PrecisionError(KokoroTVMError, ValueError):
+    """A precision asked for that is not one, or that these libraries cannot give here."""
+
 
 # -- the records ------------------------------------------------------------------------------
 
@@ -110,9 +124,20 @@ class Validation:
 
 
 @dataclass(frozen=True)
+class TargetNeeds:
+    """What a target's libraries need of a CPU (``isa.requirements``, recorded at build)."""
+
+    arch: str
+    isa: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"arch": self.arch, "isa": list(self.isa)}
+
+
+@dataclass(frozen=True)
 class Library:
-    """One library (component x bucket x target): where it is, its bytes, its signature, and
-    how it takes its length axis."""
+    """One library (component x bucket x target x precision): where it is, its bytes, its
+    signature, and how it takes its length axis."""
 
     component: str
     bucket: int
@@ -130,6 +155,9 @@ class Library:
     packed: File | None = None  # the weights in the library's own layout
     #: where ``sha256`` was recorded, for the error a mismatch raises
     sha256_source: str = "its manifest"
+    precision: str = FP32  # what its products are computed in (``PRECISIONS``)
+    #: what it needs of a CPU beyond its target's ``target_needs`` (a bf16 library's extensions)
+    needs: TargetNeeds | None = None
 
     @property
     def bounded(self) -> bool:
@@ -144,17 +172,6 @@ class Library:
         raise artifacts.ArtifactError(
             f"{self.path}: its manifest entry lists no input {name!r}; {REBUILD}"
         )
-
-
-@dataclass(frozen=True)
-class TargetNeeds:
-    """What a target's libraries need of a CPU (``isa.requirements``, recorded at build)."""
-
-    arch: str
-    isa: tuple[str, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"arch": self.arch, "isa": list(self.isa)}
 
 
 @dataclass(frozen=True)
@@ -195,15 +212,23 @@ class Manifest:
         """The targets the manifest lists libraries of: validated ones only."""
         return sorted({lib.target for lib in self.libraries})
 
-    def of_target(self, target: str) -> list[Library]:
-        return [lib for lib in self.libraries if lib.target == target]
+    def of_target(self, target: str, precision: str | None = None) -> list[Library]:
+        """The libraries of ``target``: of every precision, or of ``precision`` alone."""
+        return [
+            lib
+            for lib in self.libraries
+            if lib.target == target and precision in (None, lib.precision)
+        ]
 
-    def library(self, component: str, bucket: int, target: str) -> Library:
+    def library(self, component: str, bucket: int, target: str, precision: str = FP32) -> Library:
+        """The one library of a component x bucket x target in ``precision``."""
+        key = (component, bucket, target, precision)
         for lib in self.libraries:
-            if (lib.component, lib.bucket, lib.target) == (component, bucket, target):
+            if (lib.component, lib.bucket, lib.target, lib.precision) == key:
                 return lib
+        shown = "" if precision == FP32 else f" in {precision}"
         raise artifacts.ArtifactError(
-            f"no library for {component} bucket {bucket} target {target!r} "
+            f"no library for {component} bucket {bucket} target {target!r}{shown} "
             f"(built targets: {self.built_targets}); add it to params.yaml and run `dvc repro`"
         )
 
@@ -273,16 +298,11 @@ def parse_manifest(doc: Any, path: Path | str = "manifest.json") -> Manifest:
         if key in doc:
             _expect(doc, key, dict, path)
     needs = {}
-    for target, entry in doc.get("target_needs", {}).items():
+    for target in doc.get("target_needs", {}):
         _expect(doc["target_needs"], target, dict, path, "target_needs.")
-        _expect(entry, "arch", str, path, f"target_needs.{target}.")
-        _expect(entry, "isa", list, path, f"target_needs.{target}.")
-        if not all(isinstance(f, str) for f in entry["isa"]):
-            raise artifacts.ArtifactError(
-                f"{path}: target_needs.{target}.isa should be names; {REBUILD}"
-            )
-        needs[target] = TargetNeeds(entry["arch"], tuple(entry["isa"]))
+        needs[target] = _needs(doc["target_needs"][target], path, f"target_needs.{target}.")
     libraries = []
+    seen: set[tuple[str, int, str, str]] = set()
     for i, entry in enumerate(doc["libraries"]):
         lib = parse_library(entry, path, f"libraries[{i}].")
         if lib.component not in weights:
@@ -290,6 +310,13 @@ def parse_manifest(doc: Any, path: Path | str = "manifest.json") -> Manifest:
                 f"{path}: libraries[{i}].component {lib.component!r} has no weights entry; "
                 f"{REBUILD}"
             )
+        key = (lib.component, lib.bucket, lib.target, lib.precision)
+        if key in seen:  # the runtime could not tell which of the two to load
+            raise artifacts.ArtifactError(
+                f"{path}: libraries[{i}] is a second {lib.precision} {lib.component} library of "
+                f"bucket {lib.bucket} for target {lib.target!r}; {REBUILD}"
+            )
+        seen.add(key)
         libraries.append(lib)
     return Manifest(
         format=doc["format"],
@@ -323,6 +350,8 @@ OPTIONAL_LIBRARY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "length_axes": dict,
     "validation": dict,
     "packed": dict,
+    "precision": str,  # absent: float32
+    "needs": dict,  # absent: its target's ``target_needs``
 }
 
 
@@ -341,6 +370,14 @@ def parse_library(entry: Any, path: Path | str, where: str = "", sized: bool = T
     validation = None
     if "validation" in entry:
         validation = _validation(entry["validation"], path, f"{where}validation.")
+    precision = entry.get("precision", FP32)
+    if precision not in PRECISIONS:
+        raise artifacts.ArtifactError(
+            f"{path}: {where}precision {precision!r} is not one this runtime computes in "
+            f"({', '.join(PRECISIONS)}); install the kokoro-tvm-pipeline version that built it, "
+            f"or {REBUILD}"
+        )
+    needs = _needs(entry["needs"], path, f"{where}needs.") if "needs" in entry else None
     if entry.get("shapes", Shapes.PADDED.value) not in {s.value for s in Shapes}:
         raise artifacts.ArtifactError(
             f"{path}: {where}shapes should be bounded or padded; {REBUILD}"
@@ -378,7 +415,18 @@ def parse_library(entry: Any, path: Path | str, where: str = "", sized: bool = T
         length_axes=_frozen(length_axes),
         validation=validation,
         packed=packed,
+        precision=precision,
+        needs=needs,
     )
+
+
+def _needs(entry: dict[str, Any], path: Path | str, where: str) -> TargetNeeds:
+    """What a target's (or one library's) code needs of a CPU: ``{"arch", "isa": [names]}``."""
+    _expect(entry, "arch", str, path, where)
+    _expect(entry, "isa", list, path, where)
+    if not all(isinstance(f, str) for f in entry["isa"]):
+        raise artifacts.ArtifactError(f"{path}: {where}isa should be names; {REBUILD}")
+    return TargetNeeds(entry["arch"], tuple(entry["isa"]))
 
 
 def _file(doc: dict[str, Any], path: Path | str, where: str, sized: bool = False) -> File:
@@ -569,3 +617,97 @@ def explain_pick(manifest: Manifest, target: str | None = None) -> tuple[str, li
         )
     best = max(usable, key=lambda t: (len(manifest.needs(t).isa), t))
     return best, why + [f"picked {best}: the richest ISA this CPU runs"]
+
+
+def explain_precision(
+    manifest: Manifest, target: str, requested: str = "auto"
+) -> tuple[dict[str, str], list[str]]:
+    """The precision each component of ``target`` runs in, and why (a line per component).
+
+    ``auto``: per component, the narrowest precision whose libraries cover every bucket the
+    component was built for on ``target`` and whose CPU needs this CPU has, else float32. A
+    narrower library is in the manifest only if it passed its precision's criterion (the
+    listener's, ``eval/verdicts.py``), and it was built because it is faster, so auto runs it
+    wherever it can. ``fp32``: float32 everywhere, kokoro's own numerics. A narrower precision
+    (``bf16``): its libraries where the target has them, float32 for the components that have
+    none (the text side); refused, naming the fix, where the target has none at all or this
+    CPU lacks what they need (here, not as SIGILL inside a kernel)."""
+    if requested not in PRECISION_REQUESTS:
+        raise PrecisionError(
+            f"precision {requested!r} is not one of {', '.join(PRECISION_REQUESTS)}: auto (the "
+            "default) runs the fastest validated libraries this CPU runs, fp32 kokoro's float32 "
+            "numerics everywhere"
+        )
+    entries = manifest.of_target(target)
+    if requested not in ("auto", FP32) and not any(e.precision == requested for e in entries):
+        built = [p for p in PRECISIONS if any(e.precision == p for e in entries)]
+        raise PrecisionError(
+            f"target {target!r} has no {requested} library (built: {', '.join(built)}); use "
+            f"precision auto or fp32 (--precision auto/fp32), or build {requested} libraries "
+            f"(params.yaml precision, e.g. decoder: [fp32, {requested}]) and run `dvc repro`"
+        )
+    picked: dict[str, str] = {}
+    why: list[str] = []
+    for component in COMPONENTS:
+        own = [e for e in entries if e.component == component]
+        choice, reason = _component_precision(manifest, component, own, requested)
+        picked[component] = choice
+        why.append(f"{component}: {choice}, {reason}")
+    return picked, why
+
+
+def _component_precision(
+    manifest: Manifest, component: str, own: list[Library], requested: str
+) -> tuple[str, str]:
+    """One component's precision (``explain_precision``) and the reason shown for it."""
+    buckets = {e.bucket for e in own}
+    built = {e.precision for e in own}
+    narrower = [p for p in reversed(PRECISIONS) if p in built and p != FP32]  # narrowest first
+    gaps = {p: sorted(buckets - {e.bucket for e in own if e.precision == p}) for p in built}
+    if requested == FP32:
+        return FP32, "asked for" + (f" ({', '.join(narrower)} also built)" if narrower else "")
+    if requested != "auto":
+        if requested not in built:
+            return FP32, f"no {requested} library built for it (it stays float32)"
+        if gaps[requested]:
+            raise PrecisionError(
+                f"the {requested} {component} libraries lack buckets {gaps[requested]} that "
+                f"its other libraries have; use precision auto or fp32 (--precision auto/fp32), "
+                f"or {REBUILD}"
+            )
+        lacks = _lacks(manifest, [e for e in own if e.precision == requested])
+        if lacks:
+            raise PrecisionError(
+                f"the {requested} {component} libraries need CPU features this machine lacks "
+                f"({', '.join(lacks)}); use precision auto or fp32 (--precision auto/fp32), "
+                f"which run float32 here, or a CPU with {_cpus(own)}"
+            )
+        return requested, "asked for"
+    refused = []
+    for p in narrower:
+        lacks = _lacks(manifest, [e for e in own if e.precision == p])
+        if not gaps[p] and not lacks:
+            return p, "the narrowest validated precision built for all its buckets that runs here"
+        refused.append(
+            f"{p} built, but this CPU lacks {', '.join(lacks)}"
+            if lacks
+            else f"{p} built without buckets {gaps[p]}"
+        )
+    return FP32, "; ".join(refused) if refused else "the only precision built"
+
+
+def _lacks(manifest: Manifest, libraries: list[Library]) -> list[str]:
+    """What this CPU lacks of what ``libraries`` need (each its own ``needs``, else its
+    target's), each named once."""
+    lacks: list[str] = []
+    for lib in libraries:
+        needs = lib.needs if lib.needs is not None else manifest.needs(lib.target)
+        lacks += [f for f in isa.missing(needs.as_dict()) if f not in lacks]
+    return lacks
+
+
+def _cpus(libraries: list[Library]) -> str:
+    """The CPUs that run ``libraries`` (``NARROW_CPUS`` by their architecture)."""
+    arches = {lib.needs.arch for lib in libraries if lib.needs is not None}
+    named = [NARROW_CPUS[a] for a in sorted(arches) if a in NARROW_CPUS]
+    return " or ".join(named) if named else "the extensions named"

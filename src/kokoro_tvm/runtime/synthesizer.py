@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import artifacts
-from ..spec import SAMPLE_RATE
+from ..spec import FP32, SAMPLE_RATE
 from . import async_stream, languages, planner, stream, threads, voices
 from . import trim as trims
 from .chunking import InputError
@@ -35,6 +35,7 @@ from .manifest import (
     Manifest,
     check_toolchain,
     explain_pick,
+    explain_precision,
     pick_target,
     read_manifest,
     thawed,
@@ -75,12 +76,16 @@ class KokoroTVM:
         path: str | Path = artifacts.ROOT,
         target: str | None = None,
         num_threads: int | None = None,
+        precision: str = "auto",
     ) -> KokoroTVM:
         """Open an artifact directory (or its ``manifest.json``) for one target.
 
-        ``target=None`` picks the built target with the richest ISA this CPU runs. Nothing is
-        loaded yet: each library is verified (sha256) and loaded on first use; the toolchain is
-        checked here, before any.
+        ``target=None`` picks the built target with the richest ISA this CPU runs.
+        ``precision``: ``"auto"`` runs each component in the narrowest precision validated for
+        it that this CPU runs (bf16 decoders where built and the CPU has AVX512_BF16), ``"fp32"``
+        kokoro's float32 numerics everywhere, ``"bf16"`` the bf16 libraries (refused where the
+        CPU lacks them); ``precision`` says what was picked. Nothing is loaded yet: each library
+        is verified (sha256) and loaded on first use; the toolchain is checked here, before any.
         """
         path = Path(path)
         root = path.parent if path.name == "manifest.json" else path
@@ -90,7 +95,7 @@ class KokoroTVM:
             threads.configure_process(num_threads)
         else:  # TVM alone would use half the machine's cores, whatever this process may use
             os.environ.setdefault(threads.NUM_VARIABLE, str(threads.available_cores()))
-        libraries = Libraries(root, manifest, pick_target(manifest, target))
+        libraries = Libraries(root, manifest, pick_target(manifest, target), precision)
         libraries.verify_ahead()  # beside TVM's import and the caller's input (``integrity``)
         return cls(libraries, voices.VoiceSet.from_manifest(root, manifest))
 
@@ -101,6 +106,11 @@ class KokoroTVM:
     @property
     def manifest(self) -> Manifest:
         return self.libraries.manifest
+
+    @property
+    def precision(self) -> dict[str, str]:
+        """What each component runs in (``fp32``, ``bf16``), as ``from_manifest`` picked it."""
+        return dict(self.libraries.precision)
 
     @property
     def voices(self) -> list[str]:
@@ -340,22 +350,31 @@ class KokoroTVM:
 
 def describe(manifest: Manifest, root: Path) -> dict[str, Any]:
     """What ``kokoro-tvm info`` prints: model, toolchain, and libraries per target (no loading),
-    as plain JSON data."""
+    with the target and precisions ``from_manifest`` would pick here, as plain JSON data."""
     libs: dict[str, list[dict[str, Any]]] = {}
     for e in manifest.libraries:
-        libs.setdefault(e.target, []).append(
-            {
-                "component": e.component,
-                "bucket": e.bucket,
-                "bytes": e.bytes,
-                "present": (Path(root) / e.path).exists(),
-                "validation": e.validation.as_dict() if e.validation is not None else {},
-            }
-        )
+        lib = {
+            "component": e.component,
+            "bucket": e.bucket,
+            "bytes": e.bytes,
+            "present": (Path(root) / e.path).exists(),
+            "validation": e.validation.as_dict() if e.validation is not None else {},
+        }
+        if e.precision != FP32:  # float32 entries print as they did before precisions
+            lib["precision"] = e.precision
+        if e.needs is not None:
+            lib["needs"] = e.needs.as_dict()
+        libs.setdefault(e.target, []).append(lib)
     try:
         picked, why = explain_pick(manifest)
     except artifacts.ArtifactError as e:  # none runs here: info still lists what was built
         picked, why = None, [str(e)]
+    precisions, precision_why = None, []
+    if picked is not None:
+        try:
+            precisions, precision_why = explain_precision(manifest, picked)
+        except artifacts.ArtifactError as e:  # a manifest without its target's CPU needs
+            precision_why = [str(e)]
     return {
         "artifacts": str(root),
         "model": manifest.model.as_dict(),
@@ -363,6 +382,8 @@ def describe(manifest: Manifest, root: Path) -> dict[str, Any]:
         "targets": {t: thawed(manifest.targets.get(t, {})) for t in sorted(libs)},
         "picked_target": picked,
         "pick_reasons": why,
+        "picked_precision": precisions,
+        "precision_reasons": precision_why,
         "unvalidated": thawed(manifest.unvalidated),
         "buckets": thawed(manifest.buckets),
         "weights": {c: w.bytes for c, w in manifest.weights.items()},

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import KokoroTVMError
 from ..runtime import chunking
 from ..runtime.options import FAST_SHARED, LISTENER, Cuts
+from .families import declare_model
 from .metrics import Metrics
 from .scheduler import Scheduler
 from .schema import SpeechRequest
@@ -42,6 +43,7 @@ class ServerConfig:
 
     artifacts: Path
     target: str | None = None
+    precision: str = "auto"  # what the libraries compute in (``KokoroTVM.from_manifest``)
     workers: int = 1
     threads: int | None = None  # TVM threads per worker; None: the process's cores shared out
     max_input_chars: int = 4096  # OpenAI's limit
@@ -84,10 +86,16 @@ class Engine:
             from ..runtime.synthesizer import KokoroTVM
 
             tts = KokoroTVM.from_manifest(
-                config.artifacts, target=config.target, num_threads=per_worker
+                config.artifacts,
+                target=config.target,
+                num_threads=per_worker,
+                precision=config.precision,
             )
         self.tts = tts
+        #: what each component computes in (/health, /metrics); a stand-in model may not say
+        self.precision: dict[str, str] = dict(getattr(tts, "precision", {}))
         self.metrics = Metrics()
+        declare_model(self.metrics, self.precision)
         scheduling = SchedulerConfig(
             workers=workers,
             threads_per_worker=per_worker,

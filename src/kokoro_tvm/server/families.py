@@ -4,6 +4,7 @@ one page says what each number means."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from .cost_model import CostModel
@@ -72,3 +73,13 @@ def declare_http(m: Metrics) -> None:
     )
     m.counter("streams_completed_total", "Speech streams that sent their last chunk.")
     m.counter("stream_errors_total", "Speech streams that failed after they started.")
+
+
+def declare_model(m: Metrics, precision: Mapping[str, str]) -> None:
+    """What the loaded libraries compute in: a series per component (``KokoroTVM.precision``)."""
+    m.info(
+        "precision_info",
+        "The precision each component's libraries compute in (fp32, bf16), as the server "
+        "picked it at start (--precision; docs/precision.md): 1 per component.",
+        [{"component": c, "precision": p} for c, p in precision.items()],
+    )

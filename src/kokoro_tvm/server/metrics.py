@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -63,6 +63,14 @@ class Metrics:
 
     def gauge(self, name: str, help: str, read: Callable[[], float]) -> None:
         self._gauges[name] = (help, read)
+
+    def info(self, name: str, help: str, series: Iterable[Mapping[str, str]]) -> None:
+        """Facts fixed for the process's life, as Prometheus' info pattern has them: a gauge of
+        1 per label set (a query joins on the labels, e.g. by precision)."""
+        fam = _Family(PREFIX + name, "gauge", help)
+        for labels in series:
+            fam.values[tuple(sorted(labels.items()))] = 1.0
+        self._families[name] = fam
 
     def inc(self, name: str, by: float = 1.0, **labels: str) -> None:
         key = tuple(sorted(labels.items()))

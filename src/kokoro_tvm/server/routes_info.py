@@ -23,7 +23,8 @@ def add_routes(app: FastAPI, engine: Engine) -> None:
     @app.get("/health")
     async def health() -> JSONResponse:
         """200 and ``"ready": true`` once English text input (G2P) is loaded and every worker
-        is alive and warm; else 503, ``not_ready`` saying what is missing."""
+        is alive and warm; else 503, ``not_ready`` saying what is missing. ``precision``
+        says what each component's libraries compute in."""
         doc = _health(engine)
         return JSONResponse(doc, status_code=200 if doc["ready"] else 503)
 
@@ -69,6 +70,7 @@ def _health(engine: Engine) -> dict[str, Any]:
         "workers": workers,
         "workers_warm": s.warm,
         "workers_busy": s.busy,
+        "precision": engine.precision,
     }
 
 

@@ -105,10 +105,9 @@ def make_project(root: Path, params: dict) -> Project:
     root.mkdir(parents=True, exist_ok=True)
     for name in ("dvc.yaml", ".gitignore", ".dvcignore"):
         shutil.copy(REPO / name, root / name)
-    for name in ("stages", "src"):
-        shutil.copytree(
-            REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-        )
+    shutil.copytree(
+        REPO / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
     (root / "artifacts").mkdir()
     proj = Project(root)
     proj.set_params(params)

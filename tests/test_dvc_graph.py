@@ -86,11 +86,14 @@ def test_editing_a_stage_body_reruns_only_that_stage(built_project: Project):
 def test_editing_a_schedule_rule_reruns_tune_build_and_bench_only(built_project: Project):
     """A rule shapes the kernels of tune and build; validation and what comes after rerun only if
     the library's bytes change (DVC compares the outputs). The bench reruns too: its roofline
-    reads the target's lanes and the kernels' reduction blocks through the schedule package."""
+    reads the target's lanes and the kernels' reduction blocks through the schedule package. So
+    does legalize: it runs its phase through ``compile.phases``, which knows the build phase's
+    pass names (a dump may name them), and its output stays the same bytes."""
     ran, changed = _edit_code(built_project, "compile/schedule/conv.py")
-    assert ran == {"tune", "build", "bench"}
+    assert ran == {"legalize", "tune", "build", "bench"}
     assert changed == (
-        _stage_names(built_project, "tune")
+        _stage_names(built_project, "legalize")
+        | _stage_names(built_project, "tune")
         | _stage_names(built_project, "build")
         | _stage_names(built_project, "bench_tokens")
         | _stage_names(built_project, "bench_frames")
@@ -102,7 +105,7 @@ def test_editing_a_module_every_stage_imports_reruns_every_stage(built_project: 
     per-library ones through every fingerprint."""
     ran, changed = _edit_code(built_project, "errors.py")
     assert ran == set(_fingerprints(built_project)) and len(ran) == len(
-        kinds(built_project.root / "stages")
+        kinds(built_project.root / "src")
     )
     # every stage but the devices@ ones, which run on every repro anyway (``Project.changed``)
     assert changed == {s for s in built_project.stages() - {"code"} if not s.startswith("devices@")}
@@ -139,12 +142,12 @@ def test_tampered_library_is_refused_by_the_manifest_stage(built_project: Projec
     good = lib.read_bytes()
     lib.write_bytes(good + b"\0")
     try:
-        p = built_project.run("python", "stages/manifest.py", check=False)
+        p = built_project.run("python", "-m", "kokoro_tvm.pipeline.manifest", check=False)
         assert p.returncode == 1 and "Traceback" not in p.stderr
         assert "text_encoder-8.so" in p.stderr and "not what was built and validated" in p.stderr
     finally:
         lib.write_bytes(good)
-    assert built_project.run("python", "stages/manifest.py").returncode == 0
+    assert built_project.run("python", "-m", "kokoro_tvm.pipeline.manifest").returncode == 0
 
 
 def test_lstm_strategy_reruns_relax_onward_not_export(built_project: Project):

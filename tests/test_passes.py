@@ -72,6 +72,19 @@ def test_a_dump_naming_no_pass_is_refused(monkeypatch):
         legalize(_imported())
 
 
+def test_a_dump_may_name_the_other_phases_pass(tmp_path, monkeypatch):
+    """``dvc repro`` runs legalize and build stages under one ``KOKORO_TVM_DUMP_IR``: a build pass
+    named there is no error in legalize, which then dumps nothing. The phase runner knows the
+    other phase only because ``phases`` hands it every phase (the control: without them, the
+    same name is refused)."""
+    monkeypatch.setenv(phases.DUMP_ENV, "ScheduleRules")
+    monkeypatch.setenv(phases.DUMP_DIR_ENV, str(tmp_path / "dump"))
+    legalize(_imported())
+    assert not (tmp_path / "dump").exists()
+    with pytest.raises(ValueError, match=r"names no pass \['ScheduleRules'\]"):
+        phases.run(phases.LEGALIZE, _imported(), phases.Context())
+
+
 def test_the_flow_lists_every_pass_once():
     text = phases.describe()
     for name in (p.name for phase in phases.PHASES for p in phase.passes):

@@ -1,4 +1,4 @@
-"""Every stage depends on exactly the code its script runs, with the imports as the one source of
+"""Every stage depends on exactly the code its module runs, with the imports as the one source of
 truth (stage ``code``, pipeline/code.py), and the package's import graph has no cycle.
 
 Too few files in a fingerprint and an edit leaves a stale artifact cached; too many and an edit
@@ -12,9 +12,12 @@ import ast
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
+from kokoro_tvm.errors import KokoroTVMError
 from kokoro_tvm.pipeline.code import (
+    STAGES,
     _imported,
     _module_file,
     _module_name,
@@ -36,38 +39,65 @@ def _stages() -> dict[str, dict]:
 def test_every_stage_depends_on_its_kinds_fingerprint_and_no_source():
     stages = _stages()
     code = stages.pop("code")
-    stage_kinds = kinds(REPO / "stages")
-    assert code["deps"] == ["stages", "${code}"]
-    assert code["outs"] == [f"artifacts/code/{k}.json" for k in stage_kinds]  # one per stage script
+    stage_kinds = kinds(SRC)
+    assert code["cmd"] == f"python -m {STAGES}.code"
+    assert code["deps"] == ["${code}"]
+    assert code["outs"] == [f"artifacts/code/{k}.json" for k in stage_kinds]  # one per stage kind
+    ran = set()
     for name, st in stages.items():
-        kind = Path(st["cmd"].split()[1]).stem
-        assert kind in stage_kinds, f"{name}: cmd {st['cmd']!r} does not run a stage script"
-        listed = [
-            d for d in st["deps"] if d.startswith(("artifacts/code/", "stages", "${code}", "src/"))
-        ]
+        python, flag, module, *_ = st["cmd"].split()
+        assert (python, flag) == ("python", "-m") and module.startswith(f"{STAGES}."), name
+        kind = module.removeprefix(f"{STAGES}.")
+        assert kind in stage_kinds, f"{name}: cmd {st['cmd']!r} does not run a stage module"
+        ran.add(kind)
+        listed = [d for d in st["deps"] if d.startswith(("artifacts/code/", "${code}", "src/"))]
         assert listed == [f"artifacts/code/{kind}.json"], (
             f"{name} depends on {listed}, not on its fingerprint alone"
         )
+    assert ran == set(stage_kinds)  # no fingerprint is written for a module no stage runs
+
+
+def test_a_stage_kind_is_a_module_that_runs_through_the_entry(tmp_path):
+    """Kinds are read from the code (a module that imports ``pipeline.entry``), so a new stage
+    module gets its fingerprint without a list to update; ``ci`` and ``lockfile``, commands of
+    their own, are not kinds."""
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    assert "ci" not in kinds(src) and "legalize" in kinds(src)
+    new = src / "kokoro_tvm" / "pipeline" / "fresh.py"
+    new.write_text(
+        "from ..errors import KokoroTVMError\n\ndef run(prm):\n    pass\n\n"
+        'if __name__ == "__main__":\n    from .entry import stage\n\n    stage(None, run)\n'
+    )
+    assert "fresh" in kinds(src)
+    assert f"{CODE}/errors.py" in fingerprint("fresh", src)["files"]
+    with pytest.raises(KokoroTVMError, match="no stage kind 'ci'.*legalize"):
+        fingerprint("ci", src)
 
 
 def test_fingerprint_changes_with_exactly_the_files_a_stage_runs(tmp_path):
     """An edit to a module the stage imports changes its kind's fingerprint; an edit elsewhere in
     the package does not (each half is the other's negative control)."""
-    shutil.copytree(REPO / "stages", tmp_path / "stages")
-    shutil.copytree(
-        SRC, tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-    )
-    stages, src = tmp_path / "stages", tmp_path / "src"
-    before = fingerprint("legalize", stages, src)
-    assert {"stages/legalize.py", "stages/_common.py", f"{CODE}/compile/phase_legalize.py"} <= set(
-        before["files"]
-    )
-    assert not any("schedule" in f or "phase_build" in f for f in before["files"])
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    before = fingerprint("legalize", src)
+    assert {
+        f"{CODE}/pipeline/legalize.py",
+        f"{CODE}/pipeline/entry.py",
+        f"{CODE}/pipeline/__init__.py",
+        f"{CODE}/compile/phase_legalize.py",
+        # the phases run through compile.phases, which knows every pass name a dump may give
+        f"{CODE}/compile/phase_build.py",
+    } <= set(before["files"])
+    assert not any(f.endswith(("runtime/synthesizer.py", "bench.py")) for f in before["files"])
     for rel, changes in [
         ("eval/latency.py", False),
         ("compile/torch_export.py", False),
         ("runtime/synthesizer.py", False),
+        ("pipeline/build.py", False),
         ("compile/legalizations/conv1d.py", True),
+        ("compile/schedule/conv.py", True),
+        ("pipeline/entry.py", True),
         ("errors.py", True),
         ("__init__.py", True),
     ]:
@@ -75,26 +105,44 @@ def test_fingerprint_changes_with_exactly_the_files_a_stage_runs(tmp_path):
         old = path.read_text()
         path.write_text(old + "\n# an edit\n")
         try:
-            assert (fingerprint("legalize", stages, src) != before) == changes, rel
+            assert (fingerprint("legalize", src) != before) == changes, rel
         finally:
             path.write_text(old)
-    assert fingerprint("legalize", stages, src) == before
+    assert fingerprint("legalize", src) == before
 
 
-def test_import_graph_sees_lazy_and_relative_imports(tmp_path):
-    """Negative control: the graph must follow imports inside functions and relative imports,
-    or the test above would pass on fingerprints that miss them."""
-    script = tmp_path / "s.py"
-    script.write_text("def f():\n    from kokoro_tvm.pipeline import manifest\n")
-    got = {p.relative_to(PKG).as_posix() for p in package_files(script, SRC)}
-    assert {
-        "pipeline/manifest.py",
-        "pipeline/__init__.py",
-        "__init__.py",
-        "artifacts.py",
-        "atomic.py",
-    } <= got
-    assert not any(p.startswith(("compile/", "model/")) for p in got)
+def _hidden_imports(path: Path) -> list[str]:
+    """Imports by name (``importlib.import_module``, ``__import__``) outside the top package's
+    PEP 562 hook: code the fingerprint cannot see."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    hook = {
+        id(n)
+        for f in tree.body
+        if isinstance(f, ast.FunctionDef) and f.name == "__getattr__"
+        for n in ast.walk(f)
+    }
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in ast.walk(tree)
+        if id(node) not in hook
+        and (
+            (isinstance(node, ast.Attribute) and node.attr == "import_module")
+            or (isinstance(node, ast.Name) and node.id in ("__import__", "import_module"))
+        )
+    ]
+
+
+def test_no_code_hides_an_import_from_the_fingerprint(tmp_path):
+    """The fingerprint reads ``import`` statements; an import by name would run code it does not
+    see, and the stage would keep a stale artifact after an edit to that code."""
+    assert not [h for path in PKG.rglob("*.py") for h in _hidden_imports(path)]
+    # negative control: the detour compile/passes.py once took to reach the other phase
+    detour = tmp_path / "passes.py"
+    detour.write_text(
+        "import importlib\n\ndef check():\n"
+        '    return importlib.import_module(f"{__package__}.phases").PHASES\n'
+    )
+    assert _hidden_imports(detour) == ["passes.py:4"]
 
 
 def test_only_the_package_api_hook_is_left_out(tmp_path):
@@ -113,7 +161,7 @@ def test_only_the_package_api_hook_is_left_out(tmp_path):
     import kokoro_tvm
 
     api = set(kokoro_tvm._PUBLIC)
-    for path in [*PKG.rglob("*.py"), *(REPO / "stages").glob("*.py")]:
+    for path in PKG.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module == "kokoro_tvm" and not node.level:
                 assert not api & {a.name for a in node.names}, f"{path} imports the lazy API names"

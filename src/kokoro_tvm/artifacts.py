@@ -124,6 +124,11 @@ def bench_plot_file(component: str, bucket: int, target: str, root: Path = ROOT)
     return root / "bench_plots" / target / f"{component}-{bucket}.json"
 
 
+def roofline_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+    """Per-library top kernels: time, GFLOP/s and share of the FMA peak (DVC ``plots``)."""
+    return root / "roofline" / target / f"{component}-{bucket}.json"
+
+
 def bench_summary_file(component: str, target: str, root: Path = ROOT) -> Path:
     """Every bucket of one component on one target: one line in the speedup plot."""
     return root / "bench_summary" / target / f"{component}.json"

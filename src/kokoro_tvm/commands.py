@@ -1,4 +1,4 @@
-"""What every command of the project (``kokoro-tvm``, the stage scripts, ``python -m
+"""What every command of the project (``kokoro-tvm``, the stages, ``python -m
 kokoro_tvm.pipeline.ci`` and ``.lockfile``) shares: a problem the user can fix is one ``error:``
 line and exit status 1, never a traceback."""
 

@@ -1,6 +1,6 @@
 """The one base class of every error whose message tells a user what to fix.
 
-Entry points (stage scripts, the CLI) catch this class alone and print one ``error:`` line, so
+Entry points (the stages, the CLI) catch this class alone and print one ``error:`` line, so
 they need not import every module that defines an error (which would make each stage depend on
 all of them); anything else is a bug and keeps its traceback.
 """

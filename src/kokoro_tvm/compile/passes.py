@@ -1,12 +1,11 @@
 """What a compile phase is made of: passes (``(module, Context) -> module``), the ``Context``
 they share, and running a phase's passes in order with IR dumps after those
 ``$KOKORO_TVM_DUMP_IR`` names. The phases themselves are ``phase_legalize`` and ``phase_build``;
-``phases`` shows both in order.
+``phases`` shows both in order and runs them.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 from collections.abc import Callable
@@ -58,12 +57,12 @@ def tvm_relax(name: str, doc: str) -> Pass:
     return Pass(name, run, f"TVM: {doc}")
 
 
-def run(phase: Phase, mod, ctx: Context):
+def run(phase: Phase, mod, ctx: Context, every: tuple[Phase, ...] = ()):
     """Apply ``phase``'s passes in order, dumping the module after those ``$KOKORO_TVM_DUMP_IR``
-    names."""
+    names. ``every``: all the phases of the flow (``phases.PHASES``), one run of which may name
+    passes of another: a name none of them has is refused."""
     wanted = _dump_names()
-    if wanted - {"all"} - {p.name for p in phase.passes}:
-        _check_dump_names(wanted)
+    _check_dump_names(wanted, (phase, *every))
     for i, p in enumerate(phase.passes):
         mod = p.run(mod, ctx)
         if "all" in wanted or p.name in wanted:
@@ -71,11 +70,8 @@ def run(phase: Phase, mod, ctx: Context):
     return mod
 
 
-def _check_dump_names(wanted: set[str]) -> None:
-    """Refuse a name no phase has. The other phase is imported by name (``importlib``) so that a
-    stage's code fingerprint covers its own phase's passes only: the names just check a debugging
-    variable and never change what is built."""
-    every = importlib.import_module(f"{__package__}.phases").PHASES
+def _check_dump_names(wanted: set[str], every: tuple[Phase, ...]) -> None:
+    """Refuse a name no phase has."""
     names = {p.name for ph in every for p in ph.passes}
     unknown = wanted - names - {"all"}
     if unknown:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import functools
-import time
-from pathlib import Path
 from typing import Any
 
 from . import metaschedule, prepack, retarget, schedule, symbolic, tvm_fixes
-from .passes import Context, Pass, Phase, run
+from .passes import Context, Pass, Phase
 
 
 def _reshapes_as_views(mod, _ctx: Context):
@@ -97,22 +95,3 @@ def make_target(spec: dict[str, Any]):
     import tvm
 
     return tvm.target.Target(dict(spec))
-
-
-def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: str = ""):
-    """``BUILD`` on a legalized module, then ``tvm.compile``.
-
-    PrimFuncs with a record in the ``tune_db`` database (``metaschedule.tune``: only records that
-    beat the rules are there) take the tuned schedule; the schedule rules do the rest.
-    Returns the executable, the build seconds (schedule pass included) and the ``ScheduleReport``
-    (which rule each PrimFunc got, ``tuned`` included, and which fell back to the generic one).
-    """
-    import tvm
-
-    ctx = Context(target=make_target(target_spec), tune_db=tune_db, label=label)
-    t0 = time.perf_counter()
-    mod = run(BUILD, mod, ctx)
-    ex = tvm.compile(
-        mod, target=ctx.target, relax_pipeline=relax_pipeline(), tir_pipeline=tir_pipeline()
-    )
-    return ex, time.perf_counter() - t0, ctx.report

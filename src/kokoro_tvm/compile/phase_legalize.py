@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import attention, batch_matmul, symbolic
 from .legalizations import legalize_map
-from .passes import Context, Pass, Phase, run, tvm_relax
+from .passes import Context, Pass, Phase, tvm_relax
 
 
 def _fold_batch_matmul_reshapes(mod, _ctx: Context):
@@ -66,16 +66,3 @@ LEGALIZE = Phase(
         tvm_relax("DeadCodeElimination", "drop unused bindings and functions."),
     ),
 )
-
-
-def legalize(mod, label: str = "", precision: str = "fp32"):
-    """Run ``LEGALIZE`` on an imported module; ``precision`` "bf16" computes the generator's convs
-    with bf16 products (``compile/bf16.py``; the build then needs a target with
-    ``bf16.FEATURES``)."""
-    legalize_map(precision)  # an unknown precision fails here, before any pass runs
-    if "num_input" not in (mod["main"].attrs or {}):
-        raise ValueError(
-            "legalize needs main's 'num_input' attr (import with keep_params_as_input "
-            "and detach_params) to tell inputs from parameters"
-        )
-    return run(LEGALIZE, mod, Context(label=label, precision=precision))

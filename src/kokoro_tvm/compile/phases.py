@@ -13,22 +13,28 @@ passes in order, exactly as a ``tvm.transform.Sequential`` of them would, and ca
 module after any of them:
 
     KOKORO_TVM_DUMP_IR=LegalizeOps,ScheduleRules dvc repro -f build_tokens@duration-64-x86_64_v3
-    KOKORO_TVM_DUMP_IR=all python stages/legalize.py decoder 512
+    KOKORO_TVM_DUMP_IR=all python -m kokoro_tvm.pipeline.legalize decoder 512
 
 writes ``<phase>-<NN>-<pass>.py`` (TVMScript) under ``$KOKORO_TVM_DUMP_DIR`` (default
 ``ir-dump/<component>-<bucket>`` or ``ir-dump``). A dump never changes what is built.
 
 A pass is a function ``(module, Context) -> module`` (``passes``); the ``Context`` carries the
 target, the tuning database and what earlier passes found (the tuned kernels, the schedule
-report). Each phase is its own module (``phase_legalize``, ``phase_build``) and each stage imports
-only its own, so an edit to a schedule rule reruns build, never legalize.
+report). Each phase's passes are their own module (``phase_legalize``, ``phase_build``); running
+either phase goes through here (``legalize``, ``build``), where every pass name is known, so a
+dump naming a pass of no phase is refused in either stage.
 """
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Any
+
+from .legalizations import legalize_map
 from .passes import DUMP_DIR_ENV, DUMP_ENV, Context, Pass, Phase, run, tvm_relax
-from .phase_build import BUILD, build, make_target, relax_pipeline, tir_pipeline
-from .phase_legalize import LEGALIZE, legalize
+from .phase_build import BUILD, make_target, relax_pipeline, tir_pipeline
+from .phase_legalize import LEGALIZE
 
 PHASES = (LEGALIZE, BUILD)
 
@@ -50,6 +56,38 @@ __all__ = [
     "tir_pipeline",
     "tvm_relax",
 ]
+
+
+def legalize(mod, label: str = "", precision: str = "fp32"):
+    """Run ``LEGALIZE`` on an imported module; ``precision`` "bf16" computes the generator's convs
+    with bf16 products (``compile/bf16.py``; the build then needs a target with
+    ``bf16.FEATURES``)."""
+    legalize_map(precision)  # an unknown precision fails here, before any pass runs
+    if "num_input" not in (mod["main"].attrs or {}):
+        raise ValueError(
+            "legalize needs main's 'num_input' attr (import with keep_params_as_input "
+            "and detach_params) to tell inputs from parameters"
+        )
+    return run(LEGALIZE, mod, Context(label=label, precision=precision), PHASES)
+
+
+def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: str = ""):
+    """``BUILD`` on a legalized module, then ``tvm.compile``.
+
+    PrimFuncs with a record in the ``tune_db`` database (``metaschedule.tune``: only records that
+    beat the rules are there) take the tuned schedule; the schedule rules do the rest.
+    Returns the executable, the build seconds (schedule pass included) and the ``ScheduleReport``
+    (which rule each PrimFunc got, ``tuned`` included, and which fell back to the generic one).
+    """
+    import tvm
+
+    ctx = Context(target=make_target(target_spec), tune_db=tune_db, label=label)
+    t0 = time.perf_counter()
+    mod = run(BUILD, mod, ctx, PHASES)
+    ex = tvm.compile(
+        mod, target=ctx.target, relax_pipeline=relax_pipeline(), tir_pipeline=tir_pipeline()
+    )
+    return ex, time.perf_counter() - t0, ctx.report
 
 
 def describe() -> str:

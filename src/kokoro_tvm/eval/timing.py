@@ -21,7 +21,7 @@ def apply_threads(num_threads: int) -> int:
     """One thread count for every runtime in the process (0 = all cores). Returns the count.
 
     TVM reads ``TVM_NUM_THREADS`` when its pool first starts (default: half the cores), so this
-    must run before the first TVM call in the process; the stage scripts guarantee that.
+    must run before the first TVM call in the process; the stages guarantee that.
     """
     import torch
 

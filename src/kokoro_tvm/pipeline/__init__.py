@@ -1,1 +1,2 @@
-"""DVC stage bodies, one module per stage; ``stages/*.py`` parse arguments and call ``run``."""
+"""DVC stages, one module per stage kind, each run as ``python -m kokoro_tvm.pipeline.<kind> ARGS``
+(``entry`` parses the arguments and calls the module's ``run``)."""

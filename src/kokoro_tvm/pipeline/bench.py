@@ -154,12 +154,6 @@ def _untimed(
     }
 
 
-def roofline_file(component: str, bucket: int, target: str, root: Path = artifacts.ROOT) -> Path:
-    """Per-library top kernels: time, GFLOP/s and share of the FMA peak (DVC ``plots``). Here, not
-    in ``artifacts`` (every stage depends on that module): only this stage writes it."""
-    return root / "roofline" / target / f"{component}-{bucket}.json"
-
-
 def write_outputs(result: dict[str, Any], root: Path = artifacts.ROOT) -> tuple[Path, Path, Path]:
     """The stage's three DVC outputs, each written atomically: metrics (the per-kernel rows
     aside), its plot row, and the roofline plot of its top kernels (empty where nothing ran here)."""
@@ -167,7 +161,7 @@ def write_outputs(result: dict[str, Any], root: Path = artifacts.ROOT) -> tuple[
     paths = (
         artifacts.bench_file(comp, bucket, target, root),
         artifacts.bench_plot_file(comp, bucket, target, root),
-        roofline_file(comp, bucket, target, root),
+        artifacts.roofline_file(comp, bucket, target, root),
     )
     kernels = [
         {"component": comp, "bucket": bucket, **row} for row in result.get("top_kernels", [])
@@ -195,3 +189,9 @@ def _plot_row(result: dict[str, Any]) -> dict[str, Any]:
         "tvm_of_peak",
     )
     return {k: result[k] for k in keys if k in result}
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run, "component", "bucket", "target")

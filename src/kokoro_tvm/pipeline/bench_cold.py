@@ -171,3 +171,9 @@ def _onnx_voices(name: str) -> Path:
             f"kokoro-onnx's voices file {path} has no voice {name!r}; pass one it has"
         )
     return path
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run)

@@ -126,3 +126,9 @@ def _served(root: Path, voice: str, profile: str) -> Callable[[str], np.ndarray]
         return _joined(engine.open(req))
 
     return speak
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run)

@@ -89,3 +89,9 @@ def package_files(
     for name, data in files.items():
         models[name].write_bytes(data)
     return models, voices
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run)

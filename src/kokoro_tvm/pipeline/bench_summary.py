@@ -20,3 +20,9 @@ def run(prm: Params, target: str) -> None:
         artifacts.write_json(
             artifacts.bench_summary_file(component, target), sorted(rows, key=lambda r: r["bucket"])
         )
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run, "target")

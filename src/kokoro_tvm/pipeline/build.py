@@ -5,7 +5,7 @@ runtime checks before loading it."""
 from __future__ import annotations
 
 from .. import artifacts
-from ..compile.phase_build import build
+from ..compile.phases import build
 from ..devices import cross, isa
 from ..params import Params
 
@@ -40,3 +40,9 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     artifacts.write_json(
         artifacts.build_time_file(component, bucket, target), {"build_s": round(seconds, 2)}
     )
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run, "component", "bucket", "target")

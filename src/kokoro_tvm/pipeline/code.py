@@ -1,12 +1,21 @@
-"""Stage ``code``: one fingerprint per stage kind of the code its script runs.
+"""Stage ``code``: one fingerprint per stage kind of the code that kind runs.
 
-Every stage depends on ``artifacts/code/<kind>.json`` instead of on source files. The fingerprint
-holds the hash of each file ``stages/<kind>.py`` can import, so it changes exactly when one of
-them does, and DVC reruns exactly the stages whose code changed. The file list is read from the
-sources (``ast``), transitively, so nothing keeps it by hand: the ``code`` stage itself depends
-on the whole ``stages/`` and package directories and reruns, in a second, on any edit. Imports
+A stage kind is a module of this package that runs as a program through ``pipeline.entry``
+(``python -m kokoro_tvm.pipeline.<kind> ARGS``, its stages' ``cmd`` in dvc.yaml). Every stage
+depends on ``artifacts/code/<kind>.json`` instead of on source files. The fingerprint holds the
+hash of each file the module can import, so it changes exactly when one of them does, and DVC
+reruns exactly the stages whose code changed. The file list is read from the sources (``ast``),
+transitively, so nothing keeps it by hand and no code has to hide an import from it: the
+``code`` stage itself depends on the whole package and reruns, in a second, on any edit. Imports
 inside functions count too: a stage's deps must cover every code path it can take, so this
 over-approximates the imports one run executes, never under-approximates them.
+
+One body is left out, and only because it never runs in a stage: the top package's PEP 562
+``__getattr__`` (``from kokoro_tvm import KokoroTVM``). Python calls it for a name the package
+lacks; an import of a submodule (``from .. import artifacts``) reaches it only for a name outside
+its public list, where it raises before importing anything, and no stage or package module reads
+the public names (tests/test_stage_deps.py checks that). Counting its imports would make every
+stage depend on the runtime.
 
 Why fingerprints rather than the files as DVC deps: after every stage DVC re-reads and rewrites
 the whole ``dvc.lock`` through ruamel's round-trip YAML, and 30 deps times ~100 stages made most
@@ -23,6 +32,8 @@ from .. import artifacts
 from ..errors import KokoroTVMError
 
 PACKAGE = "kokoro_tvm"
+#: the package of the stage modules
+STAGES = f"{PACKAGE}.pipeline"
 SRC = Path(__file__).resolve().parents[2]
 #: data the package reads at run time, owed by the module that reads it
 DATA = {"config.py": ["data"], "devices/qemu.py": ["data"]}
@@ -71,10 +82,8 @@ def _imported(src: Path, path: Path) -> set[str]:
 
 
 def _walk_run(tree: ast.Module) -> Iterator[ast.AST]:
-    """Every node of ``tree`` but the body of a module-level ``__getattr__`` (PEP 562): it runs
-    only when code reads a name the module lacks, and the package's lazy API names (``from
-    kokoro_tvm import KokoroTVM``) are read by users, never by the package or its stages
-    (tests/test_stage_deps.py checks that)."""
+    """Every node of ``tree`` but the body of a module-level ``__getattr__`` (PEP 562): no stage
+    runs it (the module docstring says why)."""
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
             continue
@@ -97,12 +106,15 @@ def package_files(script: Path, src: Path) -> set[Path]:
     return files
 
 
-def stage_files(script: Path, src: Path = SRC) -> list[Path]:
-    """The files a stage script runs: itself, ``stages/_common.py``, every package module it can
-    import, and the data those modules read (a data directory as the files under it)."""
-    common = script.parent / "_common.py"
-    modules = package_files(script, src) | package_files(common, src)
-    files = {script, common} | modules
+def stage_files(kind: str, src: Path = SRC) -> list[Path]:
+    """The files stage kind ``kind`` runs: its module ``kokoro_tvm.pipeline.<kind>``, the packages
+    above it (Python runs their ``__init__`` first), every package module it can import, and the
+    data those modules read (a data directory as the files under it)."""
+    module = _stage_module(kind, src)
+    modules = package_files(module, src) | {
+        f for m in _parents(STAGES) if (f := _module_file(src, m)) is not None
+    }
+    files = {module} | modules
     pkg = src / PACKAGE
     for mod in modules:
         for data in DATA.get(mod.relative_to(pkg).as_posix(), []):
@@ -112,30 +124,50 @@ def stage_files(script: Path, src: Path = SRC) -> list[Path]:
     return sorted(files)
 
 
-def fingerprint(kind: str, stages: Path = Path("stages"), src: Path = SRC) -> dict:
-    script = stages / f"{kind}.py"
-    if not script.is_file():
+def _parents(module: str) -> set[str]:
+    parts = module.split(".")
+    return {".".join(parts[:k]) for k in range(1, len(parts) + 1)}
+
+
+def _stage_module(kind: str, src: Path) -> Path:
+    path = _module_file(src, f"{STAGES}.{kind}")
+    if kind not in kinds(src) or path is None:
         raise KokoroTVMError(
-            f"no stage script {script} for code fingerprint {kind!r}; "
-            f"kinds are the names of the scripts in {stages}/"
+            f"no stage kind {kind!r} for a code fingerprint; kinds are the modules of "
+            f"{STAGES} that run through {STAGES}.entry: {', '.join(kinds(src))}"
         )
-    root = stages.resolve().parent
-    files = {}
-    for path in stage_files(script.resolve(), src.resolve()):
-        rel = (
-            path.resolve().relative_to(root).as_posix()
-            if path.resolve().is_relative_to(root)
-            else str(path)
-        )
-        files[rel] = artifacts.sha256(path)
+    return path
+
+
+def fingerprint(kind: str, src: Path = SRC) -> dict:
+    """``kind``'s files (paths relative to the checkout, the directory above ``src``) with their
+    hashes."""
+    src = src.resolve()
+    root = src.parent
+    files = {
+        path.relative_to(root).as_posix(): artifacts.sha256(path) for path in stage_files(kind, src)
+    }
     return {"stage": kind, "files": files}
 
 
-def kinds(stages: Path = Path("stages")) -> list[str]:
-    """Every stage kind: the stage scripts, less the shared helper and this stage's own."""
-    return sorted(p.stem for p in stages.glob("*.py") if p.stem not in ("_common", "code"))
+def kinds(src: Path = SRC) -> list[str]:
+    """Every stage kind: the modules of ``kokoro_tvm.pipeline`` that run as a stage (through
+    ``pipeline.entry``), less this stage's own."""
+    pkg = src / Path(*STAGES.split("."))
+    return sorted(
+        p.stem
+        for p in pkg.glob("*.py")
+        if p.stem != "code" and f"{STAGES}.entry" in _imported(src, p)
+    )
 
 
 def run() -> None:
     for kind in kinds():
         artifacts.write_json(artifacts.code_file(kind), fingerprint(kind))
+
+
+if __name__ == "__main__":
+    from .entry import args, main
+
+    args(__doc__)
+    main(run)

@@ -18,3 +18,9 @@ def run(prm: Params, target: str) -> dict:
     artifacts.write_json(artifacts.device_file(target), record)
     print(resolve.describe(record), flush=True)
     return record
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run, "target")

@@ -30,3 +30,9 @@ def run(prm: Params, component: str, bucket: int) -> None:
     torch.export.save(ep, buf)
     with artifacts.atomic_path(artifacts.export_file(component, bucket), suffix=".pt2") as tmp:
         tmp.write_bytes(buf.getvalue())
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run, "component", "bucket")

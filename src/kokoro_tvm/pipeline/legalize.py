@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import artifacts
-from ..compile.phase_legalize import legalize
+from ..compile.phases import legalize
 from ..params import Params
 
 
@@ -15,3 +15,9 @@ def run(prm: Params, component: str, bucket: int) -> None:
             artifacts.load_ir(artifacts.relax_file(component, bucket)), f"{component}-{bucket}"
         ),
     )
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run, "component", "bucket")

@@ -120,3 +120,9 @@ def run(prm: Params) -> dict[str, Any]:
         doc["voices"] = named
     artifacts.write_json(artifacts.manifest_file(), doc)
     return doc
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run)

@@ -20,3 +20,9 @@ def run(prm: Params, component: str, bucket: int) -> None:
     artifacts.save_weights(
         artifacts.reference_file(component, bucket), cases_to_arrays(component, cases, cfg)
     )
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run, "component", "bucket")

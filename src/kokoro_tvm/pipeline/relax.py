@@ -20,3 +20,9 @@ def run(prm: Params, component: str, bucket: int) -> None:
     )
     artifacts.save_ir(artifacts.relax_file(component, bucket), mod)
     artifacts.write_json(artifacts.signature_file(component, bucket), sig.as_dict())
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run, "component", "bucket")

@@ -10,3 +10,9 @@ from ..toolchain import versions
 
 def run(prm: Params) -> None:
     artifacts.write_json(artifacts.toolchain_file(), versions())
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run)

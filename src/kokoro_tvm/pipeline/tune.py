@@ -40,3 +40,9 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
             device=device,
         )
         artifacts.write_json(tmp / "report.json", {"target": target, **report})
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run, "component", "bucket", "target")

@@ -63,3 +63,9 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
     verdicts.raise_if_failed(doc)
     doc["packed_sha256"] = packed.write(packed_out, weights)
     artifacts.write_json(out, doc)
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run, "component", "bucket", "target")

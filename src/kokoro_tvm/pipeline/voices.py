@@ -307,3 +307,9 @@ def manifest_entry(width: int, root: Path = artifacts.ROOT) -> dict[str, Any] | 
         "source_sha256": index.get("source_sha256"),
         "voices": index["voices"],
     }
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run)

@@ -69,3 +69,9 @@ def reference_voice(checkpoint: str, seed: int, style_width: int):
         except VoiceError:
             pass
     return random_style(seed, style_width), f"random(seed={seed})"
+
+
+if __name__ == "__main__":
+    from .entry import stage
+
+    stage(__doc__, run)

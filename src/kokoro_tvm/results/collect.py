@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .. import artifacts
 from ..params import Params
 from ..spec import COMPONENTS
 from . import record
@@ -52,12 +53,12 @@ def library(root: Path, component: str, bucket: int, target: str) -> dict[str, A
     """One library's record: where it ran, its validation per length, its bench, its build."""
     name = f"{component}-{bucket}"
     stage = f"{{}}@{name}-{target}"
-    device = read_metric(root / "devices" / f"{target}.json", f"devices@{target}")
-    check = read_metric(root / "validate" / target / f"{name}.json", stage.format("validate"))
-    bench = read_metric(root / "bench" / target / f"{name}.json", stage.format("bench"))
-    build_time = read_metric(root / "build_time" / target / f"{name}.json", stage.format("build"))
-    info_path = root / "build" / target / f"{name}.json"
-    info = read_metric(info_path, stage.format("build"))
+    device = read_metric(artifacts.device_file(target, root), f"devices@{target}")
+    where = (component, bucket, target, root)
+    check = read_metric(artifacts.validation_file(*where), stage.format("validate"))
+    bench = read_metric(artifacts.bench_file(*where), stage.format("bench"))
+    build_time = read_metric(artifacts.build_time_file(*where), stage.format("build"))
+    info = read_metric(artifacts.build_info_file(*where), stage.format("build"))
     row: dict[str, Any] = {
         "library": name,
         "component": component,
@@ -88,7 +89,7 @@ def library(root: Path, component: str, bucket: int, target: str) -> dict[str, A
             if k.endswith("_vs_float64") and isinstance(v, dict)
         }
         row["bench"] = kept | {"agrees_with_float64": verdicts}
-        roofline = root / "roofline" / target / f"{name}.json"
+        roofline = artifacts.roofline_file(*where)
         if roofline.exists():
             rows = json.loads(roofline.read_text(encoding="utf-8"))
             row["top_kernels"] = [
@@ -102,7 +103,7 @@ def library(root: Path, component: str, bucket: int, target: str) -> dict[str, A
 
 def e2e(root: Path) -> dict[str, Any]:
     """``bench_e2e``'s rows as a list by length, and its total."""
-    doc = read_metric(root / "bench_e2e.json", "bench_e2e")
+    doc = read_metric(artifacts.bench_e2e_file(root), "bench_e2e")
     lengths = sorted(
         (scalars(v) for k, v in doc.items() if k.startswith("phonemes_") and isinstance(v, dict)),
         key=lambda r: r.get("phonemes", 0),
@@ -209,7 +210,7 @@ def collect(root: Path, prm: Params, cpu: dict[str, Any]) -> dict[str, Any]:
     rec = {
         "schema": record.SCHEMA,
         "cpu": cpu,
-        "toolchain": read_metric(root / "toolchain.json", "toolchain"),
+        "toolchain": read_metric(artifacts.toolchain_file(root), "toolchain"),
         "e2e": e2e(root),
         "libraries": libraries,
     }
@@ -227,6 +228,6 @@ def collect(root: Path, prm: Params, cpu: dict[str, Any]) -> dict[str, Any]:
     ]
     rec["load_avg_1m"] = [min(loads), max(loads)] if loads else None
     rec["measured"] = measured_on(
-        [root / "bench_e2e.json"] + list((root / "bench").glob("*/*.json"))
+        [artifacts.bench_e2e_file(root)] + list((root / "bench").glob("*/*.json"))
     )
     return record.check(rec, f"the metrics in {root}")

@@ -21,6 +21,7 @@ import time
 import warnings
 from pathlib import Path
 
+from . import arguments
 from .options import PROFILES, Cuts
 from .outputs import OutputError
 
@@ -256,21 +257,6 @@ def list_voices(args: argparse.Namespace) -> None:
         print(f"  {n:16s} {lang}")
 
 
-def add_precision(p: argparse.ArgumentParser) -> None:
-    """``--precision``, shared by ``synth`` and ``serve``."""
-    from .manifest import PRECISION_REQUESTS
-
-    p.add_argument(
-        "--precision",
-        choices=PRECISION_REQUESTS,
-        default="auto",
-        help="what the libraries compute in: auto (the default: per component the narrowest "
-        "precision validated for it that this CPU runs, e.g. bf16 decoders on AVX512_BF16), "
-        "fp32 (kokoro's float32 numerics everywhere), bf16 (the bf16 libraries; an error where "
-        "the CPU lacks them); `kokoro-tvm info` shows the pick (docs/precision.md)",
-    )
-
-
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kokoro-tvm", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -360,7 +346,7 @@ def parser() -> argparse.ArgumentParser:
             help="artifact directory with manifest.json (default: $KOKORO_TVM_ARTIFACTS or ./artifacts)",
         )
     s.add_argument("--target", help="built target to run (default: the best one this CPU supports)")
-    add_precision(s)
+    arguments.add_precision(s)
     s.add_argument(
         "--threads",
         type=int,

@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8880, help="port (default 8880; 0: any free one)")
     p.add_argument("--target", help="built target to run (default: the best one this CPU supports)")
-    from ..runtime.cli import add_precision  # the same option as synth's
+    from ..runtime.arguments import add_precision  # the same option as synth's
 
     add_precision(p)
     p.add_argument(

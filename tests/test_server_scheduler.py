@@ -498,13 +498,23 @@ def test_a_stream_with_audio_to_spare_leaves_the_worker_free_for_a_newcomer(rese
     assert (order.index(("B", 0)) < a_second) == b_first, order
 
 
-@pytest.mark.parametrize(("first_chars", "admits"), [(10, True), (90, False)])
-def test_admission_predicts_a_newcomers_first_chunk_from_its_first_sentence(first_chars, admits):
+@pytest.mark.parametrize(
+    ("first_chars", "busy", "admits"),
+    [
+        (10, None, True),  # 1 s of audio first: 0.1 s of compute
+        (90, None, True),  # 9 s first: 0.5 s of compute, 0.56 s at the planned 0.9 of a worker
+        (90, 0.3, False),  # the control: another stream's chunk has 0.3 s to run first
+    ],
+)
+def test_admission_predicts_a_newcomers_first_chunk_from_its_first_sentence(
+    first_chars, busy, admits
+):
     """Whole sentences: one chunk limit, kokoro's 510 phonemes. A request of 100 characters
-    whose first sentence is 10 of them has 1 s of audio to make first (0.1 s of compute): it
-    fits beside a playing stream. Predicted from the limit, its first chunk would be all of it
-    (0.55 s, past its 0.5 s of first audio) and it would be refused. The control: a first
-    sentence of 90 characters (0.5 s of compute) is refused."""
+    beside a stream with 6 s of audio to spare. Its first chunk is its first sentence: 10
+    characters fit its 0.5 s of first audio (predicted from the limit, the first chunk would
+    have been all 100 characters, and refused). A first sentence of 90 characters cannot be
+    heard within 0.5 s even alone; the stream beside it does not delay it, so it is admitted,
+    due when it alone can be ready. With another chunk in the making before it, it is refused."""
 
     async def main():
         loop = asyncio.get_running_loop()
@@ -514,6 +524,8 @@ def test_admission_predicts_a_newcomers_first_chunk_from_its_first_sentence(firs
         now = time.monotonic()
         s = Stream(1, 200, 1.0, loop, asyncio.Queue(), now - 5.0)  # 6 s of audio to spare
         s.playback_start, s.audio_out, s.produced, s.chars_done = now - 4.0, 10.0, 1, 100
+        if busy is not None:  # its next chunk (the rest: 10 s, 0.55 s) has ``busy`` s left
+            s.running, s.run_started = True, now - (sched.model.cost(10.0) - busy)
         return sched._fits([s], 100, 1.0, now, first_chars)
 
     assert asyncio.run(main()) == admits

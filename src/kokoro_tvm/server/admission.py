@@ -4,13 +4,15 @@ Before a stream is opened the scheduler asks ``fits``, with the cost model learn
 chunks it ran (``cost_model.py``). At each chunk deadline t it checks the processor-demand
 condition of EDF scheduling: the compute of every chunk due by t (each chunk is due when the
 audio before it has played; the new stream's first within ``first_audio`` less recent requests'
-preparation time; a chunk being made counts as its remaining time; first chunks not yet started
-count by every t, since the workers run them before any other) must fit in ``workers *
-load_factor * t`` (up to the newcomer's first audio: ``workers * t`` over the model's recent
-error). When it does not, the request is refused (503 with ``Retry-After``, ``Overloaded``)
-instead of making every stream late. A chunk's compute is predicted from its length: the new
-stream's first chunk from its own first sentence (``cost_model.first_chunk_chars``), a chunk in
-the making from what is left of its stream's text (``Stream.next_audio``).
+preparation time, or, when its first sentence alone takes longer than that, when it alone can
+be ready: others must not delay it, but refusing it would not make it sooner; a chunk being
+made counts as its remaining time; first chunks not yet started count by every t, since the
+workers run them before any other) must fit in ``workers * load_factor * t`` (up to the
+newcomer's first audio: ``workers * t`` over the model's recent error). When it does not, the
+request is refused (503 with ``Retry-After``, ``Overloaded``) instead of making every stream
+late. A chunk's compute is predicted from its length: the new stream's first chunk from its own
+first sentence (``cost_model.first_chunk_chars``), a chunk in the making from what is left of
+its stream's text (``Stream.next_audio``).
 """
 
 from __future__ import annotations
@@ -69,12 +71,16 @@ def fits(
     """EDF's processor-demand test over the open ``streams`` and a new one of ``chars`` input
     characters at ``speed``, ``first_chars`` of them in its first chunk (0: unknown; the model's
     first chunks then) (module docstring)."""
-    demand = open_demand(streams, now, model, config.first_audio)
+    demand = open_demand(streams, now, model, config)
     first, rest, step = split_first(model, chars, speed, first_chars)
     demand.firsts += model.cost(first)
     # its first audio is due at ``first_audio``, less the time its input takes to prepare
-    # before its first chunk can start; or when its first chunk alone can be ready
-    first_due = max(config.first_audio - model.prep_latency(), model.cost(first))
+    # before its first chunk can start; or, for a first sentence longer than that, when its
+    # first chunk alone can be ready at the capacity planned with (it is refused only when
+    # others would make it later than that: alone it would be no sooner)
+    first_due = max(
+        config.first_audio - model.prep_latency(), model.cost(first) / first_capacity(model, config)
+    )
     demand.needs.append(Need(first_due + first, rest, step))
     over = first_overload(demand, first_due, model, config)
     if over is None:
@@ -92,9 +98,12 @@ def fits(
     return False
 
 
-def open_demand(streams: list[Stream], now: float, model: CostModel, first_audio: float) -> Demand:
+def open_demand(
+    streams: list[Stream], now: float, model: CostModel, config: SchedulerConfig
+) -> Demand:
     """What the open ``streams`` need made, and by when."""
     d = Demand()
+    alone = first_capacity(model, config)
     for s in streams:
         remaining = max(0, s.chars - s.chars_done) * model.per_char / s.speed
         # a chunk being made is the ``busy`` time: its audio is as good as produced
@@ -103,7 +112,8 @@ def open_demand(streams: list[Stream], now: float, model: CostModel, first_audio
             d.busy += max(0.0, model.cost(inflight) - (now - s.run_started))
         remaining -= inflight
         chunk = min(remaining, model.chunk_audio(s.produced + bool(s.running)) / s.speed)
-        due = s.arrival + first_audio - now  # its first audio's deadline
+        # its first audio's deadline, as ``fits`` set it when it was admitted
+        due = s.arrival + max(config.first_audio, model.cost(s.next_audio(model)) / alone) - now
         if s.playback_start is None and not s.running:
             first, rest, step = split_first(model, s.chars - s.chars_done, s.speed, s.first_chars)
             d.firsts += model.cost(first)
@@ -149,13 +159,7 @@ def first_overload(
             ]
         )
     )
-    # until the newcomer's first audio is due, the plan is a fraction of a second of work
-    # whose error the model has seen: it may fill the workers up to that error, so that two
-    # listeners who arrive together both start in time when they can. Beyond it the load
-    # factor keeps room for what the next seconds bring (encoding, G2P, new arrivals).
-    margin = model.margin()
     capacity = config.workers * config.load_factor
-    first_capacity = capacity if margin is None else config.workers / margin
     t = horizons[:, None]
     due = np.floor((t - start) / step) + 1  # chunks whose audio starts by t
     need = np.minimum(audio, due * step)
@@ -163,11 +167,21 @@ def first_overload(
     # summed left to right from the work already due, as a running total
     terms = np.concatenate([np.full((len(horizons), 1), d.busy + d.firsts), terms], axis=1)
     demand = np.add.accumulate(terms, axis=1)[:, -1]
-    limit = np.where(horizons <= first_due, first_capacity, capacity) * horizons
-    over = np.flatnonzero(demand > limit)
+    limit = np.where(horizons <= first_due, first_capacity(model, config), capacity) * horizons
+    over = np.flatnonzero(demand > limit + 1e-9)  # a first chunk alone meets its own due
     if not over.size:
         return None
     return float(demand[over[0]]), float(horizons[over[0]])
+
+
+def first_capacity(model: CostModel, config: SchedulerConfig) -> float:
+    """The workers' share admission plans with until a newcomer's first audio is due. That plan
+    is a fraction of a second of work whose error the model has seen: it may fill the workers
+    up to that error, so that two listeners who arrive together both start in time when they
+    can. Beyond it the load factor keeps room for what the next seconds bring (encoding, G2P,
+    new arrivals)."""
+    margin = model.margin()
+    return config.workers * config.load_factor if margin is None else config.workers / margin
 
 
 def retry_after(streams: list[Stream], now: float, model: CostModel) -> int:

@@ -32,6 +32,7 @@ TINY_PARAMS = {
     "bench": {"repeats": 1, "onnxruntime": False, "phonemes": [6]},
     "tune": {"trials": 0},  # a real search is covered by test_tune.py
     "voices": {"source": "none"},  # sources, npm's included, are covered by test_voices.py
+    "precision": {"decoder": []},  # float32 only: test_precision_stages.py adds bf16
 }
 
 

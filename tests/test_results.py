@@ -178,6 +178,13 @@ def repro_outputs(root: Path, cpu: str, features: frozenset[str], scale: float =
                 )
             else:
                 write_outputs(bench_result(component, bucket, target, cpu, scale), root)
+        # params' precision.decoder [bf16]: no AVX-512 on v3 and aarch64; v4 not run on this CPU
+        name = f"decoder-{BUCKETS['decoder']}-bf16"
+        why = "no AVX-512" if target != "x86_64_v4" else "this CPU lacks avx512_bf16"
+        narrow = {"component": "decoder", "bucket": BUCKETS["decoder"], "target": target}
+        narrow |= {"precision": "bf16", "validated": False, "reason": why}
+        write(root / "validate" / target / f"{name}.json", narrow)
+        write(root / "bench" / target / f"{name}.json", narrow | {"timed": False})
     write(
         root / "toolchain.json", {"apache-tvm": "0.27.0.post1", "torch": "2.13.0", "llvm_major": 22}
     )
@@ -310,6 +317,8 @@ def test_collects_this_cpus_repro_and_renders_it_with_cpu_and_isa(project, capsy
     assert "| decoder-128 | `x86_64_v3` | host | 300.0 | 600.0 | 450.0 | 2.00× | 1.50× |" in page
     assert "| decoder-128 | `x86_64_v4` | none: not validated | not timed |" in page
     assert "### Cold start" not in page  # no bench_cold in this repro
+    assert "| decoder-128-bf16 | x86_64_v4 | no | this CPU lacks avx512_bf16 |" in page
+    assert [r["validated"] for r in rec["precisions"]] == [False] * 3
     for png in (project / "docs/results").glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -496,3 +505,28 @@ def test_cold_start_is_shown_where_bench_cold_ran(project, capsys):
     write(project / "artifacts/bench_cold.json", bench_cold("Another CPU"))
     err = refused(project, capsys)
     assert "bench_cold was measured on 'Another CPU'" in err
+
+
+def test_a_timed_narrow_library_shows_its_speed_against_float32():
+    from kokoro_tvm.results.tables import precision_table
+
+    row = {
+        "library": "decoder-1536-bf16",
+        "target": "x86_64_v4",
+        "precision": "bf16",
+        "validated": True,
+        "reason": None,
+        "languages": ["lang_a", "lang_b"],
+        "timed": True,
+        "fp32_ms": 700.0,
+        "bf16_ms": 500.0,
+        "speedup_vs_fp32": 1.4,
+        "worst_log_mel_snr_db": 45.31,
+        "worst_mcd_db": 0.561,
+        "load_average": {"1m": 1.0},
+    }
+    (line,) = precision_table({"precisions": [row]})[2:]
+    assert line == (
+        "| decoder-1536-bf16 | x86_64_v4 | yes (2 languages) | 1.40x | 700 | 500 | 45.3 dB | 0.56 dB |"
+    )
+    assert precision_table({}) == []

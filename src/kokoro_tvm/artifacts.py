@@ -15,6 +15,7 @@ import numpy as np
 
 from .atomic import atomic_path, write_json, write_text  # noqa: F401  (stages write through here)
 from .errors import KokoroTVMError
+from .spec import FP32
 
 ROOT = Path("artifacts")
 
@@ -54,6 +55,12 @@ def voice_file(root: Path = ROOT) -> Path:
     return weights_dir(root) / "voice.npy"
 
 
+def library_name(component: str, bucket: int, precision: str = FP32) -> str:
+    """``decoder-1536``, or ``decoder-1536-bf16`` for a library built in a narrower precision:
+    float32's names are the ones every stage had before precision was an axis."""
+    return f"{component}-{bucket}" if precision == FP32 else f"{component}-{bucket}-{precision}"
+
+
 def export_file(component: str, bucket: int, root: Path = ROOT) -> Path:
     return root / "export" / f"{component}-{bucket}.pt2"
 
@@ -66,8 +73,10 @@ def signature_file(component: str, bucket: int, root: Path = ROOT) -> Path:
     return root / "relax" / f"{component}-{bucket}.sig.json"
 
 
-def legalized_file(component: str, bucket: int, root: Path = ROOT) -> Path:
-    return root / "legalize" / f"{component}-{bucket}.json"
+def legalized_file(
+    component: str, bucket: int, root: Path = ROOT, *, precision: str = FP32
+) -> Path:
+    return root / "legalize" / f"{library_name(component, bucket, precision)}.json"
 
 
 def tune_dir(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
@@ -75,18 +84,36 @@ def tune_dir(component: str, bucket: int, target: str, root: Path = ROOT) -> Pat
     return root / "tune" / target / f"{component}-{bucket}"
 
 
-def library_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+def narrow_build_dir(
+    component: str, bucket: int, target: str, precision: str, root: Path = ROOT
+) -> Path:
+    """A narrower precision's build is a folder: a target whose ISA cannot run it (no AVX-512
+    for bf16) holds only the record saying so, and DVC needs the stage's output to exist."""
+    return root / "build" / target / library_name(component, bucket, precision)
+
+
+def library_file(
+    component: str, bucket: int, target: str, root: Path = ROOT, *, precision: str = FP32
+) -> Path:
+    if precision != FP32:
+        return narrow_build_dir(component, bucket, target, precision, root) / "library.so"
     return root / "build" / target / f"{component}-{bucket}.so"
 
 
-def build_info_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+def build_info_file(
+    component: str, bucket: int, target: str, root: Path = ROOT, *, precision: str = FP32
+) -> Path:
+    if precision != FP32:
+        return narrow_build_dir(component, bucket, target, precision, root) / "build.json"
     return root / "build" / target / f"{component}-{bucket}.json"
 
 
-def build_time_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+def build_time_file(
+    component: str, bucket: int, target: str, root: Path = ROOT, *, precision: str = FP32
+) -> Path:
     """Build wall time (DVC metrics, not cached): apart from the build info, which must stay
     byte-identical when the library is, so that the stages after it can be skipped."""
-    return root / "build_time" / target / f"{component}-{bucket}.json"
+    return root / "build_time" / target / f"{library_name(component, bucket, precision)}.json"
 
 
 def device_file(target: str, root: Path = ROOT) -> Path:
@@ -100,28 +127,36 @@ def reference_file(component: str, bucket: int, root: Path = ROOT) -> Path:
     return root / "reference" / f"{component}-{bucket}.npz"
 
 
-def validation_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
-    return root / "validate" / target / f"{component}-{bucket}.json"
+def validation_file(
+    component: str, bucket: int, target: str, root: Path = ROOT, *, precision: str = FP32
+) -> Path:
+    return root / "validate" / target / f"{library_name(component, bucket, precision)}.json"
 
 
-def packed_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+def packed_file(
+    component: str, bucket: int, target: str, root: Path = ROOT, *, precision: str = FP32
+) -> Path:
     """A library's weights in the layout it takes them (``kokoro_tvm.packed``), written where
     the library was validated, for the runtime to map."""
-    return root / "packed" / target / f"{component}-{bucket}.bin"
+    return root / "packed" / target / f"{library_name(component, bucket, precision)}.bin"
 
 
 def manifest_file(root: Path = ROOT) -> Path:
     return root / "manifest.json"
 
 
-def bench_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+def bench_file(
+    component: str, bucket: int, target: str, root: Path = ROOT, *, precision: str = FP32
+) -> Path:
     """Per-library bench metrics (DVC ``metrics``, one flat dict)."""
-    return root / "bench" / target / f"{component}-{bucket}.json"
+    return root / "bench" / target / f"{library_name(component, bucket, precision)}.json"
 
 
-def bench_plot_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
+def bench_plot_file(
+    component: str, bucket: int, target: str, root: Path = ROOT, *, precision: str = FP32
+) -> Path:
     """Per-library plot row (a one-element list: the shape ``dvc plots`` reads)."""
-    return root / "bench_plots" / target / f"{component}-{bucket}.json"
+    return root / "bench_plots" / target / f"{library_name(component, bucket, precision)}.json"
 
 
 def roofline_file(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:

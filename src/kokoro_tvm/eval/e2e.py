@@ -25,9 +25,9 @@ from ..runtime.chunking import MAX_PHONEMES, join
 from ..runtime.planner import BucketSplitWarning, Chunk
 from ..runtime.stream import ChunkAudio
 from ..runtime.synthesizer import KokoroTVM
-from ..spec import SAMPLE_RATE
+from ..spec import FP32, SAMPLE_RATE
 from .samples import phonemes as sample_phonemes
-from .verdicts import audio_verdict, durations_verdict
+from .verdicts import audio_verdict, durations_verdict, listener_verdict
 
 
 class E2EError(KokoroTVMError, RuntimeError):
@@ -169,8 +169,13 @@ def compare(
         "reference": join([a for a, _ in ref32]),
     }
     # kokoro on the runtime's durations (a token within 1e-4 of a rounding boundary may flip, and
-    # is listed): everything after the rounding is compared, audio of the same length
-    verdict = audio_verdict(join([a for a, _ in ref64]), row["reference"], res.audio)
+    # is listed): everything after the rounding is compared, audio of the same length; a
+    # narrower precision's decoder by the listener's criterion, as its validation held it
+    r64 = join([a for a, _ in ref64])
+    if tts.precision.get("decoder", FP32) == FP32:
+        verdict = audio_verdict(r64, row["reference"], res.audio)
+    else:
+        verdict = listener_verdict(r64, row["reference"], res.audio)
     return row | verdict | {"ok": verdict["ok"] and same_dur and (same_utterances or split)}
 
 
@@ -186,11 +191,14 @@ def measure_rtf(
     seed: int = 0,
     onnx: dict[str, Any] | None = None,
     packages: dict[str, Any] | None = None,
+    beside: dict[str, KokoroTVM] | None = None,
 ) -> dict[str, Any]:
     """Real-time factors (compute s / audio s) of the runtime, eager kokoro and, given ``onnx``
     (name -> session, ``onnx_kmodel.sessions``), kokoro-onnx's whole model on ONNX Runtime, and
     given ``packages`` (name -> ``kokoro_onnx.Kokoro``, ``kokoro_onnx_package.packages``) the
-    kokoro-onnx package's ``create()`` on the same phonemes and voice (runner ``kokoro_onnx_<name>``).
+    kokoro-onnx package's ``create()`` on the same phonemes and voice (runner ``kokoro_onnx_<name>``),
+    and ``beside`` (name -> another runtime, e.g. ``tvm_fp32``: the float32 libraries beside a
+    narrower precision's) on the same input, each checked by its own precision's criterion first.
 
     Per phoneme count in ``lengths``: one parity run (``compare``: the float64 criterion, else
     ``E2EError``), one ``onnx_kmodel.agreement`` run per session (fp32 must give kokoro's
@@ -230,6 +238,12 @@ def measure_rtf(
                 return [eager_chunk(km, p, 1.0) for p in parts]
 
         runners = {"tvm": lambda p=phonemes: tts.synthesize(p, voice, seed=seed), "eager": eager}
+        for name, other in (beside or {}).items():
+            if not compare(other, km, km64, phonemes, voice, seed=seed)["ok"]:
+                raise E2EError(
+                    f"{n} phonemes: {name} misses its criterion; rebuild with `dvc repro`"
+                )
+            runners[name] = lambda o=other, p=phonemes: o.synthesize(p, voice, seed=seed)
         ort_rows = {}
         for name, session in (onnx or {}).items():
             check = onnx_kmodel.agreement(session, chunks, row["reference"])

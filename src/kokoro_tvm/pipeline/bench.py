@@ -8,28 +8,38 @@ time there (kokoro and ONNX Runtime do not run on the board); under qemu, no tim
 (emulated time means nothing), only the validation verdict on that device, marked ``emulated``;
 with no device, a record that nothing ran. This module reads what the measurement needs (params,
 the library, kokoro, the voice, the reference's full-bucket case, the legalized module) and
-writes the outputs; ``eval.latency`` only computes."""
+writes the outputs; ``eval.latency`` only computes.
+
+A narrower precision's library (``bench_narrow``) is timed against the float32 library of its
+target, interleaved (``against_fp32``): one metrics file, the speedup and its fidelity."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
-from .. import artifacts
+from .. import artifacts, cpuinfo
 from ..devices.resolve import HOST, NONE, QEMU
 from ..eval import latency
 from ..eval.case_files import cases_from_arrays
 from ..eval.cases import Case
 from ..eval.eager import load_kokoro
-from ..eval.timing import apply_threads, cpu_name
+from ..eval.timing import apply_threads, cpu_name, time_interleaved
 from ..params import Params
 from ..runtime.built import load_built
-from ..spec import lookup
+from ..spec import FP32, lookup
 
 
-def run(prm: Params, component: str, bucket: int, target: str) -> None:
+def run(prm: Params, component: str, bucket: int, target: str, precision: str = FP32) -> None:
     prm.check_bucket(component, bucket)
     prm.check_target(target)
+    if precision != FP32:
+        prm.check_precision(component, precision)
+        result = against_fp32(prm, component, bucket, target, precision)
+        path = artifacts.bench_file(component, bucket, target, precision=precision)
+        artifacts.write_json(path, result)
+        return
     device = artifacts.read_json(artifacts.device_file(target), "device record")
     if device["device"] == HOST:
         result = on_host(prm, component, bucket, target)
@@ -126,6 +136,58 @@ def on_board(
     }
 
 
+def against_fp32(
+    prm: Params,
+    component: str,
+    bucket: int,
+    target: str,
+    precision: str,
+    root: Path = artifacts.ROOT,
+) -> dict[str, Any]:
+    """A narrower precision's library against the float32 library of the same target, on the
+    reference's full-bucket inputs, interleaved on this CPU: what the precision buys, beside its
+    validation's worst distances to float64 kokoro. Not timed where it was not validated (no
+    build for the target, or a CPU without its ISA) or where the target runs elsewhere."""
+    record: dict[str, Any] = {
+        "component": component,
+        "bucket": bucket,
+        "target": target,
+        "precision": precision,
+    }
+    check = artifacts.read_json(
+        artifacts.validation_file(component, bucket, target, root, precision=precision),
+        "validation metrics",
+    )
+    device = artifacts.read_json(artifacts.device_file(target, root), "device record")
+    if not check["validated"] or device["device"] != HOST:
+        why = check.get("reason") or f"{target} runs on {device['device']}: timed on this CPU only"
+        return record | {"timed": False, "reason": why}
+    threads = apply_threads(prm.runtime.num_threads)  # before the first TVM call
+    narrow = load_built(root, component, bucket, target, validated=True, precision=precision)
+    wide = load_built(root, component, bucket, target, validated=True)
+    cfg = artifacts.read_json(artifacts.model_config_file(root), "model config")
+    inputs = full_bucket_case(component, bucket, cfg, root)["inputs"]
+    samples = time_interleaved(
+        {FP32: lambda: wide(*inputs), precision: lambda: narrow(*inputs)},
+        prm.bench.repeats,
+        warmup=latency.DEFAULT_WARMUP,
+    )
+    ms = {name: round(1e3 * statistics.median(s), 3) for name, s in samples.items()}
+    return record | {
+        "timed": True,
+        "device": HOST,
+        "threads": threads,
+        "repeats": prm.bench.repeats,
+        f"{FP32}_ms": ms[FP32],
+        f"{precision}_ms": ms[precision],
+        f"speedup_vs_{FP32}": round(ms[FP32] / ms[precision], 3),
+        **{k: v for k, v in check.items() if k.startswith("worst_")},
+        "library_sha256": narrow.entry.sha256,
+        "cpu": cpu_name(),
+        "load_average": cpuinfo.load_average(),
+    }
+
+
 def full_bucket_case(
     component: str, bucket: int, cfg: dict[str, Any], root: Path = artifacts.ROOT
 ) -> Case:
@@ -194,4 +256,4 @@ def _plot_row(result: dict[str, Any]) -> dict[str, Any]:
 if __name__ == "__main__":
     from .entry import stage
 
-    stage(__doc__, run, "component", "bucket", "target")
+    stage(__doc__, run, "component", "bucket", "target", "precision?")

@@ -3,6 +3,10 @@ target the runtime itself picks on this CPU (``library.explain_pick``): what a u
 One stage, not one per target: eager kokoro and ONNX Runtime, half its time, do not depend on
 the target, and the per-library ``bench`` stages already time every target this CPU runs.
 
+The runtime runs each component in the precision it picks (``precision="auto"``); where that is a
+narrower one (bf16 decoders on a CPU with AVX512_BF16), the float32 libraries of the same target
+run beside it (``tvm_fp32``), so the metrics hold what the precision buys.
+
 ``e2e.measure_rtf`` on the validated libraries at ``bench.phonemes`` (``auto``:
 ``e2e.default_lengths`` of the token buckets), with the validation voice and the thread count
 and rounds of params (``runtime.num_threads``, ``bench.repeats``); each length must first pass
@@ -28,6 +32,7 @@ from ..model.onnx_checkpoint import registry_onnx_bytes
 from ..params import Params
 from ..runtime.manifest import explain_pick, read_manifest
 from ..runtime.synthesizer import KokoroTVM
+from ..spec import FP32
 
 
 def run(prm: Params) -> None:
@@ -35,6 +40,13 @@ def run(prm: Params) -> None:
     target, why = explain_pick(read_manifest(artifacts.ROOT))
     print(f"bench_e2e: {why[-1]}", flush=True)
     tts = KokoroTVM.from_manifest(artifacts.ROOT, target=target, num_threads=threads)
+    # the runtime as it picks (``precision="auto"``), and where that is narrower than float32,
+    # the float32 libraries of the same target timed beside it
+    beside = {}
+    if set(tts.precision.values()) != {FP32}:
+        beside[f"tvm_{FP32}"] = KokoroTVM.from_manifest(
+            artifacts.ROOT, target=target, num_threads=threads, precision=FP32
+        )
     cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
     voice = artifacts.load_array(artifacts.voice_file())
     with tempfile.TemporaryDirectory(prefix="kokoro-onnx-") as workdir:
@@ -55,12 +67,14 @@ def run(prm: Params) -> None:
             voice=voice,
             onnx=onnx,
             packages=packages,
+            beside=beside,
         )
     artifacts.write_json(
         artifacts.bench_e2e_file(),
         {
             "target": target,
             "picked": why,
+            "precision": tts.precision,
             "threads": threads,
             "repeats": prm.bench.repeats,
             "cpu": cpuinfo.model_name(),

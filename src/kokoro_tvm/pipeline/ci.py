@@ -35,7 +35,7 @@ import yaml
 
 from ..commands import exit_status
 from ..errors import KokoroTVMError
-from ..spec import COMPONENTS, Axis
+from ..spec import COMPONENTS, FP32, PRECISIONS, Axis
 
 REMOTE = "ci"
 #: what the runtime loads: the stage that writes it needs every library, and so do its readers
@@ -46,6 +46,8 @@ LIBRARY_KINDS = ("tune", "build", "validate", "bench")
 #: test run as ``.venv/bin/python -m pytest``)
 DVC = [sys.executable, "-m", "dvc"]
 _RAN = re.compile(r"Running stage '([^']+)'")
+#: a narrower precision's suffix on a library's stage item
+_NARROW = "(?:" + "|".join(p for p in PRECISIONS if p != FP32) + ")"
 
 
 class CIError(KokoroTVMError):
@@ -89,8 +91,14 @@ def shared(names: list[str], targets: list[str], root: Path = Path(".")) -> list
         for n in names
         if _item(n)[0] not in last
         and not _item(n)[0].startswith(("devices", "bench_summary"))
-        and not any(_item(n)[1].endswith(f"-{t}") for t in targets)
+        and not any(_of_target(_item(n)[1], t) for t in targets)
     ]
+
+
+def _of_target(item: str, target: str) -> bool:
+    """Whether a stage's matrix item (``decoder-1536-x86_64_v4``, or a narrower precision's
+    ``decoder-1536-x86_64_v4-bf16``) is one of ``target``'s libraries."""
+    return re.fullmatch(rf"[a-z_]+-\d+-{re.escape(target)}(-{_NARROW})?", item) is not None
 
 
 def owned(names: list[str], target: str, axis: str) -> list[str]:
@@ -103,10 +111,7 @@ def owned(names: list[str], target: str, axis: str) -> list[str]:
     return [
         n
         for n in names
-        if any(
-            re.fullmatch(rf"{re.escape(c)}-\d+-{re.escape(target)}", _item(n)[1])
-            for c in components
-        )
+        if _of_target(_item(n)[1], target) and _item(n)[1].split("-")[0] in components
     ]
 
 
@@ -119,7 +124,9 @@ def matrix(targets: list[str]) -> dict:
 def library_stages_ran(log: str) -> list[str]:
     """Per-library stages (``build_frames@…``; not gather's own ``bench_summary@…`` or
     ``bench_e2e``) that a ``dvc repro`` log shows running, i.e. not restored from the run-cache."""
-    kinds = {f"{k}_{axis.value}" for k in LIBRARY_KINDS for axis in Axis}
+    kinds = {
+        f"{k}_{group}" for k in LIBRARY_KINDS for group in (*(a.value for a in Axis), "narrow")
+    }
     return [s for s in _RAN.findall(log) if _item(s)[0] in kinds]
 
 

@@ -6,6 +6,10 @@ swapped after validation never reaches the runtime. A target no device could val
 (``devices.resolve``) is left out whole, with one line saying so: the runtime never loads it.
 The voices users pick by name are listed with their file's sha256 (``voices.manifest_entry``),
 which the runtime checks as it checks the libraries.
+
+A narrower precision's libraries (params ``precision``) are listed beside float32's, each with its
+``precision`` and its ``needs`` (the ISA beyond its target's), where they were built and validated;
+float32 entries are the bytes they were before precision was an axis.
 """
 
 from __future__ import annotations
@@ -16,17 +20,24 @@ from .. import artifacts
 from ..config import load_model_config
 from ..manifest_entry import check_validated, library_entry, validation_entry
 from ..params import Params
-from ..spec import COMPONENTS
+from ..spec import COMPONENTS, FP32
 from . import voices
 
 
 def _library(
-    component: str, bucket: int, target: str, weights_sha: dict[str, str]
+    component: str,
+    bucket: int,
+    target: str,
+    weights_sha: dict[str, str],
+    precision: str = FP32,
 ) -> dict[str, Any]:
-    lib = artifacts.library_file(component, bucket, target)
-    info = artifacts.read_json(artifacts.build_info_file(component, bucket, target), "build info")
+    at = {"precision": precision}
+    lib = artifacts.library_file(component, bucket, target, **at)
+    info = artifacts.read_json(
+        artifacts.build_info_file(component, bucket, target, **at), "build info"
+    )
     check = artifacts.read_json(
-        artifacts.validation_file(component, bucket, target), "validation metrics"
+        artifacts.validation_file(component, bucket, target, **at), "validation metrics"
     )
     sha = artifacts.sha256(lib)
     if info.get("sha256") != sha:
@@ -35,11 +46,13 @@ def _library(
             "tampered, or a stage was skipped); run `dvc repro` to rebuild and revalidate it"
         )
     check_validated(check, sha, weights_sha[component], lib)
-    packed = artifacts.packed_file(component, bucket, target)
+    packed = artifacts.packed_file(component, bucket, target, **at)
     if not packed.exists():
         raise artifacts.ArtifactError(f"{packed} is missing; run `dvc repro`")
     check_validated(check, sha, artifacts.sha256(packed), packed, weights_key="packed_sha256")
     sig = info["signature"]
+    # a narrower precision's library says so, with what it needs beyond its target's needs
+    narrow = {} if precision == FP32 else {"precision": precision, "needs": info["needs"]}
     return library_entry(
         component,
         bucket,
@@ -55,6 +68,7 @@ def _library(
             "sha256": check["packed_sha256"],
             "bytes": packed.stat().st_size,
         },
+        **narrow,
     )
 
 
@@ -73,6 +87,32 @@ def validated_targets(prm: Params) -> tuple[list[str], dict[str, str]]:
         else:
             ok.append(target)
     return ok, skipped
+
+
+def narrow_libraries(
+    prm: Params, targets: list[str]
+) -> tuple[list[tuple[str, int, str, str]], dict[str, str]]:
+    """The narrower-precision libraries of the validated ``targets`` to list: a precision is listed
+    for a component and target only when every bucket's library of it was built and validated
+    (the runtime picks a precision per component, over all its buckets); else why not."""
+    listed, left_out = [], {}
+    for target in targets:
+        for component in COMPONENTS:
+            for precision in prm.precision.of(component):
+                docs = [
+                    artifacts.read_json(
+                        artifacts.validation_file(component, b, target, precision=precision),
+                        "validation metrics",
+                    )
+                    for b in prm.buckets.of(component)
+                ]
+                not_run = [d for d in docs if not d["validated"]]
+                if not_run:
+                    name = f"{component} {precision} on {target}"
+                    left_out[name] = not_run[0]["reason"]
+                    continue
+                listed += [(component, b, target, precision) for b in prm.buckets.of(component)]
+    return listed, left_out
 
 
 def run(prm: Params) -> dict[str, Any]:
@@ -94,6 +134,10 @@ def run(prm: Params) -> dict[str, Any]:
         for component in COMPONENTS
         for bucket in prm.buckets.of(component)
     ]
+    narrow, left_out = narrow_libraries(prm, targets)
+    for name, why in left_out.items():
+        print(f"manifest: {name} left out: {why}", flush=True)
+    libs += [_library(c, b, t, shas, precision) for c, b, t, precision in narrow]
     needs = {
         t: artifacts.read_json(artifacts.build_info_file(c, b, t), "build info")["needs"]
         for t in targets

@@ -279,6 +279,17 @@ def _folder_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def read_packs(names: list[str], root: Path = artifacts.ROOT) -> dict[str, np.ndarray]:
+    """The packs of the voices among ``names`` that the stage wrote ([510, 1, W] each); a build
+    with no voices (``voices.source: none``) has none."""
+    rows = {v["name"]: v["row"] for v in read_index(root).get("voices", [])}
+    wanted = [n for n in names if n in rows]
+    if not wanted:
+        return {}
+    packs = np.load(voices_file(root), mmap_mode="r")
+    return {n: np.array(packs[rows[n]]) for n in wanted}
+
+
 def manifest_entry(width: int, root: Path = artifacts.ROOT) -> dict[str, Any] | None:
     """The manifest's ``voices`` entry (None for a build with no voices): the file with its
     sha256, shape and every voice's name, row and language, after checking the file is the

@@ -175,6 +175,43 @@ def cut_cost(root: Path, cpu: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+#: what the results keep of a narrower precision's bench (``bench_narrow``, ``bench.against_fp32``)
+NARROW_KEYS = ("fp32_ms", "speedup_vs_fp32", "worst_log_mel_snr_db", "worst_mcd_db", "load_average")
+
+
+def precisions(root: Path, prm: Params) -> list[dict[str, Any]]:
+    """Per narrower-precision library (params ``precision``) and target: built or why not, its
+    validation's verdict (lengths and languages) and, where timed here, its speed against
+    float32's library of the same target."""
+    rows = []
+    for target in prm.targets:
+        for component in COMPONENTS:
+            for precision in prm.precision.of(component):
+                for bucket in prm.buckets.of(component):
+                    at = {"precision": precision}
+                    bench = read_metric(
+                        artifacts.bench_file(component, bucket, target, root, **at), "bench_narrow"
+                    )
+                    check = read_metric(
+                        artifacts.validation_file(component, bucket, target, root, **at),
+                        "validate_narrow",
+                    )
+                    row = {
+                        "library": artifacts.library_name(component, bucket, precision),
+                        "target": target,
+                        "precision": precision,
+                        "validated": bool(check.get("validated")),
+                        "reason": check.get("reason"),
+                        "languages": sorted(check.get("languages", {})),
+                        "timed": bool(bench.get("timed")),
+                    }
+                    if row["timed"]:
+                        row |= {k: bench.get(k) for k in NARROW_KEYS}
+                        row[f"{precision}_ms"] = bench.get(f"{precision}_ms")
+                    rows.append(row)
+    return rows
+
+
 def measured_on(paths: list[Path]) -> str:
     """The day the newest metrics file was written (UTC): when this record's repro measured."""
     newest = max(p.stat().st_mtime for p in paths if p.exists())
@@ -221,6 +258,9 @@ def collect(root: Path, prm: Params, cpu: dict[str, Any]) -> dict[str, Any]:
     cuts = cut_cost(root, cpu)
     if cuts:
         rec["cut_cost"] = cuts
+    narrow = precisions(root, prm)
+    if narrow:
+        rec["precisions"] = narrow
     loads = [
         lib["bench"]["load_avg_1m"]
         for lib in libraries

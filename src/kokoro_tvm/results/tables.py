@@ -262,6 +262,40 @@ def cuts_table(rec: dict[str, Any]) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
+def precision_table(rec: dict[str, Any]) -> list[str]:
+    """``bench_narrow``: each narrower-precision library against float32's on its target."""
+    head = [
+        "library",
+        "target",
+        "validated",
+        "vs float32",
+        "float32 ms",
+        "its ms",
+        "worst SNR",
+        "worst MCD",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rec.get("precisions") or []:
+        if not r["timed"]:
+            why = r["reason"] or "not timed here"
+            lines.append(
+                f"| {r['library']} | {r['target']} | {'yes' if r['validated'] else 'no'} | {why} | | | | |"
+            )
+            continue
+        cells = [
+            r["library"],
+            r["target"],
+            f"yes ({len(r['languages'])} languages)",
+            f"{r['speedup_vs_fp32']:.2f}x",
+            f"{r['fp32_ms']:.0f}",
+            f"{r[r['precision'] + '_ms']:.0f}",
+            f"{r['worst_log_mel_snr_db']:.1f} dB",
+            f"{r['worst_mcd_db']:.2f} dB",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines if len(lines) > 2 else []
+
+
 def kernel_lines(rec: dict[str, Any]) -> list[str]:
     lines = []
     for lib in rec["libraries"]:
@@ -342,6 +376,20 @@ def cpu_section(rec: dict[str, Any], figures: dict[str, str]) -> list[str]:
             "0.05.",
             "",
             *cuts,
+            "",
+        ]
+    narrow = precision_table(rec)
+    if narrow:
+        out += [
+            "### Narrower precisions",
+            "",
+            f"On {cpu['label']}: each library built in a narrower precision (params `precision`) "
+            "against the float32 library of its target on the full bucket, interleaved "
+            "(`bench_narrow`), medians; its worst distances to float64 kokoro over the validated "
+            "lengths and languages (the listener's criterion: >= 35 dB, <= 1.0 dB; "
+            "docs/precision.md).",
+            "",
+            *narrow,
             "",
         ]
     out += [

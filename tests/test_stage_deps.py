@@ -103,12 +103,40 @@ def test_fingerprint_changes_with_exactly_the_files_a_stage_runs(tmp_path):
     ]:
         path = src / "kokoro_tvm" / rel
         old = path.read_text()
-        path.write_text(old + "\n# an edit\n")
+        path.write_text(old + "\n_AN_EDIT = 1\n")
         try:
             assert (fingerprint("legalize", src) != before) == changes, rel
         finally:
             path.write_text(old)
     assert fingerprint("legalize", src) == before
+
+
+def test_comments_docstrings_and_layout_rerun_nothing(tmp_path):
+    """A Python file is hashed as it runs (its syntax tree less docstrings): a comment, a docstring
+    and a reformatted line leave the fingerprint as it was; the same file with one constant
+    changed does not (the control)."""
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    before = fingerprint("legalize", src)
+    path = src / "kokoro_tvm" / "pipeline" / "legalize.py"
+    old = path.read_text()
+    assert '"""Stage ``legalize@' in old and "    prm.check_bucket(component, bucket)\n" in old
+    for edited in (
+        old.replace('"""Stage ``legalize@', '"""Stage, reworded: ``legalize@'),
+        old.replace(
+            "    prm.check_bucket(component, bucket)\n",
+            "    # why\n    prm.check_bucket(\n        component, bucket\n    )\n",
+        ),
+    ):
+        path.write_text(edited)
+        assert fingerprint("legalize", src) == before
+    path.write_text(
+        old.replace(
+            "prm.check_bucket(component, bucket)", "prm.check_bucket(component, bucket + 0)"
+        )
+    )
+    assert fingerprint("legalize", src) != before
+    path.write_text(old)
 
 
 def _hidden_imports(path: Path) -> list[str]:

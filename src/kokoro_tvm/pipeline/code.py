@@ -3,8 +3,9 @@
 A stage kind is a module of this package that runs as a program through ``pipeline.entry``
 (``python -m kokoro_tvm.pipeline.<kind> ARGS``, its stages' ``cmd`` in dvc.yaml). Every stage
 depends on ``artifacts/code/<kind>.json`` instead of on source files. The fingerprint holds the
-hash of each file the module can import, so it changes exactly when one of them does, and DVC
-reruns exactly the stages whose code changed. The file list is read from the sources (``ast``),
+hash of each file the module can import (of a Python file, its syntax tree less docstrings:
+``code_hash``), so it changes exactly when what one of them runs does, and DVC reruns exactly the
+stages whose code changed; a comment, a docstring or a reformat reruns none. The file list is read from the sources (``ast``),
 transitively, so nothing keeps it by hand and no code has to hide an import from it: the
 ``code`` stage itself depends on the whole package and reruns, in a second, on any edit. Imports
 inside functions count too: a stage's deps must cover every code path it can take, so this
@@ -25,6 +26,7 @@ of a stage's DVC time that YAML (docs/measurements.md, "One fingerprint per stag
 from __future__ import annotations
 
 import ast
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,10 +146,29 @@ def fingerprint(kind: str, src: Path = SRC) -> dict:
     hashes."""
     src = src.resolve()
     root = src.parent
-    files = {
-        path.relative_to(root).as_posix(): artifacts.sha256(path) for path in stage_files(kind, src)
-    }
+    files = {path.relative_to(root).as_posix(): code_hash(path) for path in stage_files(kind, src)}
     return {"stage": kind, "files": files}
+
+
+def code_hash(path: Path) -> str:
+    """What of ``path`` a stage runs, hashed: a Python module's syntax tree without its
+    docstrings, so that an edit to a comment, a docstring or the layout (``ruff format``, a
+    wrapped line) reruns no stage, while any change to what runs does; any other file's bytes.
+    Docstrings only reach a stage's ``--help``."""
+    if path.suffix != ".py":
+        return artifacts.sha256(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return "ast:" + hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
 def kinds(src: Path = SRC) -> list[str]:

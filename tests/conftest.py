@@ -175,6 +175,8 @@ class WorkflowRun:
         self.log = log
         self.ran: dict[str, list[str]] = {}
         self.span: dict[str, tuple[datetime, datetime]] = {}
+        self.lines: dict[str, list[str]] = {}  # per job, its messages in order
+        self.failed: list[str] = []  # "job: step" of every step act reports as failed
         for line in log.splitlines():
             try:
                 rec = json.loads(line)
@@ -188,7 +190,20 @@ class WorkflowRun:
             t = datetime.fromisoformat(rec["time"])
             first, last = self.span.get(job, (t, t))
             self.span[job] = (min(first, t), max(last, t))
-            self.ran.setdefault(job, []).extend(self.STAGE.findall(str(rec.get("msg", ""))))
+            msg = str(rec.get("msg", ""))
+            self.ran.setdefault(job, []).extend(self.STAGE.findall(msg))
+            self.lines.setdefault(job, []).append(msg)
+            if rec.get("stepResult") == "failure":
+                self.failed.append(f"{job}: {rec.get('step', '?')}")
+
+    def failure(self, tail: int = 80) -> str:
+        """The failed steps by name, each job's last ``tail`` lines under them: what a failed run's
+        assertion shows, however long the whole log (the step at fault is never cut off)."""
+        jobs = list(dict.fromkeys(f.split(": ", 1)[0] for f in self.failed))
+        parts = [f"failed steps: {', '.join(self.failed) or 'none reported'}"]
+        for job in jobs:
+            parts += [f"--- {job}, last {tail} lines ---", *self.lines[job][-tail:]]
+        return "\n".join(parts)
 
     def built(self, job: str) -> set[str]:
         """What ``job`` ran, but the ``devices@`` stages (they run on every repro by design)."""
@@ -213,9 +228,7 @@ def run_workflow(proj: Project, remote: S3Remote) -> WorkflowRun:
         check=False,
     )
     run = WorkflowRun(p.stdout)
-    assert p.returncode == 0, (
-        f"act failed ({p.returncode}):\n{p.stdout[-6000:]}\n{p.stderr[-3000:]}"
-    )
+    assert p.returncode == 0, f"act failed ({p.returncode}): {run.failure()}\n{p.stderr[-3000:]}"
     return run
 
 

@@ -4,12 +4,15 @@ mid-upload, a remote that refuses writes."""
 
 from __future__ import annotations
 
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from conftest import (
+    BIN,
     FIRST_RUN_LOG,
     Project,
     S3Remote,
@@ -259,3 +262,28 @@ def test_the_workflow_fans_out_and_gather_rebuilds_nothing(tmp_path_factory, tmp
     finally:
         server.stop()
     assert {j: second.built(j) for j in second.ran} == {j: set() for j in second.ran}
+
+
+def test_a_failed_workflow_run_names_its_failing_step(tmp_path):
+    """``act``'s own JSON log of a workflow whose second step fails, read as the workflow test
+    reads a run: the failure names the step and shows that job's lines, whatever came before
+    (the control: a run with no failure names none)."""
+    repo = tmp_path / "repo"
+    (repo / ".github/workflows").mkdir(parents=True)
+    (repo / ".github/workflows/x.yml").write_text(
+        "on: push\njobs:\n  one:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - name: fine step\n        run: echo hello\n"
+        "      - name: the failing step\n        run: echo about to fail; exit 3\n"
+    )
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], cwd=repo, check=True)
+    act = [shutil.which("act", path=str(BIN)) or "act", "push", "-P", "ubuntu-latest=-self-hosted"]
+    p = subprocess.run([*act, "--json"], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0
+    run = WorkflowRun("\n".join(["{}"] * 5000 + [p.stdout]))  # a long log before it
+    assert run.failed == ["one: the failing step"]
+    shown = run.failure()
+    assert "failed steps: one: the failing step" in shown and "exit status 3" in shown
+    assert WorkflowRun("").failure() == "failed steps: none reported"

@@ -1,4 +1,5 @@
-"""kokoro-tvm-pipeline: compile Kokoro-82M into cached, per-bucket TVM libraries, and speak with them.
+"""kokoro-tvm-pipeline: compile Kokoro-82M into cached, per-bucket TVM libraries, and speak with
+them.
 
     from kokoro_tvm import KokoroTVM
     tts = KokoroTVM.from_manifest("artifacts")

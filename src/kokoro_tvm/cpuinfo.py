@@ -73,7 +73,8 @@ _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 
 def arch_name(name: str) -> str:
-    """An architecture as the project names it: ``amd64`` -> ``x86_64``, ``arm64`` -> ``aarch64``."""
+    """An architecture as the project names it: ``amd64`` -> ``x86_64``, ``arm64`` ->
+    ``aarch64``."""
     name = name.lower()
     return _ARCH_ALIASES.get(name, name)
 

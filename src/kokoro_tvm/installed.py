@@ -16,7 +16,8 @@ def distribution_file(
     dist_name: str, relpath: str, error: type[Exception], hint: str, what: str | None = None
 ) -> Path:
     """The installed file ``relpath`` of ``dist_name`` (a path inside the wheel, or a bare file
-    name matched against the wheel's RECORD). ``error(...)`` names the missing piece and ``hint``."""
+    name matched against the wheel's RECORD). ``error(...)`` names the missing piece and
+    ``hint``."""
     what = what or dist_name
     try:
         dist = metadata.distribution(dist_name)

@@ -11,8 +11,8 @@ takes each row's softmax in place (exp once), and multiplies by ``V``, so the sc
 L1 (docs/measurements.md, "Fused attention kernel").
 
 The rewrite only matches the exact decomposition (the guard included, which the kernel keeps:
-an all ``-inf`` row gives zeros) on float32 ``[1, H, n, D]`` operands whose ``D`` is a whole number of
-``COLS``; anything else is left to the schedule rules.
+an all ``-inf`` row gives zeros) on float32 ``[1, H, n, D]`` operands whose ``D`` is a whole number
+of ``COLS``; anything else is left to the schedule rules.
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
     One parallel task per head and block of ``ROWS`` query rows (the last block's missing rows
     repeat row ``n - 1``: the same values written twice, no tail code). Scores: ``ROWS x COLS``
     accumulators over ``D``, the last partial block of columns too (its keys from a zero-padded
-    copy: no vector loads past ``n``). Each row's softmax in place: max, ``e = exp(s - max)`` with its sum, ``e / sum``
-    (PyTorch's order); a row whose max is ``-inf`` becomes zeros (the safe-softmax guard). Then
-    ``P V`` with ``ROWS x COLS`` accumulators per ``COLS`` output columns.
+    copy: no vector loads past ``n``). Each row's softmax in place: max, ``e = exp(s - max)`` with
+    its sum, ``e / sum`` (PyTorch's order); a row whose max is ``-inf`` becomes zeros (the
+    safe-softmax guard). Then ``P V`` with ``ROWS x COLS`` accumulators per ``COLS`` output columns.
     """
     if dim % COLS:
         raise ValueError(
@@ -112,7 +112,8 @@ def attention_kernel(heads: int, dim: int, max_len: int, masked: bool) -> tirx.P
                             s[r, jb * COLS + c] = acc[r, c]
             if main < n:
                 # the last partial block of columns from a zero-padded copy of its keys: the same
-                # vector tile, no load past row n of kt (its copy, 4 KB, costs less than scalar FMAs)
+                # vector tile, no load past row n of kt (its copy, 4 KB, costs less than scalar
+                # FMAs)
                 for k, c in T.grid(dim, COLS):
                     tail[k, c] = T.if_then_else(
                         main + c < n, kt_h[k, T.min(main + c, n - 1)], T.float32(0)
@@ -238,7 +239,8 @@ class _FuseAttention(PyExprMutator):
         return bool(row_max.attrs.keepdims) and [a % ndim for a in axes] == [ndim - 1]
 
     def _match(self, probs: relax.Expr):
-        """``(q, kt, mask or None)`` when ``probs`` is the guarded softmax of ``q @ kt [+ mask]``."""
+        """``(q, kt, mask or None)`` when ``probs`` is the guarded softmax of
+        ``q @ kt [+ mask]``."""
         where = self._call(self._unbroadcast(probs), "where")
         if where is None:
             return None

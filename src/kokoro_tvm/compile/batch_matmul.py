@@ -73,7 +73,8 @@ class _FoldReshapes(PyExprMutator):
 
 
 def fold_batch_matmul_reshapes(mod):
-    """``reshape(matmul(reshape(a), reshape(b)))`` that only merged batch axes -> ``matmul(a, b)``."""
+    """``reshape(matmul(reshape(a), reshape(b)))`` that only merged batch axes ->
+    ``matmul(a, b)``."""
     func = mod["main"]
     out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
     out["main"] = _FoldReshapes(mod, relax.analysis.get_var2val(func)).visit_expr(func)

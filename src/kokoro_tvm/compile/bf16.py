@@ -80,12 +80,14 @@ def _transpose_ir() -> str:
     return "\n".join([*lines, "  ret i32 0", "}"])
 
 
+# a line ending in a backslash continues on the next one: one line of IR
 LLVM_IR = f"""
 declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
 define <16 x float> @{DOT}(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) {{
   %x = bitcast <16 x i32> %a to <32 x bfloat>
   %y = bitcast <16 x i32> %b to <32 x bfloat>
-  %r = call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %acc, <32 x bfloat> %x, <32 x bfloat> %y)
+  %r = call <16 x float> \
+@llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %acc, <32 x bfloat> %x, <32 x bfloat> %y)
   ret <16 x float> %r
 }}
 {_transpose_ir()}

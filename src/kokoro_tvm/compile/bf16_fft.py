@@ -102,7 +102,8 @@ def rfft(x: list, scale: Callable, bind: Callable) -> list[Complex]:
 
 
 def irfft(y: list[Complex], n: int, scale: Callable, bind: Callable, outputs: int) -> list:
-    """The first ``outputs`` of the ``n`` real values whose ``rfft`` is ``y`` (numpy's ``irfft``)."""
+    """The first ``outputs`` of the ``n`` real values whose ``rfft`` is ``y`` (numpy's
+    ``irfft``)."""
     h = n // 2
     z = [bind((scale(y[0][0] + y[h][0], 0.5), scale(y[0][0] - y[h][0], 0.5)))]
     for k in range(1, h):
@@ -117,7 +118,8 @@ def irfft(y: list[Complex], n: int, scale: Callable, bind: Callable, outputs: in
 
 
 def _starts(count: int, width: int) -> list[int]:
-    """Starts of ``width``-wide windows covering ``range(count)``, the last one flush with its end."""
+    """Starts of ``width``-wide windows covering ``range(count)``, the last one flush with its
+    end."""
     return sorted({*range(0, count - width + 1, width), count - width})
 
 

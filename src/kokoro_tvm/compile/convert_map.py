@@ -88,7 +88,8 @@ def slice_in_bounds(node, importer) -> relax.Expr:
 
 
 def convert_map(lstm_strategy: str) -> dict[str, Callable]:
-    """The ``custom_convert_map`` for ``from_exported_program``: our LSTM op plus the fixes above."""
+    """The ``custom_convert_map`` for ``from_exported_program``: our LSTM op plus the fixes
+    above."""
     from .lstm_lowering import lstm_convert_map
 
     return {

@@ -42,9 +42,9 @@ def to_relax(ep, component: str, bucket: int, cfg: dict[str, Any], lstm_strategy
     """Import to Relax with parameters as inputs. Returns the IRModule and its ``Signature``.
 
     The signature's inputs are the padded ones (``Component.signature``) either way: callers keep
-    one convention, and for a bounded export (a symbolic length, ``compile.torch_export``) the runtime
-    cuts them to the valid length (``Component.length_axes``); its ``info`` then says ``shapes: bounded``
-    and its output shapes name the length (e.g. ``[1, 64, "n"]``).
+    one convention, and for a bounded export (a symbolic length, ``compile.torch_export``) the
+    runtime cuts them to the valid length (``Component.length_axes``); its ``info`` then says
+    ``shapes: bounded`` and its output shapes name the length (e.g. ``[1, 64, "n"]``).
     """
     import tvm
 

@@ -35,9 +35,9 @@ from ..devices.session import DeviceError, RemoteSession, connect_tracker, reque
 
 #: MetaSchedule's own evaluator defaults, for both runners: 3 calls per repeat, >= 100 ms each.
 NUMBER, REPEAT, MIN_REPEAT_MS = 3, 1, 100
-#: The keep-or-drop timing (``metaschedule._time_pair``, five interleaved rounds): each round at least
-#: 20 ms of calls, from one call up, so microsecond kernels count and a slow board's long kernel
-#: runs once per round (``time_evaluator``'s default is 10 calls).
+#: The keep-or-drop timing (``metaschedule._time_pair``, five interleaved rounds): each round at
+#: least 20 ms of calls, from one call up, so microsecond kernels count and a slow board's long
+#: kernel runs once per round (``time_evaluator``'s default is 10 calls).
 TIMING = {"number": 1, "repeat": 1, "min_repeat_ms": 20}
 
 
@@ -90,8 +90,8 @@ class TrackerMeasure:
     #: back, so the evolutionary search and builds of the next task run while the boards measure.
     #: The gradient scheduler joins its chosen task before searching it, which after its first
     #: round leaves the boards idle through every search. Every task still gets ``trials``
-    #: (``metaschedule.search`` caps each task at ``max_trials_global / tasks``), so the order changes
-    #: no budget.
+    #: (``metaschedule.search`` caps each task at ``max_trials_global / tasks``), so the order
+    #: changes no budget.
     scheduler = "round-robin"
 
     def __init__(self, record: dict[str, Any]) -> None:
@@ -195,7 +195,8 @@ def for_device(record: dict[str, Any] | None) -> LocalMeasure | TrackerMeasure:
 
 
 def export_linked(linker: Callable[..., None], rt_mod) -> str:
-    """A candidate as a shared library linked on this host by ``linker`` (runs in a builder worker)."""
+    """A candidate as a shared library linked on this host by ``linker`` (runs in a builder
+    worker)."""
     path = os.path.join(tempfile.mkdtemp(prefix="tune-candidate-"), "candidate.so")
     rt_mod.export_library(path, fcompile=linker)
     return path
@@ -211,7 +212,8 @@ def _host_linker(target) -> Callable[..., None] | None:
 
 
 def free_devices(host: str, port: int, key: str, timeout_s: float) -> int:
-    """How many devices the tracker has free under ``key``, waiting at most ``timeout_s`` for one."""
+    """How many devices the tracker has free under ``key``, waiting at most ``timeout_s`` for
+    one."""
     tracker = connect_tracker(host, port, TuneDeviceError)
     return wait_free(tracker, host, port, key, timeout_s, TuneDeviceError)
 

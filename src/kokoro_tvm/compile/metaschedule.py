@@ -5,8 +5,9 @@ tunes them with MetaSchedule's evolutionary search and XGBoost cost model, then 
 task's best tuned schedule against the schedule pass's rule on the same PrimFunc, interleaved in
 one process. Only records that win go into the output database, so ``tune.trials`` can only make
 a library faster: a short search that finds a conv slower than the rule's does not replace it.
-``apply`` (the build phase's ``ApplyTuningDatabase``, ``phases``) puts the kept records into a module before the
-rules run; the rules then skip those PrimFuncs, which the build report lists as ``tuned``.
+``apply`` (the build phase's ``ApplyTuningDatabase``, ``phases``) puts the kept records into a
+module before the rules run; the rules then skip those PrimFuncs, which the build report lists as
+``tuned``.
 
 Candidates are measured where the target's libraries run (``measure.py``): this CPU, or every
 free device of a TVM RPC tracker, in parallel. A ``Progress`` callback prints trials done and the

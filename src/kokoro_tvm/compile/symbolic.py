@@ -1,5 +1,5 @@
-"""Modules with a symbolic length (bounded libraries, ``Shapes.BOUNDED``): what the compile flow does
-differently for them, in one place. Every function here returns a static module unchanged, so
+"""Modules with a symbolic length (bounded libraries, ``Shapes.BOUNDED``): what the compile flow
+does differently for them, in one place. Every function here returns a static module unchanged, so
 padded libraries are built exactly as before.
 
 A bounded export's ``main`` carries ``tir_var_upper_bound`` (the importer records the ``Dim``'s

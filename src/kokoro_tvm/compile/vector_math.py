@@ -1,4 +1,5 @@
-"""``exp``, ``tanh`` and ``sigmoid`` (float32) from vectorizable arithmetic, and their legalizations.
+"""``exp``, ``tanh`` and ``sigmoid`` (float32) from vectorizable arithmetic, and their
+legalizations.
 
 TVM 0.27 lowers ``tir.exp`` to ``llvm.exp``, which LLVM expands to one libm ``expf`` call per lane
 (no vector math library is configured), and ``tir.tanh``/``tir.sigmoid`` to expressions of
@@ -91,7 +92,7 @@ def sigmoid(x):
     return _f32(1.0) / (_f32(1.0) + exp(-x))
 
 
-# -- Relax legalizations (``legalizations.LEGALIZE_MAP``) ---------------------------------------------
+# -- Relax legalizations (``legalizations.LEGALIZE_MAP``) ------------------------------------------
 
 
 def _elementwise(fn, name: str):

@@ -1,1 +1,2 @@
-"""Targets other than the build host: cross linking and running aarch64 libraries under qemu-user."""
+"""Targets other than the build host: cross linking and running aarch64 libraries under
+qemu-user."""

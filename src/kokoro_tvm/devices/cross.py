@@ -52,8 +52,9 @@ def is_cross(target_spec: dict[str, Any]) -> bool:
 
 
 def linker_for(target_spec: dict[str, Any]) -> Callable[..., None] | None:
-    """An ``fcompile`` for ``executable.export_library(path, fcompile=...)`` linking ``target_spec``'s
-    objects, or None when the target runs on this host's architecture (TVM's default cc links it).
+    """An ``fcompile`` for ``executable.export_library(path, fcompile=...)`` linking
+    ``target_spec``'s objects, or None when the target runs on this host's architecture (TVM's
+    default cc links it).
 
     Raises CrossToolchainError when no linker for the target's architecture is installed.
     """
@@ -70,8 +71,8 @@ def linker_for(target_spec: dict[str, Any]) -> Callable[..., None] | None:
         if linker:
             return linker
     raise CrossToolchainError(
-        f"no {choice or 'linker'} for {gnu} (target {target_spec.get('mtriple')!r}): run `{SETUP_CMD}` (or "
-        f"`{_apt_hint(gnu)}`, or `pip install ziglang=={ZIGLANG_VERSION}`)"
+        f"no {choice or 'linker'} for {gnu} (target {target_spec.get('mtriple')!r}): run "
+        f"`{SETUP_CMD}` (or `{_apt_hint(gnu)}`, or `pip install ziglang=={ZIGLANG_VERSION}`)"
     )
 
 

@@ -63,7 +63,8 @@ def sysroot() -> Path:
 
 
 def emulator() -> Path | None:
-    """qemu-user for aarch64 on PATH (Debian's qemu-user-static, or a distribution's qemu-aarch64)."""
+    """qemu-user for aarch64 on PATH (Debian's qemu-user-static, or a distribution's
+    qemu-aarch64)."""
     for name in ("qemu-aarch64-static", "qemu-aarch64"):
         found = shutil.which(name)
         if found:

@@ -92,7 +92,10 @@ def describe(record: dict[str, Any]) -> str:
     if kind == QEMU:
         return f"{t}: validated under qemu-user (emulated: correctness only, no timings)"
     if kind == RPC:
-        return f"{t}: validated and timed on the tracker's device '{record['key']}' ({record['tracker']})"
+        return (
+            f"{t}: validated and timed on the tracker's device '{record['key']}' "
+            f"({record['tracker']})"
+        )
     return (
         f"{t}: built but NOT validated ({record['reason']}); the manifest leaves it out. "
         f"Fix: {record['fix']}"

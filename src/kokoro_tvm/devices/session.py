@@ -122,7 +122,8 @@ def wait_free(
     tracker, host: str, port: int, key: str, timeout_s: float, error: type[Exception] = DeviceError
 ) -> int:
     """How many devices ``tracker`` has free under ``key``, polling its summary for at most
-    ``timeout_s``. Why poll: TVM's ``TrackerSession.request`` blocks until a device is free, for ever."""
+    ``timeout_s``. Why poll: TVM's ``TrackerSession.request`` blocks until a device is free, for
+    ever."""
     deadline = time.monotonic() + timeout_s
     while True:
         free = int(tracker.summary().get("queue_info", {}).get(key, {}).get("free", 0))
@@ -130,10 +131,10 @@ def wait_free(
             return free
         if time.monotonic() >= deadline:
             raise error(
-                f"the tracker at {host}:{port} had no free device under key '{key}' for {timeout_s:g} s; "
-                f"on the board run `python -m tvm.exec.rpc_server --tracker {host}:{port} --key {key} "
-                "--load-library <tvm>/lib/libtvm_runtime_extra.so` (README 'Scaling out'), or raise "
-                "'devices.<target>.timeout_s'"
+                f"the tracker at {host}:{port} had no free device under key '{key}' for "
+                f"{timeout_s:g} s; on the board run `python -m tvm.exec.rpc_server --tracker "
+                f"{host}:{port} --key {key} --load-library <tvm>/lib/libtvm_runtime_extra.so` "
+                "(README 'Scaling out'), or raise 'devices.<target>.timeout_s'"
             )
         time.sleep(0.5)
 

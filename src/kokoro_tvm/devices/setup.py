@@ -28,7 +28,8 @@ from ..errors import KokoroTVMError
 from . import cross, qemu
 
 AARCH64 = {"kind": "llvm", "mtriple": "aarch64-linux-gnu"}
-# Host (amd64) packages, bookworm versions; superseded ones fall back to the candidate with a warning.
+# Host (amd64) packages, bookworm versions; superseded ones fall back to the candidate with a
+# warning.
 APT_QEMU = {"qemu-user-static": "1:7.2+dfsg-7+deb12u18+b3"}
 APT_GCC = {"gcc-aarch64-linux-gnu": "4:12.2.0-3", "libc6-dev-arm64-cross": "2.36-8cross1"}
 
@@ -51,7 +52,8 @@ def missing() -> list[tuple[str, str]]:
         out.append(
             (
                 "a linker for aarch64-linux-gnu",
-                f"`{qemu.SETUP_CMD}` (as root: gcc), or `pip install ziglang=={cross.ZIGLANG_VERSION}`",
+                f"`{qemu.SETUP_CMD}` (as root: gcc), or "
+                f"`pip install ziglang=={cross.ZIGLANG_VERSION}`",
             )
         )
     ok, why = qemu.sysroot_status()

@@ -3,8 +3,8 @@
 What a user runs on a tracker host and on each board (docs/scaling-out.md), started from Python
 for the tests and ``benchmarks/tune_rpc.py``: the tracker (``python -m tvm.exec.rpc_tracker``)
 and servers that register under a key (``python -m tvm.exec.rpc_server --tracker ... --key ...``),
-each with ``libtvm_runtime_extra.so`` loaded, which holds MetaSchedule's ``random_fill_for_measure``.
-Every process is stopped, with its process group, when the block ends.
+each with ``libtvm_runtime_extra.so`` loaded, which holds MetaSchedule's
+``random_fill_for_measure``. Every process is stopped, with its process group, when the block ends.
 """
 
 from __future__ import annotations

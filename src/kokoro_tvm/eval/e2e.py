@@ -135,7 +135,8 @@ def compare(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = tts.synthesize(phonemes, voice, speed=speed, seed=seed)
-    # the runtime cut an utterance past its largest bucket (and said so): chunks differ from kokoro's
+    # the runtime cut an utterance past its largest bucket (and said so): chunks differ from
+    # kokoro's
     split = any(issubclass(w.category, BucketSplitWarning) for w in caught)
     t0 = time.perf_counter()
     with torch.no_grad():
@@ -196,9 +197,10 @@ def measure_rtf(
     """Real-time factors (compute s / audio s) of the runtime, eager kokoro and, given ``onnx``
     (name -> session, ``onnx_kmodel.sessions``), kokoro-onnx's whole model on ONNX Runtime, and
     given ``packages`` (name -> ``kokoro_onnx.Kokoro``, ``kokoro_onnx_package.packages``) the
-    kokoro-onnx package's ``create()`` on the same phonemes and voice (runner ``kokoro_onnx_<name>``),
-    and ``beside`` (name -> another runtime, e.g. ``tvm_fp32``: the float32 libraries beside a
-    narrower precision's) on the same input, each checked by its own precision's criterion first.
+    kokoro-onnx package's ``create()`` on the same phonemes and voice (runner
+    ``kokoro_onnx_<name>``), and ``beside`` (name -> another runtime, e.g. ``tvm_fp32``: the float32
+    libraries beside a narrower precision's) on the same input, each checked by its own precision's
+    criterion first.
 
     Per phoneme count in ``lengths``: one parity run (``compare``: the float64 criterion, else
     ``E2EError``), one ``onnx_kmodel.agreement`` run per session (fp32 must give kokoro's
@@ -228,7 +230,8 @@ def measure_rtf(
             }
             raise E2EError(
                 f"{n} phonemes: runtime audio differs from kokoro beyond float32's own distance to "
-                f"float64 kokoro ({shown}); rebuild with `dvc repro` and run `python benchmarks/e2e.py`"
+                f"float64 kokoro ({shown}); rebuild with `dvc repro` and run "
+                "`python benchmarks/e2e.py`"
             )
         parts = row["result"].parts
         chunks = row["result"].chunks
@@ -252,8 +255,9 @@ def measure_rtf(
             ):
                 raise E2EError(
                     f"{n} phonemes: ONNX Runtime ({name}) predicts other durations than kokoro at "
-                    f"{check['durations_differ']} tokens ({len(row['near_boundary'])} are at a rounding "
-                    "boundary): its export is not kokoro's model; its time is not worth reporting"
+                    f"{check['durations_differ']} tokens ({len(row['near_boundary'])} are at a "
+                    "rounding boundary): its export is not kokoro's model; its time is not worth "
+                    "reporting"
                 )
             ort_rows[name] = check
             runners[f"ort_{name}"] = lambda s=session, c=chunks: [
@@ -261,7 +265,8 @@ def measure_rtf(
             ]
         package_audio = {}
         for name, kokoro in (packages or {}).items():
-            # its first call, untimed: trimmed and paused audio, of which only the length is comparable
+            # its first call, untimed: trimmed and paused audio, of which only the length is
+            # comparable
             package_audio[f"kokoro_onnx_{name}_audio_s"] = round(
                 kokoro_onnx_package.create(kokoro, phonemes, pack).size / SAMPLE_RATE, 4
             )

@@ -1,4 +1,5 @@
-"""kokoro-onnx itself, as its users run it: ``Kokoro(...).create(phonemes, voice, is_phonemes=True)``.
+"""kokoro-onnx itself, as its users run it:
+``Kokoro(...).create(phonemes, voice, is_phonemes=True)``.
 
 The ORT harness (``onnx_kmodel``) runs kokoro-onnx's models on the runtime's own chunks: the
 model's cost alone. A user of the package also pays for what ``create()`` does around it: its

@@ -245,8 +245,8 @@ def refuse_disagreement(component: str, checks: dict[str, dict[str, Any]]) -> No
     for name, row in failed.items():
         if name.removesuffix("_vs_float64") not in MUST_AGREE:
             print(
-                f"{component}: {name.removesuffix('_vs_float64')} misses the float64 criterion ({row}); "
-                "its time is recorded with that verdict"
+                f"{component}: {name.removesuffix('_vs_float64')} misses the float64 criterion "
+                f"({row}); its time is recorded with that verdict"
             )
     bad = {
         name: row for name, row in failed.items() if name.removesuffix("_vs_float64") in MUST_AGREE

@@ -164,8 +164,8 @@ def reduction_flops(func, values: dict[str, int]) -> int | None:
 
 
 def _declared_flops(func, analyzer) -> int | None:
-    """A hand-written kernel's ``compile.hand_written.FLOPS``, evaluated at the bound sizes (the LSTM
-    recurrence: its GEMVs, exact at full-length inputs, since a padded library's steps past the
+    """A hand-written kernel's ``compile.hand_written.FLOPS``, evaluated at the bound sizes (the
+    LSTM recurrence: its GEMVs, exact at full-length inputs, since a padded library's steps past the
     length skip the work; the fused attention: ``4 H D n^2``)."""
     from tvm import tirx
 
@@ -179,7 +179,8 @@ def _declared_flops(func, analyzer) -> int | None:
 
 
 def _size_vars(func) -> list[Any]:
-    """The symbolic sizes of ``func``'s signature: its buffers' shape variables and scalar params."""
+    """The symbolic sizes of ``func``'s signature: its buffers' shape variables and scalar
+    params."""
     from tvm import tirx
 
     found = []

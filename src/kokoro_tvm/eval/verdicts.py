@@ -265,8 +265,9 @@ def raise_if_failed(doc: dict[str, Any]) -> None:
     lines = [f"  length {n}: {r}" for n, r in doc["lengths"].items()]
     lines += [f"  {k}: {r}" for k, r in doc.get("languages", {}).items() if not r["ok"]]
     raise ValidationError(
-        f"{doc['component']}-{doc['bucket']} ({doc['target']}) misses {doc['criterion']} on the unpadded "
-        "input:\n"
+        f"{doc['component']}-{doc['bucket']} ({doc['target']}) misses {doc['criterion']} on the "
+        "unpadded input:\n"
         + "\n".join(lines)
-        + "\nThe library is not kokoro's computation on padded input; fix the component wrapper or its lowering."
+        + "\nThe library is not kokoro's computation on padded "
+        "input; fix the component wrapper or its lowering."
     )

@@ -75,7 +75,8 @@ class BoundedDurationPredictor(DurationPredictor):
 
 
 def duration_encoder(enc, x, style, tokens: Lengths):
-    """kokoro ``DurationEncoder.forward`` with the length-aware LSTM. Returns [B, T, d_model + style]."""
+    """kokoro ``DurationEncoder.forward`` with the length-aware LSTM. Returns [B, T, d_model +
+    style]."""
     from kokoro.modules import AdaLayerNorm
 
     x = x.permute(2, 0, 1)  # [T, B, C]
@@ -91,7 +92,8 @@ def duration_encoder(enc, x, style, tokens: Lengths):
 
 
 class TextEncoder(nn.Module):
-    """Embedding -> CNN -> BiLSTM, kokoro ``TextEncoder.forward``. Padded: ``(input_ids, input_lengths)``."""
+    """Embedding -> CNN -> BiLSTM, kokoro ``TextEncoder.forward``. Padded:
+    ``(input_ids, input_lengths)``."""
 
     def __init__(self, km):
         super().__init__()

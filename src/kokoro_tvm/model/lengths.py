@@ -113,7 +113,8 @@ class Padded:
         return lstm_with_lengths(module, x, self.length)
 
     def adain(self, block, x: Tensor, s: Tensor) -> Tensor:
-        """kokoro ``AdaIN1d``: ``(1 + gamma) * norm(x) + beta``, zero past the span (beta is a bias)."""
+        """kokoro ``AdaIN1d``: ``(1 + gamma) * norm(x) + beta``, zero past the span (beta is a
+        bias)."""
         h = block.fc(s).unsqueeze(-1)
         gamma, beta = torch.chunk(h, chunks=2, dim=1)
         return self.zero_pad((1 + gamma) * self.instance_norm(block.norm, x) + beta)
@@ -169,13 +170,15 @@ def snake(x: Tensor, alpha: Tensor) -> Tensor:
 
 
 def upsample_nearest(x: Tensor, factor: int) -> Tensor:
-    """``F.interpolate(x, scale_factor=factor, mode="nearest")`` for an integer factor, [B, C, L]."""
+    """``F.interpolate(x, scale_factor=factor, mode="nearest")`` for an integer factor, [B, C,
+    L]."""
     b, c, length = x.shape
     return x.unsqueeze(-1).expand(b, c, length, factor).reshape(b, c, length * factor)
 
 
 def resample_linear(x: Tensor, factor: float) -> Tensor:
-    """``F.interpolate(x, scale_factor=factor, mode="linear")`` for SineGen's factors (1/300, 300)."""
+    """``F.interpolate(x, scale_factor=factor, mode="linear")`` for SineGen's factors (1/300,
+    300)."""
     return (
         _downsample_linear(x, round(1 / factor)) if factor < 1 else _upsample_linear(x, int(factor))
     )

@@ -1,4 +1,5 @@
-"""kokoro's ``TorchSTFT`` (``torch.stft`` / ``torch.istft``) in real arithmetic, exact on a padded time axis.
+"""kokoro's ``TorchSTFT`` (``torch.stft`` / ``torch.istft``) in real arithmetic, exact on a padded
+time axis.
 
 kokoro's default decoder path (``disable_complex=False``) runs ``torch.stft(center=True,
 pad_mode="reflect")`` -> ``abs``/``angle`` and ``torch.istft(mag * exp(1j * phase))``. Complex
@@ -30,7 +31,8 @@ from torch import Tensor, nn
 
 
 class RealSTFT(nn.Module):
-    """Drop-in for kokoro ``TorchSTFT.transform`` / ``.inverse`` on padded axes, without complex ops.
+    """Drop-in for kokoro ``TorchSTFT.transform`` / ``.inverse`` on padded axes, without complex
+    ops.
 
     The DFT bases are built in float64 from the instance's own window (kokoro keeps a float32 Hann
     window and torch upcasts it for float64 input, so float64 runs use the same window values)
@@ -48,7 +50,8 @@ class RealSTFT(nn.Module):
             self.register_buffer(name, basis)
 
     def _bases(self, dtype: torch.dtype) -> dict[str, Tensor]:
-        """Forward/inverse DFT bases and the envelope kernel, computed in float64, cast to ``dtype``."""
+        """Forward/inverse DFT bases and the envelope kernel, computed in float64, cast to
+        ``dtype``."""
         n_fft, w = self.n_fft, self._window
         n = torch.arange(n_fft, dtype=torch.float64)
         k = torch.arange(self.bins, dtype=torch.float64)
@@ -138,7 +141,8 @@ class RealSTFT(nn.Module):
         return self._polar(F.conv1d(xp.unsqueeze(1), self.forward_basis, stride=self.hop))
 
     def _polar(self, spec: Tensor) -> tuple[Tensor, Tensor]:
-        """(abs, angle) of the forward DFT's output [B, real bins | inner imag, F], as torch gives them."""
+        """(abs, angle) of the forward DFT's output [B, real bins | inner imag, F], as torch gives
+        them."""
         real, inner_imag = spec[:, : self.bins], spec[:, self.bins :]
         inner_real = real[:, 1:-1]
         magnitude = torch.cat(

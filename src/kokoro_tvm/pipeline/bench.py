@@ -218,7 +218,8 @@ def _untimed(
 
 def write_outputs(result: dict[str, Any], root: Path = artifacts.ROOT) -> tuple[Path, Path, Path]:
     """The stage's three DVC outputs, each written atomically: metrics (the per-kernel rows
-    aside), its plot row, and the roofline plot of its top kernels (empty where nothing ran here)."""
+    aside), its plot row, and the roofline plot of its top kernels (empty where nothing ran
+    here)."""
     comp, bucket, target = result["component"], result["bucket"], result["target"]
     paths = (
         artifacts.bench_file(comp, bucket, target, root),

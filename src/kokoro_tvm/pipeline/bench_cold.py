@@ -34,7 +34,8 @@ from ..runtime.threads import available_cores
 from ..runtime.voices import read_named_file, registry_voices_file
 
 #: kokoro-onnx as its README has users call it; the README writes the file with soundfile, which
-#: the project does not install: stdlib ``wave`` writes the same 16-bit file (``-``: raw s16le on stdout)
+#: the project does not install: stdlib ``wave`` writes the same 16-bit file (``-``: raw s16le on
+#: stdout)
 ONNX_SCRIPT = """\
 import sys, wave
 import numpy as np

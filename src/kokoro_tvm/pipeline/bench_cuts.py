@@ -89,8 +89,9 @@ def run(_: Params, root: Path = artifacts.ROOT, log: Callable[[str], None] = pri
         verdict = doc["ways"][name]["sentences"]
         log(
             f"{name}: F0 {verdict['f0_rmse_cents']:.0f} cents, extra pauses "
-            f"{verdict['extra_pauses_per_sentence']:.2f}, duration {verdict['duration_ratio']:.2f}, "
-            f"extra WER {verdict['extra_wer']:.3f}: {'pass' if verdict['pass'] else 'fail'}"
+            f"{verdict['extra_pauses_per_sentence']:.2f}, duration "
+            f"{verdict['duration_ratio']:.2f}, extra WER {verdict['extra_wer']:.3f}: "
+            f"{'pass' if verdict['pass'] else 'fail'}"
         )
     write_json(metrics_file(root), doc)
     return doc

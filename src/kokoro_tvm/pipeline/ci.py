@@ -102,7 +102,8 @@ def _of_target(item: str, target: str) -> bool:
 
 
 def owned(names: list[str], target: str, axis: str) -> list[str]:
-    """The per-library stages of ``target`` on the length axis ``axis`` (``tokens`` | ``frames``)."""
+    """The per-library stages of ``target`` on the length axis ``axis`` (``tokens`` |
+    ``frames``)."""
     components = [name for name, c in COMPONENTS.items() if c.axis.value == axis]
     if not components:
         raise CIError(
@@ -139,9 +140,10 @@ REMOTE_TIMEOUTS = {
 
 
 def configure_remote(env: dict[str, str] | None = None, root: Path = Path(".")) -> str:
-    """Make the remote named by ``$DVC_REMOTE_URL`` this checkout's default, in ``.dvc/config.local``
-    (never committed). Credentials stay in the environment, where dvc-s3 (``AWS_ACCESS_KEY_ID``,
-    ``AWS_SECRET_ACCESS_KEY``) and dvc-ssh (an ssh agent or ``~/.ssh``) read them."""
+    """Make the remote named by ``$DVC_REMOTE_URL`` this checkout's default, in
+    ``.dvc/config.local`` (never committed). Credentials stay in the environment, where dvc-s3
+    (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``) and dvc-ssh (an ssh agent or ``~/.ssh``) read
+    them."""
     env = dict(os.environ if env is None else env)
     url = env.get("DVC_REMOTE_URL", "").strip()
     if not url:
@@ -187,8 +189,9 @@ def push(
     except subprocess.TimeoutExpired as e:
         log.write_text(_text(e.stdout) + _text(e.stderr))
         raise CIError(
-            f"dvc push to remote {_remote_url(root)!r} did not finish in {timeout_s:g} s: the remote "
-            f"accepts connections but does not answer; check it takes writes (DVC's output is in {log})"
+            f"dvc push to remote {_remote_url(root)!r} did not finish in {timeout_s:g} s: the "
+            "remote accepts connections but does not answer; check it takes writes (DVC's output "
+            f"is in {log})"
         ) from None
     log.write_text(p.stdout + p.stderr)
     if p.returncode == 0:
@@ -215,7 +218,8 @@ def _remote_url(root: Path) -> str:
 
 
 def _cause(output: str) -> str:
-    """The server's answer in DVC's output, e.g. ``the server answered AccessDenied to PutObject``."""
+    """The server's answer in DVC's output, e.g.
+    ``the server answered AccessDenied to PutObject``."""
     m = re.search(r"An error occurred \((\w+)\) when calling the (\w+) operation", output)
     if m:
         return f"the server answered {m.group(1)} to {m.group(2)}"

@@ -5,11 +5,11 @@ A stage kind is a module of this package that runs as a program through ``pipeli
 depends on ``artifacts/code/<kind>.json`` instead of on source files. The fingerprint holds the
 hash of each file the module can import (of a Python file, its syntax tree less docstrings:
 ``code_hash``), so it changes exactly when what one of them runs does, and DVC reruns exactly the
-stages whose code changed; a comment, a docstring or a reformat reruns none. The file list is read from the sources (``ast``),
-transitively, so nothing keeps it by hand and no code has to hide an import from it: the
-``code`` stage itself depends on the whole package and reruns, in a second, on any edit. Imports
-inside functions count too: a stage's deps must cover every code path it can take, so this
-over-approximates the imports one run executes, never under-approximates them.
+stages whose code changed; a comment, a docstring or a reformat reruns none. The file list is read
+from the sources (``ast``), transitively, so nothing keeps it by hand and no code has to hide an
+import from it: the ``code`` stage itself depends on the whole package and reruns, in a second, on
+any edit. Imports inside functions count too: a stage's deps must cover every code path it can take,
+so this over-approximates the imports one run executes, never under-approximates them.
 
 One body is left out, and only because it never runs in a stage: the top package's PEP 562
 ``__getattr__`` (``from kokoro_tvm import KokoroTVM``). Python calls it for a name the package

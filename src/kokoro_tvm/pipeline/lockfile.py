@@ -85,8 +85,8 @@ def main(root: Path = Path(".")) -> None:
     stale = prune(root / "dvc.lock", defined_stages(root))
     if stale:
         print(
-            f"dvc.lock: dropped {len(stale)} entries of stages dvc.yaml no longer defines, and their outputs "
-            f"(still in the DVC cache): {', '.join(stale)}"
+            f"dvc.lock: dropped {len(stale)} entries of stages dvc.yaml no longer defines, and "
+            f"their outputs (still in the DVC cache): {', '.join(stale)}"
         )
 
 

@@ -97,7 +97,8 @@ def _not_run(
     if lacks:
         return {
             "device": NONE,
-            "reason": f"this CPU runs {target} but lacks {', '.join(lacks)}, which {precision} needs",
+            "reason": f"this CPU runs {target} but lacks "
+            f"{', '.join(lacks)}, which {precision} needs",
             "fix": f"run `dvc repro` on a CPU with it to validate the {precision} libraries",
         }
     return None

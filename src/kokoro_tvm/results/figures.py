@@ -150,7 +150,8 @@ def roofline(rec: dict[str, Any]) -> bytes:
         )
         ax.legend(fontsize=7)
     fig.suptitle(
-        f"Roofline per component on {rec['cpu']['label']}, {rec['e2e']['threads']} threads, measured {rec['measured']}",
+        f"Roofline per component on {rec['cpu']['label']}, {rec['e2e']['threads']} threads, "
+        f"measured {rec['measured']}",
         fontsize=10,
     )
     fig.tight_layout()
@@ -170,7 +171,8 @@ def fidelity(rec: dict[str, Any]) -> bytes:
     for ax, name in zip(axes[0], names):
         libs = [lib for lib in checked if lib["library"] == name]
         ours, f32 = record.fidelity_metric(libs[0]["validation"]["lengths"], name)
-        # float32 kokoro is the same reference for every target: drawn from the one run at most lengths
+        # float32 kokoro is the same reference for every target: drawn from the one run at most
+        # lengths
         widest = max(libs, key=lambda lib: len(lib["validation"]["lengths"]))
         for lib in libs:
             lengths = lib["validation"]["lengths"]

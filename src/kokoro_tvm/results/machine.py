@@ -54,7 +54,8 @@ def describe(text: str, cores: int | None = None) -> dict[str, Any]:
 
 
 def label(cpu: dict[str, Any]) -> str:
-    """``<model name> (family F model M, N cores), <ISA level> + <extras>``: how figures name a CPU."""
+    """``<model name> (family F model M, N cores), <ISA level> + <extras>``: how figures name a
+    CPU."""
     if cpu["arch"] == "aarch64":
         where = f"implementer {cpu['family']} part {cpu['model']}"
     else:

@@ -96,6 +96,7 @@ def load_all(folder: Path) -> list[dict[str, Any]]:
     paths = sorted(folder.glob("*.json"))
     if not paths:
         raise RecordError(
-            f"{folder}: no results files; run `make results` on a machine whose `dvc repro` finished"
+            f"{folder}: no results files; run `make results` "
+            "on a machine whose `dvc repro` finished"
         )
     return [load(p) for p in paths]

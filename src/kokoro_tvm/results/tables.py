@@ -279,7 +279,8 @@ def precision_table(rec: dict[str, Any]) -> list[str]:
         if not r["timed"]:
             why = r["reason"] or "not timed here"
             lines.append(
-                f"| {r['library']} | {r['target']} | {'yes' if r['validated'] else 'no'} | {why} | | | | |"
+                f"| {r['library']} | {r['target']} | "
+                f"{'yes' if r['validated'] else 'no'} | {why} | | | | |"
             )
             continue
         cells = [

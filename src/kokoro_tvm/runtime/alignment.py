@@ -10,7 +10,8 @@ import numpy as np
 
 
 def frame_durations(durations: np.ndarray, speed: float) -> np.ndarray:
-    """kokoro's ``round(duration / speed).clamp(min=1)`` in float32 (round half to even, like torch)."""
+    """kokoro's ``round(duration / speed).clamp(min=1)`` in float32 (round half to even, like
+    torch)."""
     if not (np.isfinite(speed) and speed > 0):
         raise ValueError(f"speed must be a positive number, got {speed!r}")
     d = np.asarray(durations, np.float32) / np.float32(speed)

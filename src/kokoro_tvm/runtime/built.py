@@ -22,7 +22,8 @@ def load_component(
     target: str,
     weights: ComponentWeights | None = None,
 ) -> CompiledComponent:
-    """Verify and load one library; pass ``weights`` to share a component's weights across buckets."""
+    """Verify and load one library; pass ``weights`` to share a component's weights across
+    buckets."""
     check_toolchain(manifest)
     entry = manifest.library(component, bucket, target)
     return CompiledComponent(root, entry, weights or manifest.weights[component])
@@ -60,8 +61,8 @@ def load_built(
     lacks = isa.missing(info["needs"]) if session is None else []
     if lacks:
         raise artifacts.ArtifactError(
-            f"target {target!r} needs CPU features this machine lacks ({', '.join(lacks)}), so its libraries "
-            "cannot run here; run them on a device that has them (params.yaml 'devices')"
+            f"target {target!r} needs CPU features this machine lacks ({', '.join(lacks)}), so its "
+            "libraries cannot run here; run them on a device that has them (params.yaml 'devices')"
         )
     info_file = artifacts.build_info_file(component, bucket, target, root, **at)
     doc = library_entry(

@@ -137,7 +137,8 @@ def _ps(t: Any) -> str:
 
 
 def tokens_to_ps(tokens: Sequence[Any]) -> str:
-    """kokoro's ``KPipeline.tokens_to_ps``: phonemes, one space per token with whitespace, stripped."""
+    """kokoro's ``KPipeline.tokens_to_ps``: phonemes, one space per token with whitespace,
+    stripped."""
     return "".join(_ps(t) + (" " if t.whitespace else "") for t in tokens).strip()
 
 

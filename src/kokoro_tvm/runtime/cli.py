@@ -302,8 +302,8 @@ def parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         required=True,
-        help="output WAV path; '-' streams raw samples to stdout (mono 24 kHz, s16le, or f32le with "
-        "--format float32)",
+        help="output WAV path; '-' streams raw samples to stdout (mono 24 kHz, s16le, or f32le "
+        "with --format float32)",
     )
     s.add_argument("--format", choices=["pcm16", "float32"], default="pcm16", help="sample format")
     s.add_argument(
@@ -343,7 +343,8 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--artifacts",
             default=DEFAULT_ARTIFACTS,
-            help="artifact directory with manifest.json (default: $KOKORO_TVM_ARTIFACTS or ./artifacts)",
+            help="artifact directory with manifest.json (default: "
+            "$KOKORO_TVM_ARTIFACTS or ./artifacts)",
         )
     s.add_argument("--target", help="built target to run (default: the best one this CPU supports)")
     arguments.add_precision(s)

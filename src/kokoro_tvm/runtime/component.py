@@ -258,7 +258,8 @@ class CompiledComponent:
         return {name: np.ascontiguousarray(x) for name, x in cut.items()}
 
     def _check_lengths(self, lengths: np.ndarray, bounds: tuple[int, int] | None) -> None:
-        """The kernels clamp silently (0 gives zeros, > bucket acts as the bucket); refuse instead."""
+        """The kernels clamp silently (0 gives zeros, > bucket acts as the bucket); refuse
+        instead."""
         bucket = self.entry.bucket
         lo, hi = bounds or (1, bucket)
         bad = lengths[(lengths < lo) | (lengths > hi)]

@@ -10,9 +10,9 @@ durations fill it, and each piece is re-predicted (durations depend on the whole
 until every piece fits. Frames are never cut: the decoder's BiLSTM and norms see the whole
 utterance.
 
-Pauses at cuts inside a sentence (``options.Cuts.cut_pauses``): kokoro wraps every utterance in a boundary
-token, and the model gives the first one about a third of a second of silence and the last one
-a frame or more: between two sentences a natural pause, inside one ("Please leave the package
+Pauses at cuts inside a sentence (``options.Cuts.cut_pauses``): kokoro wraps every utterance in a
+boundary token, and the model gives the first one about a third of a second of silence and the last
+one a frame or more: between two sentences a natural pause, inside one ("Please leave the package
 at ... the front door") a pause where a listener expects none. So where a chunk does not end its
 sentence and another follows, the boundary tokens on both sides of that cut keep at most
 ``cut_pauses`` frames. The durations are shortened before decoding, not the audio after it: the
@@ -277,13 +277,13 @@ def _warn_split(utt: Utterance, need: str, axis: str, bucket: int) -> bool:
         why = f"kokoro itself would truncate this {len(utt.phonemes)}-phoneme utterance to 510"
     else:
         why = (
-            f"add a bigger bucket to 'buckets.{axis}' in params.yaml (and run `dvc repro`) to synthesize "
-            "it as kokoro does"
+            f"add a bigger bucket to 'buckets.{axis}' in params.yaml (and run `dvc repro`) to "
+            "synthesize it as kokoro does"
         )
     warnings.warn(
-        f"an utterance of {len(utt.phonemes)} phonemes needs {need}, more than the largest {axis[:-1]} "
-        f"bucket {bucket}: it is cut into shorter utterances than kokoro's, which changes the "
-        f"audio near the cuts; {why}",
+        f"an utterance of {len(utt.phonemes)} phonemes needs {need}, more than the largest "
+        f"{axis[:-1]} bucket {bucket}: it is cut into shorter utterances than kokoro's, which "
+        f"changes the audio near the cuts; {why}",
         BucketSplitWarning,
         stacklevel=5,
     )

@@ -262,7 +262,8 @@ def voice_name(spec: Any) -> str | None:
 
 
 def registry_voices_file(name: str | None = None) -> Path:
-    """The installed registry voices file (``.npz`` of named packs); ``name`` only words the error."""
+    """The installed registry voices file (``.npz`` of named packs); ``name`` only words the
+    error."""
     what = (
         f"voice {name!r} is not a file, these artifacts have no built voices, and"
         if name

@@ -24,9 +24,9 @@ def sin_poly(x):
     """TE ``sin`` (float32) built from vectorizable arithmetic only. ``T.sin`` lowers to one libm
     ``sinf`` call per lane (no vector sin in LLVM's default lowering): the generator's Snake
     activations (``x + sin(a*x)^2 / a`` over 128 x 120m samples, 24 times) spent a visible share
-    of the decoder there. No ``round`` either (LLVM turns it into scalar ``nearbyintf`` calls on SSE2-only
-    targets). The sine source takes sin of phases up to ~1e6 rad (the 9th harmonic within a
-    minute of audio), hence the accurate reduction below.
+    of the decoder there. No ``round`` either (LLVM turns it into scalar ``nearbyintf`` calls on
+    SSE2-only targets). The sine source takes sin of phases up to ~1e6 rad (the 9th harmonic within
+    a minute of audio), hence the accurate reduction below.
 
     Method:
 
@@ -57,10 +57,10 @@ def sin_poly(x):
     + 2^19 * 3.5e-15 (pi truncation) ~= 6.6e-8; polynomial 4.7e-10; float32 evaluation of
     ``r + r*r2*P`` <= ~4 ulp of the correction term (<= 0.79) plus half an ulp of the result
     ~= 2.2e-7. A priori bound ~3e-7 < 1e-6. Measured exhaustively over every float32 with
-    |x| <= 1.647e6 (benchmarks/sin_accuracy.py --exhaustive): max 1.25e-7 on x86-64-v3 (FMA contracted), 1.20e-7 on
-    x86-64 and on the SSE2 baseline; the exactness of the products and of the first three
-    subtractions was checked for every such float32 with n from both the fused and the unfused
-    rounding step. libm sinf on the same inputs: 3.3e-8.
+    |x| <= 1.647e6 (benchmarks/sin_accuracy.py --exhaustive): max 1.25e-7 on x86-64-v3 (FMA
+    contracted), 1.20e-7 on x86-64 and on the SSE2 baseline; the exactness of the products and of
+    the first three subtractions was checked for every such float32 with n from both the fused and
+    the unfused rounding step. libm sinf on the same inputs: 3.3e-8.
 
     Known difference from sinf: sin(-0.0) returns +0.0 (the -0 is lost in ``-0 - n*P2`` with
     ``n*P2 = -0``); harmless here, fixing it costs two more vector ops.

@@ -6,13 +6,13 @@ parallel vectorized loops.
 
 A reduction over the contiguous inner axis of its input (the masked instance-norm / AdaIN
 statistics ``sum(x * mask, -1)``, ``sum((x - mean)^2 * mask, -1)``) is vectorized with an
-rfactor: the axis is split into ``[T / F, F]`` (``F`` = 4, 2 or 1 vectors of lanes) and the ``F`` partial sums become
-a spatial axis of a per-row ``local`` accumulator (``F / lanes`` vector registers, independent add
-chains, vectorized over the whole row), summed across lanes at the end. An extent that does not
-divide (the generator's 120m+1 samples) splits by 4 vectors with a predicated last group, and its
-partial sums keep their own loop nest (see ``_vectorize_rf_tail``); other reductions keep a
-scalar loop (unrolled when short). The summation order changes (lanes-way partial sums), which is
-within float32 rounding.
+rfactor: the axis is split into ``[T / F, F]`` (``F`` = 4, 2 or 1 vectors of lanes) and the ``F``
+partial sums become a spatial axis of a per-row ``local`` accumulator (``F / lanes`` vector
+registers, independent add chains, vectorized over the whole row), summed across lanes at the end.
+An extent that does not divide (the generator's 120m+1 samples) splits by 4 vectors with a
+predicated last group, and its partial sums keep their own loop nest (see ``_vectorize_rf_tail``);
+other reductions keep a scalar loop (unrolled when short). The summation order changes (lanes-way
+partial sums), which is within float32 rounding.
 """
 
 from __future__ import annotations

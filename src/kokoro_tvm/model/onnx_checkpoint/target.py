@@ -31,7 +31,8 @@ def skeleton(cfg: dict[str, Any]) -> nn.Module:
 
 
 def weight_norm_dims(root: nn.Module) -> dict[str, int]:
-    """Module path -> ``dim`` of its ``nn.utils.weight_norm`` hook (0 for Conv1d and ConvTranspose1d)."""
+    """Module path -> ``dim`` of its ``nn.utils.weight_norm`` hook (0 for Conv1d and
+    ConvTranspose1d)."""
     from torch.nn.utils.weight_norm import WeightNorm
 
     dims = {}
@@ -44,7 +45,8 @@ def weight_norm_dims(root: nn.Module) -> dict[str, int]:
 
 @dataclass
 class Target:
-    """Effective parameters to recover: weight-normed ``weight_g``/``weight_v`` appear as ``weight``."""
+    """Effective parameters to recover: weight-normed ``weight_g``/``weight_v`` appear as
+    ``weight``."""
 
     modules: dict[str, nn.Module]
     shapes: dict[str, tuple[int, ...]]  # "predictor.F0.0.conv1.weight" -> effective shape

@@ -79,8 +79,8 @@ def load_g2p(british: bool = False) -> Any:
         fallback = espeak.EspeakFallback(british=british)
     except Exception as e:  # kokoro goes on without it too
         warnings.warn(
-            f"misaki's espeak-ng fallback is unavailable ({e}); words outside its dictionary will be "
-            "skipped, as kokoro does",
+            f"misaki's espeak-ng fallback is unavailable ({e}); words outside its dictionary will "
+            "be skipped, as kokoro does",
             stacklevel=2,
         )
         fallback = None

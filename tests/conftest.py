@@ -28,7 +28,8 @@ TINY_PARAMS = {
     "targets": {"generic": {"kind": "llvm"}},  # test_dvc_targets adds a second one
     "toolchain": {"llvm_major": 22, "kokoro": "0.9.4"},
     "runtime": {"num_threads": 0},
-    # ORT: test_bench.py; timing rounds, the default bench_e2e lengths and chunked input: test_runtime.py
+    # ORT: test_bench.py; timing rounds, the default bench_e2e lengths and chunked input:
+    # test_runtime.py
     "bench": {"repeats": 1, "onnxruntime": False, "phonemes": [6]},
     "tune": {"trials": 0},  # a real search is covered by test_tune.py
     "voices": {"source": "none"},  # sources, npm's included, are covered by test_voices.py
@@ -299,7 +300,8 @@ class S3Server:
 
 
 class S3Remote:
-    """One bucket: what a CI job's secrets name (``env``), and the objects as the server stores them."""
+    """One bucket: what a CI job's secrets name (``env``), and the objects as the server stores
+    them."""
 
     def __init__(self, server: S3Server, bucket: str):
         self.server, self.url = server, f"s3://{bucket}/kokoro-tvm"
@@ -318,7 +320,8 @@ class S3Remote:
         return {p.parent.name + p.name: p for p in root.glob("*/*") if not p.name.startswith(".")}
 
     def corrupt(self) -> list[str]:
-        """Objects whose bytes do not hash to their name (a directory's listing is ``<md5>.dir``)."""
+        """Objects whose bytes do not hash to their name (a directory's listing is
+        ``<md5>.dir``)."""
         import hashlib
 
         return [

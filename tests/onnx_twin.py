@@ -1,4 +1,5 @@
-"""Validation helpers for ``model.onnx_checkpoint``: a float twin of a quantized graph, and determinism.
+"""Validation helpers for ``model.onnx_checkpoint``: a float twin of a quantized graph, and
+determinism.
 
 Why: checking a recovered checkpoint against the int8 graph itself mixes two errors (activation
 quantization, which eager fp32 kokoro does not do, and any mapping error). The *float twin* is the
@@ -281,7 +282,8 @@ def module_outputs(
 
 @contextlib.contextmanager
 def zero_noise() -> Iterator[None]:
-    """Within the block, kokoro's SineGen gets zero random phases and zero noise (like the graph)."""
+    """Within the block, kokoro's SineGen gets zero random phases and zero noise (like the
+    graph)."""
     rand, randn_like = torch.rand, torch.randn_like
     torch.rand = lambda *a, **k: torch.zeros(
         *a, **{x: y for x, y in k.items() if x in ("dtype", "device")}

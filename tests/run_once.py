@@ -1,4 +1,5 @@
-"""Files that several test modules need, built once per test run, also across pytest-xdist workers."""
+"""Files that several test modules need, built once per test run, also across pytest-xdist
+workers."""
 
 from __future__ import annotations
 

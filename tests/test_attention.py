@@ -100,8 +100,8 @@ def test_a_softmax_without_the_guard_is_left_to_the_rules():
 
 
 def test_attention_kernel_sizes_its_row_buffer_from_the_bound():
-    """The kernel's per-task scores buffer holds ``ROWS`` rows of the longest length, whole blocks of
-    columns; its FLOPs are declared for the roofline as ``4 H D n^2``."""
+    """The kernel's per-task scores buffer holds ``ROWS`` rows of the longest length, whole blocks
+    of columns; its FLOPs are declared for the roofline as ``4 H D n^2``."""
     from kokoro_tvm.compile.attention import COLS, FLOPS
 
     func = attention_kernel(HEADS, DIM, 200, masked=False)

@@ -41,7 +41,8 @@ def tiny():
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, tiny) -> Path:
-    """A root with params.yaml, weights, one library and its manifest, as `dvc repro` lays them out."""
+    """A root with params.yaml, weights, one library and its manifest, as `dvc repro` lays them
+    out."""
     from kokoro_tvm.compile.flow import compile_component
 
     cfg, km = tiny

@@ -1,8 +1,9 @@
 """Bounded-length libraries (issue 17) on the tiny config: one library per component and bucket
 runs every length up to the bucket, computing only that length, and equals kokoro at it.
 
-Each component exported with ``Shapes.BOUNDED`` (``compile.torch_export``). Each build takes seconds; the pipeline test
-builds one tiny project (~2 min) with ``shapes.tokens: bounded`` through the stage bodies.
+Each component exported with ``Shapes.BOUNDED`` (``compile.torch_export``). Each build takes
+seconds; the pipeline test builds one tiny project (~2 min) with ``shapes.tokens: bounded`` through
+the stage bodies.
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def test_interpolate_on_a_symbolic_length_needs_the_written_out_form(stock, ours
 
 def test_a_derived_length_input_does_not_survive_a_pt2_round_trip():
     """torch 2.13: an input of length ``600 n`` exports, but its ``.pt2`` cannot be decomposed
-    after loading ("expected sympy.Symbol"); so a bounded decoder takes its noise as [1, n, 600, 9]."""
+    after loading ("expected sympy.Symbol"); so a bounded decoder takes its noise as [1, n, 600,
+    9]."""
     import io
 
     def round_trip(ep):
@@ -227,7 +229,8 @@ def test_a_bounded_conv_with_a_partial_channel_tile_is_computed_over_whole_ones(
     ep = torch.export.export(module, (torch.randn(1, 128, 8, 120),), dynamic_shapes=({2: n},))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
     legal = legalize(mod)
-    # 32 filters: the Winograd kernel's transformed weights [10 points, 128, 32] (compile/winograd.py)
+    # 32 filters: the Winograd kernel's transformed weights [10 points, 128, 32]
+    # (compile/winograd.py)
     convs = [f for gv, f in legal.functions.items() if "conv1d" in gv.name_hint]
     assert convs and all("(10, 128, 32)" in f.script() for f in convs)
     # the kernel takes any width: no copy of the input to a padded width first

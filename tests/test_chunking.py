@@ -254,7 +254,8 @@ def test_text_utterances_equal_kpipeline_call(g2p):
 
 
 def test_assembled_g2p_is_en_g2p(g2p, monkeypatch):
-    """Without ``en_core_web_sm`` the G2P is assembled; it must be what ``en.G2P.__init__`` makes."""
+    """Without ``en_core_web_sm`` the G2P is assembled; it must be what ``en.G2P.__init__``
+    makes."""
     import spacy
     from misaki import en
 

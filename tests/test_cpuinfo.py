@@ -78,7 +78,8 @@ def test_levels_build_on_each_other():
 
 def test_aarch64_features():
     text = (
-        "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd aes crc32 atomics asimddp i8mm bf16\n"
+        "processor\t: 0\nBogoMIPS\t: 50.00\n"
+        "Features\t: fp asimd aes crc32 atomics asimddp i8mm bf16\n"
         "CPU implementer\t: 0x41\nCPU part\t: 0xd40\n\nprocessor\t: 1\nFeatures\t: fp asimd\n"
     )
     cpu = cpuinfo.parse(text)

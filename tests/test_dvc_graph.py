@@ -59,7 +59,8 @@ def _fingerprints(proj: Project) -> dict[str, bytes]:
 def _edit_code(proj: Project, rel: str) -> tuple[set[str], set[str]]:
     """Append a statement to a package file (a comment would change no fingerprint: code.code_hash)
     and rerun stage ``code`` (what ``dvc repro`` does
-    first); returns the stage kinds whose fingerprint changed and the stages DVC then sees changed."""
+    first); returns the stage kinds whose fingerprint changed and the stages DVC then sees
+    changed."""
     path = proj.root / "src/kokoro_tvm" / rel
     old, before = path.read_text(), _fingerprints(proj)
     path.write_text(old + "\n_AN_EDIT = 1\n")
@@ -287,8 +288,8 @@ def test_adding_a_bucket_runs_only_that_bucket(built_project: Project):
         | {"manifest"}
     )
     assert ran == expected, sorted(ran ^ expected)
-    # manifest + bench summary + e2e, cold and cuts benches + (export, relax, legalize, reference, tune,
-    # build, validate, bench) x 2
+    # manifest + bench summary + e2e, cold and cuts benches + (export, relax, legalize, reference,
+    # tune, build, validate, bench) x 2
     assert len(expected) == 1 + 1 + 3 + 8 * 2
 
 

@@ -1,4 +1,5 @@
-"""The export stage writes the same bytes for the same graph, so DVC stops at an unchanged ``.pt2``."""
+"""The export stage writes the same bytes for the same graph, so DVC stops at an unchanged
+``.pt2``."""
 
 from __future__ import annotations
 

@@ -34,7 +34,8 @@ def test_kokoro_82m_full_length_parity(component, bucket):
     if component == "decoder":
         snr = log_mel_snr(ref[0], got[0])
         print(
-            f"{component}-{bucket}: log-mel SNR {snr:.1f} dB, waveform rel err {rel_err(ref[0], got[0]):.2e}"
+            f"{component}-{bucket}: log-mel SNR {snr:.1f} dB, waveform rel err "
+            f"{rel_err(ref[0], got[0]):.2e}"
         )
         assert np.isfinite(got[0]).all() and snr >= 40
     else:

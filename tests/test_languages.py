@@ -103,7 +103,7 @@ def test_unknown_lang_is_an_error_listing_the_languages():
         languages.resolve("klingon")
 
 
-# -- phonemes equal kokoro's ------------------------------------------------------------------------
+# -- phonemes equal kokoro's -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("code", list(SENTENCES))
@@ -202,12 +202,13 @@ def test_script_filter_keeps_what_each_language_reads():
     assert f.text == "a b, c ()" and set(f.dropped) == {"Han", "Cyrillic", "emoji"}
 
 
-# -- chunking beyond kokoro -------------------------------------------------------------------------
+# -- chunking beyond kokoro ------------------------------------------------------------------------
 
 
 def test_long_paragraph_is_cut_at_the_languages_marks_not_truncated():
     """kokoro keeps a Chinese paragraph with no ``.!?`` as one chunk and truncates its phonemes
-    at 510; here it is cut at ``。``/``，`` into utterances that each fit and together say it all."""
+    at 510; here it is cut at ``。``/``，`` into utterances that each fit and together say it
+    all."""
     sentence = "今天天气很好，我们一起去公园散步吧。"
     text = sentence * 30
     (theirs,) = kokoro("z", text)
@@ -278,14 +279,15 @@ def test_first_sentence_cuts_at_the_languages_first_sentence_end(code, text, hea
     assert G.text_utterances(text, code, first="none") == whole  # control: no cut asked
 
 
-# -- loading ----------------------------------------------------------------------------------------
+# -- loading ---------------------------------------------------------------------------------------
 
 
 def test_each_g2p_is_imported_only_when_its_language_is_used():
     code = (
         "import sys, warnings\n"
         "from kokoro_tvm.runtime import g2p\n"
-        "heavy = ('jieba', 'fugashi', 'pyopenjtalk', 'misaki.zh', 'misaki.ja', 'spacy', 'phonemizer')\n"
+        "heavy = ('jieba', 'fugashi', 'pyopenjtalk', 'misaki.zh', 'misaki.ja', 'spacy', "
+        "'phonemizer')\n"
         "seen = lambda: sorted(m for m in heavy if m in sys.modules)\n"
         "print(seen())\n"
         "g2p.phonemize('Hola.', 'e'); print(seen())\n"

@@ -1,4 +1,5 @@
-"""Tests for ``model.onnx_checkpoint`` on a tiny random Kokoro exported to ONNX the way kokoro-onnx did.
+"""Tests for ``model.onnx_checkpoint`` on a tiny random Kokoro exported to ONNX the way kokoro-onnx
+did.
 
 The module fixture exports ``KModelForONNX`` (TorchScript exporter, opset 17, as kokoro-onnx's
 scripts/export.py) and quantizes it with ``onnxruntime.quantization.quantize_dynamic`` (40-60 s
@@ -63,7 +64,8 @@ PINNED = [
 
 def _distinct(km: torch.nn.Module, seed: int) -> None:
     """Give every parameter distinct values: random init repeats 1s and 0s (norms, Snake alphas),
-    and equal tensors would let a swapped assignment pass (and get de-duplicated by the exporter)."""
+    and equal tensors would let a swapped assignment pass (and get de-duplicated by the
+    exporter)."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in km.parameters():
@@ -210,7 +212,8 @@ def _effective(sd: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor
 
 
 def _load(tiny, sd) -> torch.nn.Module:
-    """The tiny model (CustomSTFT) with ``sd`` loaded; only STFT buffers may be absent from ``sd``."""
+    """The tiny model (CustomSTFT) with ``sd`` loaded; only STFT buffers may be absent from
+    ``sd``."""
     km = copy.deepcopy(tiny.km)
     for s in ow.SUBMODULES:
         res = getattr(km, s).load_state_dict(sd[s], strict=False)
@@ -220,7 +223,8 @@ def _load(tiny, sd) -> torch.nn.Module:
 
 
 def _run_eager(km, tiny, pins: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Eager outputs with zeroed SineGen randomness; ``pins`` replace the inputs of those modules."""
+    """Eager outputs with zeroed SineGen randomness; ``pins`` replace the inputs of those
+    modules."""
     got, handles = tw.capture(km, MODULES)
     named = dict(km.named_modules())
     for m, x in (pins or {}).items():
@@ -272,7 +276,8 @@ def _run_graph(
 
 
 def _compare(km, run: tuple[dict, dict], tiny, tol: float = 1e-4) -> dict[str, float]:
-    """Outputs where eager ``km`` and a graph run differ, eager fed the graph's SineGen/STFT values."""
+    """Outputs where eager ``km`` and a graph run differ, eager fed the graph's SineGen/STFT
+    values."""
     graph, pins = run
     assert sorted(pins) == sorted(PINNED)
     return _outputs_agree(_run_eager(km, tiny, pins), graph, tol)
@@ -306,7 +311,8 @@ def _outputs_agree(eager: dict, graph: dict, tol: float) -> dict[str, float]:
 
 
 def test_fp32_export_has_module_scoped_names(tiny):
-    """The premise: the TorchScript exporter names nodes by module scope, like the registry graph."""
+    """The premise: the TorchScript exporter names nodes by module scope, like the registry
+    graph."""
     names = [n.name for n in onnx.load_model_from_string(tiny.fp32).graph.node]
     assert any(n.startswith("/decoder/generator/resblocks.0/convs1.0/") for n in names)
     assert any(

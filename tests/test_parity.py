@@ -1,4 +1,5 @@
-"""Compiled libraries are exact on padded input: the validation stage, seen through DVC (tiny config)."""
+"""Compiled libraries are exact on padded input: the validation stage, seen through DVC (tiny
+config)."""
 
 from __future__ import annotations
 

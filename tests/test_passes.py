@@ -1,6 +1,6 @@
 """The compile flow as pass objects (``compile.phases``): the phases run their passes in
-order, and ``KOKORO_TVM_DUMP_IR`` dumps the module after any of them without changing the result; the
-build ends with passes that make its bytes the same in every process."""
+order, and ``KOKORO_TVM_DUMP_IR`` dumps the module after any of them without changing the result;
+the build ends with passes that make its bytes the same in every process."""
 
 from __future__ import annotations
 

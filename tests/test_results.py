@@ -31,7 +31,10 @@ V3_ISA = ["avx", "avx2", "bmi", "bmi2", "cx16", "f16c", "fma", "lzcnt", "movbe",
 V4_ISA = [*V3_ISA, "avx512bw", "avx512cd", "avx512dq", "avx512f", "avx512vl"]
 AXIS_BUCKET = {Axis.TOKENS: 64, Axis.FRAMES: 128}
 BUCKETS = {name: AXIS_BUCKET[c.axis] for name, c in COMPONENTS.items()}
-README = f"# project\n\n## Results\n\n{tables.README_BEGIN}\nold table\n{tables.README_END}\n\n## Layout\n"
+README = (
+    f"# project\n\n## Results\n\n{tables.README_BEGIN}\nold table\n{tables.README_END}\n\n"
+    "## Layout\n"
+)
 
 
 def cpuinfo(name: str, family: int, model: int, flags: str) -> str:
@@ -448,7 +451,8 @@ def test_render_only_with_no_results_files_says_what_to_do(project, capsys):
         ),
         (cpuinfo("A", 6, 1, AVX2_FLAGS.replace(" fma", "")), "x86-64-v2", []),
         (
-            "processor\t: 0\nFeatures\t: fp asimd aes crc32 atomics asimddp i8mm\nCPU implementer\t: 0x41\n"
+            "processor\t: 0\nFeatures\t: fp asimd aes crc32 atomics asimddp i8mm\n"
+            "CPU implementer\t: 0x41\n"
             "CPU part\t: 0xd0b\n",
             "ARMv8-A NEON",
             ["dotprod", "i8mm"],
@@ -527,6 +531,7 @@ def test_a_timed_narrow_library_shows_its_speed_against_float32():
     }
     (line,) = precision_table({"precisions": [row]})[2:]
     assert line == (
-        "| decoder-1536-bf16 | x86_64_v4 | yes (2 languages) | 1.40x | 700 | 500 | 45.3 dB | 0.56 dB |"
+        "| decoder-1536-bf16 | x86_64_v4 | yes (2 languages) "
+        "| 1.40x | 700 | 500 | 45.3 dB | 0.56 dB |"
     )
     assert precision_table({}) == []

@@ -59,7 +59,8 @@ def test_reduction_flops_binds_symbolic_lengths():
     func = _matmul()
     assert roofline.reduction_flops(func, {"n": 100}) == 2 * 100 * 32 * 64
     assert roofline.reduction_flops(func, {"n": 7}) == 2 * 7 * 32 * 64
-    # negative controls: an unbound length is not guessed; a plain sum is 1 FLOP per term; a map none
+    # negative controls: an unbound length is not guessed; a plain sum is 1 FLOP per term; a map
+    # none
     assert roofline.reduction_flops(func, {}) is None
     assert roofline.reduction_flops(_row_sum, {}) == 8 * 16
     assert roofline.reduction_flops(_scale, {}) == 0

@@ -243,8 +243,8 @@ def test_long_input_splits_to_fit_buckets_with_kokoro_durations(tts, km, speed):
         chunks = tts.plan(text, "random", speed=speed)
     assert len(chunks) > 1  # token and frame buckets forced cuts, and said so once
     assert len(caught) == 1 and str(caught[0].message).startswith(
-        f"an utterance of {len(text.strip())} phonemes needs {len(text.strip()) + 2} tokens, more than the largest "
-        "token bucket 12"
+        f"an utterance of {len(text.strip())} phonemes needs {len(text.strip()) + 2} tokens, more "
+        "than the largest token bucket 12"
     ), caught
     # words longer than ~6 phonemes overflow 32 frames here, so some are cut; nothing is lost
     assert "".join(c.phonemes for c in chunks).replace(" ", "") == text.replace(" ", "")
@@ -374,7 +374,8 @@ def test_e2e_bench_stage_times_runtime_and_eager_on_the_same_audio(artifacts, tm
         assert r["log_mel_snr_db"] >= min(r["f32_log_mel_snr_db"] - 3, 60)
         assert r["speedup_vs_eager"] == pytest.approx(r["eager_s"] / r["tvm_s"], rel=1e-3)
         assert r["rtf_tvm"] == pytest.approx(r["tvm_s"] / r["audio_s"], rel=1e-3)
-        # kokoro-onnx's whole model (fp32 export of these weights; the int8 file is Kokoro-82M's only)
+        # kokoro-onnx's whole model (fp32 export of these weights; the int8 file is Kokoro-82M's
+        # only)
         assert r["speedup_vs_ort_fp32"] == pytest.approx(r["ort_fp32_s"] / r["tvm_s"], rel=1e-3)
         assert r["ort_fp32_durations_differ"] == 0 and r["ort_fp32_samples"] == round(
             r["audio_s"] * 24000

@@ -60,8 +60,8 @@ def test_torch_free_venv_synthesizes_what_the_full_environment_does(
     out = tmp_path / "venv.wav"
     script = (
         "import sys\nfrom kokoro_tvm.runtime.cli import main\n"
-        f"code = main(['synth', '--phonemes', {PHONEMES!r}, '--voice', 'random', '--artifacts', {str(artifacts)!r}, "
-        f"'-o', {str(out)!r}, '-q'])\n"
+        f"code = main(['synth', '--phonemes', {PHONEMES!r}, '--voice', 'random', '--artifacts', "
+        f"{str(artifacts)!r}, '-o', {str(out)!r}, '-q'])\n"
         "assert 'torch' not in sys.modules, 'the runtime imported torch'\n"
         "from kokoro_tvm.runtime import tvm_runtime\n"
         "assert 'tvm' not in sys.modules and tvm_runtime.loaded_directly()\n"

@@ -469,7 +469,8 @@ def test_library_binding_runs_transform_params_once(tmp_path):
 
 
 class MaskedNorm(torch.nn.Module):
-    """Length-masked instance norm (``lengths.Padded.instance_norm``): the decoder's AdaIN statistics."""
+    """Length-masked instance norm (``lengths.Padded.instance_norm``): the decoder's AdaIN
+    statistics."""
 
     def __init__(self, channels=16):
         super().__init__()
@@ -680,7 +681,8 @@ def test_a_bounded_conv_has_a_parallel_task_for_every_core(channels, over_length
     """A bounded conv with few channel tiles (128 channels = 4 tiles of 32 on AVX-512) runs the
     tiles of its symbolic length in parallel: its channel tiles would leave 12 of a 16-core CPU's
     cores idle (the v4 decoder ran 2.4x slower at 16 threads on an Emerald Rapids Xeon). With
-    many channel tiles (1024 = 32) those stay the parallel loop. Numbers equal torch's either way."""
+    many channel tiles (1024 = 32) those stay the parallel loop. Numbers equal torch's either
+    way."""
     import tvm
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
@@ -795,7 +797,8 @@ def _scores_module():
 
 
 def _scheduled_scores(mod, target: dict):
-    """The scores kernel as the schedule rules leave it (an NCW-shaped outer product: conv or matmul)."""
+    """The scores kernel as the schedule rules leave it (an NCW-shaped outer product: conv or
+    matmul)."""
     scheduled, report = schedule.apply(legalize(mod), target)
     (name,) = [k for k, rule in report.functions.items() if rule in ("conv", "matmul")]
     return scheduled[name]
@@ -844,9 +847,9 @@ def test_attention_scores_accumulate_in_one_register_tile():
 
 @pytest.mark.parametrize("mcpu,lanes", [("x86-64-v3", 8), ("x86-64-v4", 16)])
 def test_attention_keys_are_copied_in_panels_of_one_column_tile(mcpu, lanes):
-    """The padded copy of K^T is written as ``[.., n / span, 64, span]`` (``conv.pack_streamed_panels``):
-    a tile's reduction reads one contiguous panel, not 64 rows 4 n bytes apart that alias in L1 at
-    n = 512. Numbers equal torch's at tails of both axes."""
+    """The padded copy of K^T is written as ``[.., n / span, 64, span]``
+    (``conv.pack_streamed_panels``): a tile's reduction reads one contiguous panel, not 64 rows 4 n
+    bytes apart that alias in L1 at n = 512. Numbers equal torch's at tails of both axes."""
     mod, target = _scores_module(), {"kind": "llvm", "mcpu": mcpu}
     allocs = [
         line
@@ -1017,9 +1020,9 @@ def test_avx2_bounded_conv_walks_every_channel_tile_inside_each_length_block(mon
 def test_avx512_bounded_conv_takes_six_samples_by_32_channels_in_length_blocks():
     """On AVX-512 a bounded conv gets ``conv.LONG_TILE_AVX512`` (6 samples x 2 vectors of 16
     channels) and the AVX2 rule's length blocks: against 5 x 2 unblocked, the decoder's convs ran
-    1.03-1.17x as fast (AMD EPYC Zen 5, ``benchmarks/kernels.py --conv-tiles``). 224 channels are 7 channel
-    tiles, walked inside each parallel length block beside the tile's 6 unrolled samples; the
-    numbers equal torch's where this CPU runs AVX-512."""
+    1.03-1.17x as fast (AMD EPYC Zen 5, ``benchmarks/kernels.py --conv-tiles``). 224 channels are 7
+    channel tiles, walked inside each parallel length block beside the tile's 6 unrolled samples;
+    the numbers equal torch's where this CPU runs AVX-512."""
     import tvm
     from tvm import relax
 

@@ -1,5 +1,5 @@
-"""Accuracy of the sin lowering (``legalizations.sin.sin_poly``) on FMA (x86-64-v3) and non-FMA (SSE2
-baseline, x86-64) targets.
+"""Accuracy of the sin lowering (``legalizations.sin.sin_poly``) on FMA (x86-64-v3) and non-FMA
+(SSE2 baseline, x86-64) targets.
 
 Requirement: |sin_poly(x) - sin(x)| <= 1e-6 for |x| <= 1e6 (sin of the float32 input, in float64),
 finite and bounded beyond, NaN for NaN/inf. Negative control: the previous lowering (3-part pi,

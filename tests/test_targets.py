@@ -19,14 +19,17 @@ V4 = {"kind": "llvm", "mcpu": "x86-64-v4"}
 ARM = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}
 #: an AMD EPYC Zen 3's flags (AVX2, no AVX-512), abridged to what x86-64-v4 asks about
 ZEN3 = (
-    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
-    "syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl pni pclmulqdq ssse3 fma cx16 "
-    "pcid sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy abm "
-    "sse4a misalignsse 3dnowprefetch bmi1 avx2 smep bmi2 erms invpcid rdseed adx smap clflushopt clwb sha_ni "
-    "xsaveopt xsavec xgetbv1 xsaves"
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse "
+    "sse2 ht syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl pni pclmulqdq "
+    "ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor "
+    "lahf_lm cmp_legacy abm sse4a misalignsse 3dnowprefetch bmi1 avx2 smep bmi2 erms invpcid "
+    "rdseed adx smap clflushopt clwb sha_ni xsaveopt xsavec xgetbv1 xsaves"
 )
 AVX512 = ZEN3 + " avx512f avx512dq avx512cd avx512bw avx512vl avx512_bf16 avx512_vnni"
-NEOVERSE_N1 = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
+NEOVERSE_N1 = (
+    "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop "
+    "asimddp"
+)
 
 
 def flags(line: str) -> frozenset[str]:

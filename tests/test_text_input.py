@@ -228,7 +228,7 @@ def test_create_trim_trims_each_chunk_and_pauses_after_it(tts, g2p):
         tts.create(text, "af_heart", trim=True, sentence_pause=-1)
 
 
-# -- a piece at a time ------------------------------------------------------------------------------
+# -- a piece at a time -----------------------------------------------------------------------------
 
 
 def _rejoined(pieces) -> list[str]:
@@ -393,7 +393,7 @@ def test_a_file_is_read_only_as_far_as_the_first_chunk_needs(tts, g2p):
     assert Counting.read_chars == len(text)  # control: read to its end, all of it is counted
 
 
-# -- synth --text - --stream: stdin as it comes, Ctrl-C ----------------------------------------------
+# -- synth --text - --stream: stdin as it comes, Ctrl-C --------------------------------------------
 
 
 def test_synth_streams_stdin_as_it_comes_and_ctrl_c_ends_it_cleanly(tts, g2p, tmp_path):

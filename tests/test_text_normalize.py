@@ -90,7 +90,8 @@ CASES = [
     Case(
         "j",
         "**こんにちは**、https://example.com/docs を見るか、me@x.orgに書いてください。",
-        "こんにちは、example ドット com スラッシュ docs を見るか、me アットマーク x ドット orgに書いてください。",
+        "こんにちは、example ドット com スラッシュ docs を見るか、"
+        "me アットマーク x ドット orgに書いてください。",
     ),
     Case(
         "z",
@@ -125,7 +126,7 @@ def kokoro(code: str, text: str) -> list[str]:
     return [r.phonemes for r in kpipeline(code)(text)]
 
 
-# -- the readings -----------------------------------------------------------------------------------
+# -- the readings ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.lang}:{c.text[:30]}" for c in CASES])
@@ -170,7 +171,7 @@ def test_phone_numbers_in_every_language_are_read_digit_by_digit():
         assert phonemes(text, code) != phonemes(text, code, normalize=False)
 
 
-# -- options ----------------------------------------------------------------------------------------
+# -- options ---------------------------------------------------------------------------------------
 
 #: Kokoro-FastAPI's ``NormalizationOptions`` (api/src/structures/schemas.py): field -> default
 FASTAPI_FIELDS = {
@@ -230,7 +231,7 @@ def test_markdown_with_nothing_to_say_aloud_is_a_clear_error():
     assert phonemes(code, "a", normalize=False)  # control: as written, it is read
 
 
-# -- line breaks and sentence ends ------------------------------------------------------------------
+# -- line breaks and sentence ends -----------------------------------------------------------------
 
 _PIECES = [
     "See ",
@@ -304,7 +305,7 @@ def test_markdown_keeps_the_lines_of_plain_prose(lines):
     assert _ends(out) == _ends(text)
 
 
-# -- quiet output -----------------------------------------------------------------------------------
+# -- quiet output ----------------------------------------------------------------------------------
 
 
 @settings(max_examples=300, deadline=None)
@@ -375,7 +376,7 @@ def test_cli_no_normalize_reads_text_as_written(tmp_path, tmp_path_factory):
     assert raw == [f"phonemes: {p}" for p in kokoro("a", text)] != said
 
 
-# -- docs -------------------------------------------------------------------------------------------
+# -- docs ------------------------------------------------------------------------------------------
 
 _BEGIN = "<!-- cases: generated from tests/test_text_normalize.py CASES; rewrite with "
 _BEGIN += "`python tests/test_text_normalize.py` -->"

@@ -1,5 +1,5 @@
-"""MetaSchedule tuning (``compile/metaschedule.py``): a real search on a small conv + linear, records that the
-build applies, and the rule that keeps only records beating the schedule rules."""
+"""MetaSchedule tuning (``compile/metaschedule.py``): a real search on a small conv + linear,
+records that the build applies, and the rule that keeps only records beating the schedule rules."""
 
 from __future__ import annotations
 

@@ -386,7 +386,7 @@ def test_text_is_read_in_the_voices_language(tts):
     assert words == [] and english_words  # word times are English-only, as in kokoro
 
 
-# -- every language, offline ------------------------------------------------------------------------
+# -- every language, offline -----------------------------------------------------------------------
 
 #: one greeting per language (short: the tiny buckets cut longer ones into many chunks), and the
 #: voice that speaks it (no lang given)

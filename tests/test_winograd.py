@@ -59,8 +59,8 @@ def test_a_generator_conv_takes_the_winograd_kernel_and_equals_torch_at_every_wi
 ):
     """Each kernel size the generator has, dilated as its ``convs1`` are, at widths shorter than
     the kernel's reach, within one block, and across blocks with a partial last block (at 128
-    channels a block spans 144 samples: the unchecked copy and stores of the inner blocks). The error
-    bound is float32 rounding through the transforms (measured 8e-6 to 1.3e-4 of the largest
+    channels a block spans 144 samples: the unchecked copy and stores of the inner blocks). The
+    error bound is float32 rounding through the transforms (measured 8e-6 to 1.3e-4 of the largest
     output at 128-256 channels), an order below what a wrong transform gives (a sign flipped in
     one ``B^T`` entry: ~1e-1)."""
     from tvm import relax

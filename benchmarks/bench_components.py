@@ -24,7 +24,8 @@ from kokoro_tvm.runtime.manifest import read_manifest
 from kokoro_tvm.toolchain import ToolchainError
 
 HEADER = (
-    "| component | bucket | target | eager ms | ORT ms | TVM ms | speedup vs eager | vs ORT | threads |\n"
+    "| component | bucket | target | eager ms | ORT ms "
+    "| TVM ms | speedup vs eager | vs ORT | threads |\n"
     "|---|---:|---|---:|---:|---:|---:|---:|---:|"
 )
 

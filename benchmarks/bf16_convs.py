@@ -64,8 +64,9 @@ def kernels(args) -> None:
         return once
 
     print(
-        f"{BF16_TARGET} threads={args.threads}: median ms per call ({'CPU' if args.threads == 1 else 'wall'}"
-        " time, direct-equivalent GFLOP/s), relative RMS error vs float64"
+        f"{BF16_TARGET} threads={args.threads}: median ms per call "
+        f"({'CPU' if args.threads == 1 else 'wall'} time, direct-equivalent GFLOP/s), relative RMS "
+        "error vs float64"
     )
     for c, k, d, width in SHAPES:
         rng = np.random.default_rng(k * 10 + d)

@@ -157,7 +157,8 @@ tvm = sys.modules.get("tvm")
 print(json.dumps({"steps": steps, "parts": parts, "absent": absent,
                   "torch_imported": "torch" in sys.modules,
                   "tvm_imported": tvm is not None,
-                  "tvm_runtime_only": bool(getattr(getattr(tvm, "base", None), "_RUNTIME_ONLY", False))}))
+                  "tvm_runtime_only": bool(getattr(getattr(tvm, "base", None), "_RUNTIME_ONLY",
+                                                   False))}))
 """
 
 IMPORT_CHILD = r"""
@@ -170,7 +171,8 @@ with open("/proc/self/status") as f:
     rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS"))
 tvm = sys.modules.get("tvm")
 print(json.dumps({"s": d, "rss_mb": rss / 1024, "torch_imported": "torch" in sys.modules,
-                  "tvm_runtime_only": bool(getattr(getattr(tvm, "base", None), "_RUNTIME_ONLY", False))}))
+                  "tvm_runtime_only": bool(getattr(getattr(tvm, "base", None), "_RUNTIME_ONLY",
+                                                   False))}))
 """
 
 IMPORTS = [

@@ -8,8 +8,8 @@ largest, which needs several chunks) it synthesizes with ``KokoroTVM`` and repla
 through kokoro's eager model in float32 and float64 on the same weights (the pipeline's
 ``artifacts/weights``), token ids, voice row and decoder draws. Prints one row per length:
 tokens, frames, chunks, log-mel SNR against float64 kokoro of the runtime and of float32 kokoro,
-whether the durations are equal, whether the utterances are the ones kokoro's KPipeline makes of the input, and
-the real-time factor (compute s / audio s) of both.
+whether the durations are equal, whether the utterances are the ones kokoro's KPipeline makes of the
+input, and the real-time factor (compute s / audio s) of both.
 Exits 1 when a row misses the float64 criterion of validation (``eval.verdicts``).
 """
 
@@ -63,8 +63,8 @@ def main() -> int:
         f"token buckets {tts.libraries.token_buckets}, frame buckets {tts.libraries.frame_buckets}"
     )
     header = (
-        f"{'phon':>5} {'tokens':>6} {'frames':>6} {'chunks':>6} {'buckets (frames)':>18} {'SNR tvm':>7} "
-        f"{'SNR f32':>7} {'dur==':>5} {'utt==':>5} {'RTF tvm':>8} {'RTF eager':>9}"
+        f"{'phon':>5} {'tokens':>6} {'frames':>6} {'chunks':>6} {'buckets (frames)':>18} "
+        f"{'SNR tvm':>7} {'SNR f32':>7} {'dur==':>5} {'utt==':>5} {'RTF tvm':>8} {'RTF eager':>9}"
     )
     print(header)
     rows, ok = [], True

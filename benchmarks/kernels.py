@@ -4,17 +4,19 @@
     python benchmarks/kernels.py --threads 2 --only decoder:128 --top 12
     python benchmarks/kernels.py --ops --frames 128   # single ops: old vs new lowering, interleaved
     python benchmarks/kernels.py --tiles              # decoder convs: pick_tile vs conv.LONG_TILE
-    python benchmarks/kernels.py --blocks             # bounded generator convs: conv.LENGTH_BLOCK vs 1
-    python benchmarks/kernels.py --conv-tiles 5x2 6x2 6x2b --mcpu x86-64-v4  # bounded decoder convs:
-                                                      # the rule vs forced tiles (b: length-blocked)
+    python benchmarks/kernels.py --blocks             # bounded generator convs:
+                                                      # conv.LENGTH_BLOCK vs 1
+    python benchmarks/kernels.py --conv-tiles 5x2 6x2 6x2b --mcpu x86-64-v4  # bounded decoder
+                                                      # convs: the rule vs forced tiles
+                                                      # (b: length-blocked)
     python benchmarks/kernels.py --winograd --mcpu x86-64-v4  # bounded generator convs: direct
                                                       # (the conv rule) vs compile/winograd.py
 
-Each component is built with ``compile.flow.compile_component`` (schedule pass included) and timed against the
-same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM, eager,
-TVM, ...) at the same thread count; medians and ratios are printed. Hotspots come from the Relax
-VM profiler (``eval.roofline.kernel_profile``); their GFLOP/s are compared with the target's FMA
-peak measured on this CPU (``eval.roofline.fma_peak``: a formula's 2 pipes x 16 lanes is 2x too
+Each component is built with ``compile.flow.compile_component`` (schedule pass included) and timed
+against the same ``components.build_component`` wrapper on the same inputs, interleaved (eager, TVM,
+eager, TVM, ...) at the same thread count; medians and ratios are printed. Hotspots come from the
+Relax VM profiler (``eval.roofline.kernel_profile``); their GFLOP/s are compared with the target's
+FMA peak measured on this CPU (``eval.roofline.fma_peak``: a formula's 2 pipes x 16 lanes is 2x too
 high for AVX-512 on Zen 4).
 """
 
@@ -67,7 +69,8 @@ def main() -> None:
     ap.add_argument(
         "--blocks",
         action="store_true",
-        help="bounded generator conv shapes, conv.LENGTH_BLOCK against 1 (channel tiles outermost), and exit",
+        help="bounded generator conv shapes, conv.LENGTH_BLOCK against 1 (channel tiles "
+        "outermost), and exit",
     )
     ap.add_argument(
         "--winograd",
@@ -116,8 +119,9 @@ def main() -> None:
     cpu = CPU.of(target)
     peak = fma_peak(target_spec, args.threads)
     print(
-        f"threads={args.threads} target={target_spec} lanes={cpu.lanes} measured FMA peak={peak['gflops']:.0f} "
-        f"GFLOP/s (implies {peak['implied_ghz']:.2f} GHz for {peak['fma_pipes_assumed']} full-width pipes)"
+        f"threads={args.threads} target={target_spec} lanes={cpu.lanes} measured FMA "
+        f"peak={peak['gflops']:.0f} GFLOP/s (implies {peak['implied_ghz']:.2f} GHz for "
+        f"{peak['fma_pipes_assumed']} full-width pipes)"
     )
     peak = peak["gflops"]
     cfg = load_model_config("kokoro-82m")
@@ -153,13 +157,15 @@ def main() -> None:
         e, v = float(np.median(t_eager)), float(np.median(t_tvm))
         rows.append((component, bucket, e, v, build_s, report))
         print(
-            f"\n== {component}-{bucket}: eager {e * 1e3:.1f} ms | TVM {v * 1e3:.1f} ms | eager/TVM {e / v:.2f}x | "
-            f"build {build_s:.1f}s (+{prep_s:.1f}s export/import/legalize) | rel err {max(errs):.1e}"
+            f"\n== {component}-{bucket}: eager {e * 1e3:.1f} ms | TVM {v * 1e3:.1f} ms | eager/TVM "
+            f"{e / v:.2f}x | build {build_s:.1f}s (+{prep_s:.1f}s export/import/legalize) | rel "
+            f"err {max(errs):.1e}"
         )
         print(f"   rules {report.as_dict()['counts']} fallbacks {report.fallbacks}")
         _hotspots(legal, ex, targs, args.top, peak)
     print(
-        f"\n{'component':14} {'bucket':>6} {'eager ms':>9} {'TVM ms':>9} {'eager/TVM':>9} {'build s':>8}"
+        f"\n{'component':14} {'bucket':>6} {'eager ms':>9} "
+        f"{'TVM ms':>9} {'eager/TVM':>9} {'build s':>8}"
     )
     for component, bucket, e, v, b, _ in rows:
         print(f"{component:14} {bucket:6d} {e * 1e3:9.1f} {v * 1e3:9.1f} {e / v:9.2f} {b:8.1f}")
@@ -289,7 +295,8 @@ def ops_table(args) -> None:
     ]
     target = {"kind": "llvm", "mcpu": args.mcpu}
     print(
-        f"threads={args.threads} frames={m}: median ms, old | new | eager  (rel err of new vs torch)"
+        f"threads={args.threads} frames={m}: median ms, "
+        "old | new | eager  (rel err of new vs torch)"
     )
     for name, module, inputs in cases:
         module.eval()
@@ -413,8 +420,9 @@ def tiles_table(args) -> None:
         flops = 2.0 * cin * cout * k * width
         old, new = (float(np.median(s)) for s in samples)
         print(
-            f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:5}: {old * 1e3:7.2f} ({flops / old / 1e9:5.1f}) | "
-            f"{new * 1e3:7.2f} ({flops / new / 1e9:5.1f})  x{old / new:4.2f}  rule: {picked}",
+            f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:5}: {old * 1e3:7.2f} "
+            f"({flops / old / 1e9:5.1f}) | {new * 1e3:7.2f} ({flops / new / 1e9:5.1f})  "
+            f"x{old / new:4.2f}  rule: {picked}",
             flush=True,
         )
 
@@ -474,9 +482,9 @@ def blocks_table(args) -> None:
         new, old = (float(np.median(s)) for s in samples)
         rule = "blocked" if max(picked, default=1) > 1 else "unblocked"
         print(
-            f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound}): {new * 1e3:8.2f} ({flops / new / 1e9:5.1f}) | "
-            f"{old * 1e3:8.2f} ({flops / old / 1e9:5.1f})  x{old / new:4.2f}  rule: {rule:9}  "
-            f"identical={np.array_equal(*outs)}",
+            f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound}): {new * 1e3:8.2f} "
+            f"({flops / new / 1e9:5.1f}) | {old * 1e3:8.2f} ({flops / old / 1e9:5.1f})  "
+            f"x{old / new:4.2f}  rule: {rule:9}  identical={np.array_equal(*outs)}",
             flush=True,
         )
 
@@ -500,7 +508,8 @@ def conv_tiles_table(args) -> None:
     choice (``rule``) and with each ``--conv-tiles`` tile forced (``Tile.along_rows``; unblocked,
     or with a trailing ``b`` length-blocked by ``conv.LENGTH_BLOCK`` whatever the rule's size
     bound says), timed hot at the given width, interleaved (the order reversed every other
-    round); medians, GFLOP/s, the speed over ``rule``, and the largest difference from its output."""
+    round); medians, GFLOP/s, the speed over ``rule``, and the largest difference from its
+    output."""
     import numpy as np
 
     from kokoro_tvm.compile.schedule import conv as conv_rule
@@ -524,7 +533,8 @@ def conv_tiles_table(args) -> None:
     names = ["rule", *args.conv_tiles]
     variants = [{}] + [forced(spec) for spec in args.conv_tiles]
     print(
-        f"{target} threads={args.threads} load {os.getloadavg()[0]:.2f}: median ms (GFLOP/s, x rule)"
+        f"{target} threads={args.threads} load "
+        f"{os.getloadavg()[0]:.2f}: median ms (GFLOP/s, x rule)"
     )
     for cin, cout, k, d, width, bound in CONV_TILE_SHAPES:
         x, legal, params = _bounded_conv(cin, cout, k, d, width, bound)
@@ -550,7 +560,8 @@ def conv_tiles_table(args) -> None:
         )
         diff = max(float(np.abs(o - outs[0]).max()) for o in outs)
         print(
-            f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:6} (bound {bound:6}): {cells}  max diff {diff:.1e}",
+            f"  conv {cin:4}->{cout:4} k{k:<2} d{d} x{width:6} "
+            f"(bound {bound:6}): {cells}  max diff {diff:.1e}",
             flush=True,
         )
 
@@ -598,8 +609,8 @@ def winograd_table(args) -> None:
         print(
             f"  conv {c:4} k{k:<2} d{d} x{width:6} (bound {bound:6}): "
             f"direct {old * 1e3:7.2f} ({flops / old / 1e9:4.0f}, "
-            f"err {errs[0]:.1e})  winograd F({winograd.OUTPUTS[k]},{k}) {new * 1e3:7.2f} ({flops / new / 1e9:4.0f}, "
-            f"err {errs[1]:.1e})  x{old / new:.2f}",
+            f"err {errs[0]:.1e})  winograd F({winograd.OUTPUTS[k]},{k}) {new * 1e3:7.2f} "
+            f"({flops / new / 1e9:4.0f}, err {errs[1]:.1e})  x{old / new:.2f}",
             flush=True,
         )
 
@@ -674,7 +685,8 @@ def _hotspots(legal, ex, targs, top: int, peak: float) -> None:
             f" {r['gflops']:6.1f} GFLOP/s ({100 * r['of_peak']:.0f}% of peak)" if r["gflop"] else ""
         )
         print(
-            f"     {r['kernel'][:64]:64} {r['ms']:8.2f} ms x{r['calls']} {100 * r['share']:4.1f}%{gf}"
+            f"     {r['kernel'][:64]:64} {r['ms']:8.2f} ms x{r['calls']} "
+            f"{100 * r['share']:4.1f}%{gf}"
         )
 
 

@@ -106,9 +106,9 @@ def main() -> None:
             )
             med = {k: round(1e3 * float(np.median(v)), 2) for k, v in ms.items()}
             print(
-                f"{a.component}-{a.bucket} {a.target}, {chunk.n_tokens} tokens: old {med['old']} ms, "
-                f"new {med['new']} ms, new/old {med['new'] / med['old']:.3f}; max |diff| per output "
-                f"{diff}; load {os.getloadavg()[0]:.2f}",
+                f"{a.component}-{a.bucket} {a.target}, {chunk.n_tokens} tokens: old {med['old']} "
+                f"ms, new {med['new']} ms, new/old {med['new'] / med['old']:.3f}; max |diff| per "
+                f"output {diff}; load {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
 

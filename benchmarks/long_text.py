@@ -18,10 +18,11 @@ is what the length of the text costs. Per run: ``first_audio_s``, from the proce
 its first sample on stdout (imports, library loading and G2P included); ``stream_first_s``, the
 CLI's own "out at" of its first chunk (from the start of the stream, after loading);
 ``rss_at_first_audio_mb`` and ``rss_at_stop_mb`` (a stream's memory should not grow while it
-speaks), and the high-water RSS (``VmHWM``, sampled every 50 ms), ``peak_rss_mb``. A long run is stopped
-with SIGINT ``--seconds`` after its first audio (the whole text would speak for hours), which
-also checks that Ctrl-C ends it with status 130; ``audio_s`` is what it wrote by then. Prints the
-CPU (``lscpu``) and the load average before and after: on a shared machine the times move with it.
+speaks), and the high-water RSS (``VmHWM``, sampled every 50 ms), ``peak_rss_mb``. A long run is
+stopped with SIGINT ``--seconds`` after its first audio (the whole text would speak for hours),
+which also checks that Ctrl-C ends it with status 130; ``audio_s`` is what it wrote by then. Prints
+the CPU (``lscpu``) and the load average before and after: on a shared machine the times move with
+it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Exhaustive check of the sin lowering (``compile.legalizations.sin.sin_poly``) over every float32 |x|
-<= LIMIT on one target.
+"""Exhaustive check of the sin lowering (``compile.legalizations.sin.sin_poly``) over every float32
+|x| <= LIMIT on one target.
 
 usage: python benchmarks/sin_accuracy.py '{"kind": "llvm", "mcpu": "x86-64-v3"}' [limit] [--neg]
 Prints the max abs error against float64 np.sin of the float32 input, for |x| <= 1e6 and for

@@ -153,7 +153,8 @@ def main() -> int:
 
 def quiet_pipeline(km):
     """kokoro's ``KPipeline`` for phoneme input, around ``km``: built without ``__init__``, whose
-    English G2P would want the spaCy model (``generate_from_tokens`` with a string never uses it)."""
+    English G2P would want the spaCy model (``generate_from_tokens`` with a string never uses
+    it)."""
     from kokoro.pipeline import KPipeline
 
     pipe = KPipeline.__new__(KPipeline)

@@ -4,8 +4,8 @@
         [--trials 32] [--rounds 2] [--mcpu x86-64-v4 | --device qemu] [--scheduler gradient]
         [--out tune_rpc.json]
 
-What ``tune@…`` runs when ``devices.<target>`` names a tracker (``compile.metaschedule.tune`` with the
-device record): a local tracker and N servers registered under one key, each server one thread,
+What ``tune@…`` runs when ``devices.<target>`` names a tracker (``compile.metaschedule.tune`` with
+the device record): a local tracker and N servers registered under one key, each server one thread,
 i.e. one core per device, as separate boards would be. ``--device qemu`` makes the servers
 emulated aarch64 boards (qemu-user, ``python -m kokoro_tvm.devices.setup``) tuning the aarch64
 target: boards slower than the host, where measuring is most of a search. ``--warmup`` short
@@ -46,7 +46,8 @@ def synthetic():
     the leaky ReLU between them: two tasks, each call long enough on a board to dominate. They
     are legalized as direct convs (the conv rule), as the decoder body's 512-1024-channel convs
     are: at 128 channels ``compile/winograd.py`` would take them, and its kernels are hand
-    scheduled, so there would be nothing to tune (the README's rows were measured on these direct convs)."""
+    scheduled, so there would be nothing to tune (the README's rows were measured on these direct
+    convs)."""
     from unittest import mock
 
     import torch
@@ -69,7 +70,8 @@ def synthetic():
 
 @contextlib.contextmanager
 def servers(device: str, tracker: str, key: str, count: int) -> Iterator[None]:
-    """``count`` one-thread RPC servers under ``key``: host processes, or emulated aarch64 boards."""
+    """``count`` one-thread RPC servers under ``key``: host processes, or emulated aarch64
+    boards."""
     from kokoro_tvm.devices import qemu
     from kokoro_tvm.devices.tracker import local_servers
 
@@ -111,7 +113,8 @@ def main() -> None:
     ap.add_argument(
         "--compare-local",
         action="store_true",
-        help="then tune locally and through 2 servers and compare the picks and libraries (host only)",
+        help="then tune locally and through 2 servers and "
+        "compare the picks and libraries (host only)",
     )
     ap.add_argument(
         "--scheduler",
@@ -124,7 +127,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.compare_local and a.device != "host":
         ap.error(
-            "--compare-local needs --device host: an emulated board's target cannot be tuned locally"
+            "--compare-local needs --device host: an "
+            "emulated board's target cannot be tuned locally"
         )
     if (
         a.compare_local
@@ -158,7 +162,8 @@ def main() -> None:
                     lambda: mod, spec, min(a.trials, WARMUP_TRIALS), Path(db), cores, device=record
                 )
                 print(
-                    f"warm-up search {w + 1}/{a.warmup}: {time.perf_counter() - t0:.1f} s (not counted)",
+                    f"warm-up search {w + 1}/{a.warmup}: "
+                    f"{time.perf_counter() - t0:.1f} s (not counted)",
                     flush=True,
                 )
         for r in range(a.rounds):

@@ -1,6 +1,7 @@
 """`kokoro-tvm synth` in an aarch64 Python (qemu-user), judged against float64 kokoro.
 
-usage: python benchmarks/once/aarch64_synth.py [--artifacts artifacts] [--lengths 30 100] [--out rows.json]
+usage: python benchmarks/once/aarch64_synth.py [--artifacts artifacts] [--lengths 30 100]
+           [--out rows.json]
 
 1. Installs the torch-free runtime into the emulated aarch64 Python: pip resolves the package's
    dependencies for ``manylinux_2_28_aarch64`` (numpy, apache-tvm, apache-tvm-ffi: printed), and
@@ -178,10 +179,10 @@ def main() -> int:
             ok &= good
             a = row.get("aarch64", {})
             print(
-                f"{n:4d} phonemes, {row['frames']} frames: aarch64 {a.get('log_mel_snr_db')} dB (needs "
-                f"{a.get('min_snr_db')}), x86 {row.get('x86', {}).get('log_mel_snr_db')} dB, float32 kokoro "
-                f"{a.get('f32_log_mel_snr_db')} dB; durations equal {row['same_durations_as_x86']}: "
-                f"{'ok' if good else 'FAIL'}"
+                f"{n:4d} phonemes, {row['frames']} frames: aarch64 {a.get('log_mel_snr_db')} dB "
+                f"(needs {a.get('min_snr_db')}), x86 {row.get('x86', {}).get('log_mel_snr_db')} "
+                f"dB, float32 kokoro {a.get('f32_log_mel_snr_db')} dB; durations equal "
+                f"{row['same_durations_as_x86']}: {'ok' if good else 'FAIL'}"
             )
             rows.append(row)
     if args.out:

@@ -124,8 +124,8 @@ def main() -> None:
         diff = float(np.abs(out["fused"].numpy() - out["rules"].numpy()).max())
         print(
             f"n={n}: fused {ms['fused']:.3f} ms ({gflop / ms['fused'] * 1e3:.0f} GFLOP/s), rules "
-            f"{ms['rules']:.3f} ms ({gflop / ms['rules'] * 1e3:.0f}), fused/rules {ms['fused'] / ms['rules']:.3f}, "
-            f"max |diff| {diff:.1e}, load {os.getloadavg()[0]:.2f}"
+            f"{ms['rules']:.3f} ms ({gflop / ms['rules'] * 1e3:.0f}), fused/rules "
+            f"{ms['fused'] / ms['rules']:.3f}, max |diff| {diff:.1e}, load {os.getloadavg()[0]:.2f}"
         )
 
 

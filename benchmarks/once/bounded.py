@@ -1,15 +1,16 @@
 """Bounded against padded libraries of one component and bucket: time against n, and parity.
 
-    python benchmarks/once/bounded.py text_encoder|duration|decoder 64 [--config kokoro-82m] [--out bounded.json]
+    python benchmarks/once/bounded.py text_encoder|duration|decoder 64 [--config kokoro-82m]
+        [--out bounded.json]
 
 Builds the padded library (``flow.compile_component``: masked graph, runs the whole bucket) and
 the bounded one (``flow.compile_component(..., shapes=Shapes.BOUNDED)``: kokoro's graph at the
 input's length) from the same weights (``artifacts/weights`` when built, else random), checks
 each at every n against kokoro itself (``eval.eager``: max relative error per output; the
-decoder, whose harmonic source runs in float64, against float64 kokoro by log-mel SNR), then times both interleaved
-(``timing.time_interleaved``) at n = B, B/2, B/4 and the smallest length; ``--top N`` adds
-each library's N slowest kernels at n = B with their schedule rule (``kernels.py``'s VM
-instrument). Issue 17's criteria:
+decoder, whose harmonic source runs in float64, against float64 kokoro by log-mel SNR), then times
+both interleaved (``timing.time_interleaved``) at n = B, B/2, B/4 and the smallest length;
+``--top N`` adds each library's N slowest kernels at n = B with their schedule rule
+(``kernels.py``'s VM instrument). Issue 17's criteria:
 bounded at B/4 <= 0.3x its own time at B, and within 10% of padded at B.
 """
 
@@ -115,8 +116,8 @@ def main() -> None:
         rows[n] = {"ms": ms, "rel_err": err, "load_avg_1m": round(os.getloadavg()[0], 2)}
         print(
             f"  n={n:4d}: padded {ms['padded']:9.2f} ms  bounded {ms['bounded']:9.2f} ms  "
-            f"bounded/padded {ms['bounded'] / ms['padded']:.2f}  {metric} padded {err['padded']:.3g} "
-            f"bounded {err['bounded']:.3g}  load {rows[n]['load_avg_1m']}",
+            f"bounded/padded {ms['bounded'] / ms['padded']:.2f}  {metric} padded "
+            f"{err['padded']:.3g} bounded {err['bounded']:.3g}  load {rows[n]['load_avg_1m']}",
             flush=True,
         )
     if a.top:

@@ -1,4 +1,5 @@
-"""Is a library's build reproducible? Build it N times (default 2), each in a fresh process, and compare.
+"""Is a library's build reproducible? Build it N times (default 2), each in a fresh process, and
+compare.
 
 usage: python benchmarks/once/build_determinism.py [--component decoder] [--bucket 1536]
            [--target x86_64_v4] [--builds 2] [--artifacts artifacts]

@@ -79,7 +79,8 @@ def main() -> None:
                 rows[s][3].append(time.perf_counter() - t0)
         for s, (lines, t_imp, t_b, runs) in rows.items():
             print(
-                f"{steps:5d} {s:8} {lines:8d} {t_imp:8.2f} {t_b:8.2f} {1e3 * statistics.median(runs):8.1f}",
+                f"{steps:5d} {s:8} {lines:8d} {t_imp:8.2f} {t_b:8.2f} "
+                f"{1e3 * statistics.median(runs):8.1f}",
                 flush=True,
             )
 

@@ -1,7 +1,7 @@
 """Time against length for built padded and bounded libraries, every component and bucket.
 
-    python benchmarks/once/modes.py --padded ../wt-padded/artifacts [--bounded artifacts] [--repeats 3]
-        [--components decoder duration text_encoder] [--out modes.json]
+    python benchmarks/once/modes.py --padded ../wt-padded/artifacts [--bounded artifacts]
+        [--repeats 3] [--components decoder duration text_encoder] [--out modes.json]
 
 Issue 17's table, from libraries the pipeline built (not rebuilt here): ``--bounded`` and
 ``--padded`` are the artifacts of two checkouts that differ only in ``shapes`` (e.g. a
@@ -53,14 +53,16 @@ def main() -> None:
     rows = []
     print(f"{cpu_name()}, {a.threads} threads, medians of {a.repeats} interleaved rounds (ms)")
     print(
-        "| component-B | n | padded | bounded | bounded/padded | largest bounded bucket at n | load |"
+        "| component-B | n | padded | bounded | bounded/padded "
+        "| largest bounded bucket at n | load |"
     )
     print("|---|---|---|---|---|---|---|")
     for comp in a.components:
         ladder = buckets(a.bounded, comp, a.target)
         if ladder != buckets(a.padded, comp, a.target):
             raise SystemExit(
-                f"{comp}: bounded buckets {ladder} differ from padded {buckets(a.padded, comp, a.target)}"
+                f"{comp}: bounded buckets {ladder} differ from padded "
+                f"{buckets(a.padded, comp, a.target)}"
             )
         top = ladder[-1]
         largest = load_built(a.bounded, comp, top, a.target)

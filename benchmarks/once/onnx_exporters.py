@@ -4,7 +4,8 @@
 
 Exports one component at a static bucket with torch's dynamo exporter and with the TorchScript
 exporter (``bench.ort_runner(dynamo=...)``), then times both ONNX Runtime sessions in
-interleaved rounds on the same inputs (``timing.time_interleaved``). Needs built ``artifacts/weights``.
+interleaved rounds on the same inputs (``timing.time_interleaved``). Needs built
+``artifacts/weights``.
 """
 
 from __future__ import annotations

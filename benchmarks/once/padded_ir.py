@@ -31,7 +31,8 @@ def _sha(mod) -> str:
 
 
 def fingerprints(cases=CASES, strategies=STRATEGIES, targets=TARGETS) -> dict[str, str]:
-    """``{"<component>-<bucket>/<strategy>/<step>": sha256}``; the export is shared by strategies."""
+    """``{"<component>-<bucket>/<strategy>/<step>": sha256}``; the export is shared by
+    strategies."""
     from kokoro_tvm.compile import schedule
     from kokoro_tvm.compile.importer import to_relax
     from kokoro_tvm.compile.phases import legalize, make_target

@@ -1,6 +1,7 @@
 """Time a `dvc repro` per stage kind, then a no-op repro, and list artifact sizes.
 
-usage: python benchmarks/once/repro_timing.py [--force] [--out timing.json]   (run from the repo root)
+usage: python benchmarks/once/repro_timing.py [--force] [--out timing.json]
+       (run from the repo root)
 
 ``--force`` times ``dvc repro --force``: every stage from scratch, what a new checkout without a
 DVC remote pays (the default ``make repro``); without it, only what is out of date.
@@ -79,8 +80,8 @@ def main() -> None:
     }
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(
-        f"repro {total:.0f} s (load average {load_before[0]:.2f} before, {load_after[0]:.2f} after); "
-        f"no-op repro {noop:.1f} s (ran {sorted(noop_stages)})"
+        f"repro {total:.0f} s (load average {load_before[0]:.2f} before, {load_after[0]:.2f} "
+        f"after); no-op repro {noop:.1f} s (ran {sorted(noop_stages)})"
     )
     for k, v in kinds.items():
         print(f"  {k:10s} {sum(v):8.1f} s over {len(v)} stage(s)")

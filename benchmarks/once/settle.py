@@ -1,6 +1,7 @@
 """Why ``timing.SETTLE_S`` exists: one runtime's spinning worker threads slow the next one.
 
-    python benchmarks/once/settle.py duration 64 [--ort] [--artifacts artifacts] [--target x86_64_v3]
+    python benchmarks/once/settle.py duration 64 [--ort] [--artifacts artifacts]
+        [--target x86_64_v3]
     python benchmarks/once/settle.py decoder 128 --ort --first-calls
 
 Times eager, TVM (and ONNX Runtime) on one built library with ``timing.time_interleaved`` at
@@ -59,7 +60,8 @@ def main() -> None:
         runners["ort"] = latency.ort_runner(a.component, a.bucket, km, cfg, inputs, a.threads)
     if a.first_calls:
         print(
-            f"{a.component}-{a.bucket}, {a.threads} threads, ms per call from the first call on, no warmup"
+            f"{a.component}-{a.bucket}, {a.threads} threads, "
+            "ms per call from the first call on, no warmup"
         )
         for r in range(3):
             print(
@@ -69,7 +71,8 @@ def main() -> None:
             )
         return
     print(
-        f"{a.component}-{a.bucket}, {a.threads} threads, median ms of {a.repeats} interleaved rounds"
+        f"{a.component}-{a.bucket}, {a.threads} threads, "
+        f"median ms of {a.repeats} interleaved rounds"
     )
     for pause in a.pauses:
         s = time_interleaved(runners, a.repeats, 1, pause)

@@ -1,8 +1,9 @@
 """Where the time goes at short inputs (issue 27): per component, the compiled runtime beside eager
 kokoro on the same chunk, and the decoder's top kernels at that length.
 
-usage: python benchmarks/once/short_inputs.py [--artifacts artifacts] [--lengths 30 45 60] [--repeats 5]
-                                         [--voice jf_alpha] [--threads N] [--out short.json]
+usage: python benchmarks/once/short_inputs.py [--artifacts artifacts] [--lengths 30 45 60]
+                                         [--repeats 5] [--voice jf_alpha] [--threads N]
+                                         [--out short.json]
 
 For each phoneme count (``eval.samples.phonemes``: English sample text, cut at a word) it plans
 one chunk with the runtime, then times, interleaved round by round: the duration library, the text
@@ -143,17 +144,19 @@ def main() -> int:
         rows.append(row)
         print(
             f"\n{len(ps)} phonemes, {chunk.n_tokens} tokens, {chunk.n_frames} frames: synthesize "
-            f"{ms['synthesize']:.0f} ms, eager {ms['eager']:.0f} ms ({row['speedup_vs_eager']:.2f}x)"
+            f"{ms['synthesize']:.0f} ms, eager {ms['eager']:.0f} ms "
+            f"({row['speedup_vs_eager']:.2f}x)"
         )
         print(
             f"  TVM: duration {ms['duration']:.1f}, text_encoder {ms['text_encoder']:.1f}, decoder "
-            f"{ms['decoder']:.1f} ms ({row['decoder_gflops']:.0f} GFLOP/s, {100 * row['decoder_of_peak']:.0f} % of "
-            f"peak), host {host:.1f} ms"
+            f"{ms['decoder']:.1f} ms ({row['decoder_gflops']:.0f} GFLOP/s, "
+            f"{100 * row['decoder_of_peak']:.0f} % of peak), host {host:.1f} ms"
         )
         print("  eager modules: " + ", ".join(f"{k} {v:.1f}" for k, v in eager_ms.items()) + " ms")
         for r in prof["top"]:
             print(
-                f"    {r['kernel'][:56]:56s} {r['ms']:7.1f} ms {100 * r['share']:5.1f} % {r['gflops']:6.1f} GFLOP/s"
+                f"    {r['kernel'][:56]:56s} {r['ms']:7.1f} ms {100 * r['share']:5.1f} % "
+                f"{r['gflops']:6.1f} GFLOP/s"
             )
     if args.out:
         Path(args.out).write_text(

@@ -58,7 +58,8 @@ def run(artifacts: str, voice: str, chunks: int) -> tuple[float, float, int]:
 
 
 def child(artifacts: str, voice: str, chunks: int) -> tuple[float, float, int]:
-    """``run`` in a fresh helper process, so each measurement has its own children high-water mark."""
+    """``run`` in a fresh helper process, so each measurement has its own children high-water
+    mark."""
     code = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
         "import stream_memory as s; "
@@ -84,8 +85,8 @@ def main() -> None:
             peaks[n].append(peak)
             audio_s = size / 2 / 24000
             print(
-                f"round {r + 1}: {n:3d} chunk(s): peak RSS {peak:7.1f} MB, {audio_s:6.1f} s of audio "
-                f"in {wall:6.1f} s",
+                f"round {r + 1}: {n:3d} chunk(s): peak RSS {peak:7.1f} MB, {audio_s:6.1f} s of "
+                f"audio in {wall:6.1f} s",
                 flush=True,
             )
     one, many = statistics.median(peaks[1]), statistics.median(peaks[a.chunks])

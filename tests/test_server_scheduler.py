@@ -55,11 +55,7 @@ def fake_stream(log: Log, name: str, chunks: int, audio_s: float, cost_s: float,
 
 
 def scheduler(**kw) -> Scheduler:
-    """A started scheduler; its workers run ahead whenever they are free (no newcomer reserve)
-    unless ``newcomer_reserve`` says otherwise."""
-    config = SchedulerConfig(
-        **{"workers": 1, "admission": False, "max_ahead": 100, "newcomer_reserve": 0.0, **kw}
-    )
+    config = SchedulerConfig(**{"workers": 1, "admission": False, "max_ahead": 100, **kw})
     s = Scheduler(Metrics(), config)
     s.start()
     return s
@@ -463,39 +459,6 @@ def test_a_free_worker_waits_for_a_newcomer_being_prepared_when_the_queue_can_wa
     b0 = next(t for n, i, t in log.runs if (n, i) == ("B", 0))
     during = [i for n, i, t in log.runs if n == "A" and marks["reserved"] < t < b0]
     assert during == [], during
-
-
-@pytest.mark.parametrize(("reserve", "b_first"), [(0.5, True), (0.0, False)])
-def test_a_stream_with_audio_to_spare_leaves_the_worker_free_for_a_newcomer(reserve, b_first):
-    """A chunk cannot be interrupted, and a whole sentence takes a good part of a second, so a
-    newcomer who arrives while another stream runs ahead waits for all of it. A is 2 s of audio
-    ahead of its listener after its first chunk (2 s of audio for 0.05 s of compute): with the
-    newcomer reserve its next chunk waits until it must start, so when B arrives the worker is
-    free and B's first chunk runs before A's second. The control: without the reserve A runs
-    ahead whenever the worker is free, and B comes after A's run-ahead."""
-    log = Log()
-
-    async def main():
-        sched = scheduler(newcomer_reserve=reserve)
-        loop = asyncio.get_running_loop()
-        a = sched.reserve(50 * 20, 1.0, loop)
-        sched.attach(a, fake_stream(log, "A", 20, audio_s=2.0, cost_s=0.05))
-        got: list = []
-        ta = asyncio.create_task(consume(sched, a, got))
-        while not got:
-            await asyncio.sleep(0.005)
-        await asyncio.sleep(0.3)  # the worker is free, and A has 1.7 s of audio left
-        b = sched.reserve(10, 1.0, loop)
-        sched.attach(b, fake_stream(log, "B", 1, audio_s=1.0, cost_s=0.05))
-        await consume(sched, b, [])
-        sched.close(a)
-        ta.cancel()
-        sched.stop()
-
-    asyncio.run(main())
-    order = order_of(log)
-    a_second = order.index(("A", 1)) if ("A", 1) in order else len(order)
-    assert (order.index(("B", 0)) < a_second) == b_first, order
 
 
 @pytest.mark.parametrize(

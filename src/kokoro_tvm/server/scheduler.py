@@ -4,13 +4,11 @@ Audio is consumed in real time, so the only chunk that is urgent is the one whos
 about to run out of audio. A stream's next chunk is due when the audio already produced for it
 runs out (its first chunk is due on arrival, plus ``first_slack``), and workers always take the
 chunk whose latest start (deadline minus its expected compute, predicted from the chunk's length:
-``Stream.next_audio``) is earliest. A chunk cannot be interrupted, and a whole sentence takes a
-good part of a second to decode, so a newcomer who arrives while one runs waits for all of it.
-Workers therefore do not run ahead into time a newcomer may need: a free worker leaves the queue
-waiting until the latest moment its chunks can all start in time, less ``newcomer_reserve``
-seconds (a newcomer's first chunk fits in them), and less the first chunks of admitted newcomers
-whose input is still being prepared (``_hold``). A newcomer then waits for at most one chunk that
-had to run, never for another stream's run-ahead.
+``Stream.next_audio``) is earliest. A chunk cannot be interrupted, so a newcomer who arrives while
+one runs waits for it: a free worker runs ahead whenever it can (work done early is out of a
+newcomer's way later; holding chunks back until they must start made crowds' first audio later:
+docs/measurements.md, "Workers run ahead"), but does not start a chunk that can wait while a
+newcomer's input is still being prepared (``_hold``).
 
 The unit of work is one ``next()`` of a runtime stream: it plans and decodes exactly one chunk.
 One stream is advanced by one worker at a time (it is either queued, running or waiting for its
@@ -235,23 +233,20 @@ class Scheduler:
         return None
 
     def _hold(self, now: float) -> float:
-        """Seconds a free worker leaves the queue waiting (module docstring). A chunk started
-        now would hold back by all of its compute the first chunks of newcomers: those admitted
-        and still being prepared, and, when no other worker is free, one who may arrive any
-        moment (``newcomer_reserve``). The queue can spare that wait until its latest start."""
+        """Seconds a free worker leaves the queue waiting: while admitted newcomers' inputs are
+        still being prepared and the queue can start after their first chunks. A chunk cannot be
+        interrupted, so one started now would hold their first audio back by all of its compute;
+        waiting costs the queue nothing it cannot spare."""
         firsts = [
             self.model.cost(p.next_audio(self.model))
             for p in self.streams.values()
             if p.gen is None and not p.finished
         ]
-        # chunks may run as much slower than predicted as recent chunks did
-        margin = self.model.margin() or 1 / self.config.load_factor
-        room = margin * sum(firsts)
-        if self.busy + 1 >= self.config.workers:
-            room = max(room, self.config.reserve)
-        if room <= 0:
+        if not firsts:
             return 0.0
-        return self._latest_start(margin) - now - room
+        # the firsts may run as much slower than predicted as recent chunks did
+        margin = self.model.margin() or 1 / self.config.load_factor
+        return self._latest_start(margin) - now - margin * sum(firsts)
 
     def _latest_start(self, margin: float) -> float:
         """The latest moment the queued chunks can start, run earliest deadline first on the

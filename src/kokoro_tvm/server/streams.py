@@ -34,20 +34,12 @@ class SchedulerConfig:
     max_streams: int = 32
     first_audio: float = 0.5  # seconds: admission keeps every new stream's first audio within
     first_slack: float = 0.0  # seconds after arrival a first chunk is due (its EDF deadline)
-    #: seconds of a worker's time kept free ahead of the latest moment a playing stream's next
-    #: chunk can start (``Scheduler._hold``), for a newcomer's first chunk; None: first_audio
-    newcomer_reserve: float | None = None
     load_factor: float = 0.9  # share of the workers' time admission may plan to use
     admission: bool = True
     #: phoneme limits of a stream's first chunks, the last for all later ones (the cost model's
     #: guess of a chunk's audio before chunks at its place ran); kokoro's one limit by default,
     #: as the server's whole sentences have
     chunk_limits: tuple[int, ...] = (MAX_PHONEMES,)
-
-    @property
-    def reserve(self) -> float:
-        """``newcomer_reserve``, or ``first_audio`` when it is None."""
-        return self.first_audio if self.newcomer_reserve is None else self.newcomer_reserve
 
 
 @dataclass

@@ -556,7 +556,8 @@ def main() -> int:
                 "load_after": idle[-1].load_after,
             }
             print(
-                f"idle, {IDLE_SENTENCE!r}: first audio p50 {fmt(report['idle_ttfa']['p50'], '.3f')} s, "
+                f"idle, {IDLE_SENTENCE!r}: first audio p50 "
+                f"{fmt(report['idle_ttfa']['p50'], '.3f')} s, "
                 f"p95 {fmt(report['idle_ttfa']['p95'], '.3f')} s over {len(ttfas)} "
                 f"(load {idle[0].load_before:.1f} -> {idle[-1].load_after:.1f})",
                 flush=True,

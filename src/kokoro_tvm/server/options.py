@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
     p.add_argument(
         "--artifacts",
         default=default_artifacts,
-        help="artifact directory with manifest.json (default: $KOKORO_TVM_ARTIFACTS or ./artifacts)",
+        help="artifact directory with manifest.json (default: $KOKORO_TVM_ARTIFACTS or "
+        "./artifacts)",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8880, help="port (default 8880; 0: any free one)")

@@ -11,6 +11,7 @@ as the bearer token, as any other client does. The page itself holds no key: any
 it, and only who knows the key can use it.
 """
 
+# a line ending in a backslash continues on the next one: Python drops both, the page has one line
 PAGE = """<!doctype html>
 <html lang="en">
 <head>
@@ -18,7 +19,8 @@ PAGE = """<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>kokoro-tvm</title>
 <style>
-  body { font: 16px/1.5 system-ui, sans-serif; max-width: 44rem; margin: 2rem auto; padding: 0 1rem; }
+  body { font: 16px/1.5 system-ui, sans-serif; max-width: 44rem; \
+margin: 2rem auto; padding: 0 1rem; }
   textarea { width: 100%; min-height: 8rem; font: inherit; box-sizing: border-box; }
   .row { display: flex; gap: 0.75rem; align-items: center; flex-wrap: wrap; margin: 0.75rem 0; }
   audio { width: 100%; margin-top: 0.5rem; }
@@ -35,10 +37,12 @@ PAGE = """<!doctype html>
   </div>
 </form>
 <form id="form">
-  <textarea id="text" aria-label="Text">Hello! This page plays the speech while it is being made.</textarea>
+  <textarea id="text" aria-label="Text">\
+Hello! This page plays the speech while it is being made.</textarea>
   <div class="row">
     <label>Voice <select id="voice"></select></label>
-    <label>Format <select id="format"><option value="mp3">mp3</option><option value="aac">aac</option></select></label>
+    <label>Format <select id="format"><option value="mp3">mp3</option>\
+<option value="aac">aac</option></select></label>
     <label>Speed <input id="speed" type="number" min="0.25" max="4" step="0.05" value="1"></label>
     <button id="speak" type="submit">Speak</button>
   </div>
@@ -48,7 +52,8 @@ PAGE = """<!doctype html>
 <script>
 const MIME = { mp3: "audio/mpeg", aac: "audio/aac" };
 const $ = (id) => document.getElementById(id);
-const status = (msg, error = false) => { $("status").textContent = msg; $("status").className = error ? "error" : ""; };
+const status = (msg, error = false) => { $("status").textContent = msg; \
+$("status").className = error ? "error" : ""; };
 const KEY = "kokoro-tvm-api-key";
 
 // the API key, once given, as the bearer token of every API call

@@ -241,9 +241,9 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
 
 
 def test_precision_lists_what_is_built_beside_float32():
-    """Absent: float32 only (every existing params.yaml); the decoder may add bf16; the text side
-    has no narrower kernels, so naming it is an unknown key rather than a silent float32 build."""
-    assert "precision" not in TINY_PARAMS
+    """Absent or empty: float32 only (every older params.yaml); the decoder may add bf16; the text
+    side has no narrower kernels, so naming it is an unknown key, not a silent float32 build."""
+    assert params.parse(_with("precision", KeyError)).precision.of("decoder") == ()
     assert params.parse(_with("precision", {})).precision.of("decoder") == ()
     assert params.parse(TINY_PARAMS).precision.of("decoder") == ()
     prm = params.parse(_with("precision.decoder", ["bf16"]))

@@ -146,6 +146,9 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
             weights.run(prm)
         for target in prm.targets:
             devices.run(prm, target)
+        if prm.voices.source == RUNTIME_PARAMS["voices"]["source"]:
+            write_voice_packs(Path(prm.voices.source))
+        voices.run(prm)  # before reference, which reads the validation sentences' voices
         for component in COMPONENTS:
             for bucket in prm.buckets.of(component):
                 kept = _graph_files(component, bucket, reuse) if reuse is not None else []
@@ -161,9 +164,6 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
                 for target in prm.targets:
                     build.run(prm, component, bucket, target)
                     validate.run(prm, component, bucket, target)
-        if prm.voices.source == RUNTIME_PARAMS["voices"]["source"]:
-            write_voice_packs(Path(prm.voices.source))
-        voices.run(prm)
         manifest.run(prm)
     return root / "artifacts"
 

@@ -431,3 +431,21 @@ def test_synth_streams_stdin_as_it_comes_and_ctrl_c_ends_it_cleanly(tts, g2p, tm
         argv, input=b"Once upon a time.\n", capture_output=True, env=env, timeout=300
     )
     assert done.returncode == 0 and out.exists(), done.stderr.decode()
+
+
+def test_a_reader_that_leaves_ends_synth_quietly(tts):
+    """``synth -o -`` into a reader that closes after its first bytes (``| head -c``): the CLI
+    ends as shell tools do on SIGPIPE, status 141 and no traceback. Control: the same command
+    read to its end exits 0."""
+    env = {**os.environ, "PYTHONPATH": str(Path(kokoro_tvm.__file__).parents[1])}
+    argv = [sys.executable, "-m", "kokoro_tvm.runtime.cli", "synth", "--voice", "af_heart"]
+    argv += ["--text", "Once upon a time. There was a story. " * 20, "--stream", "-o", "-"]
+    argv += ["--artifacts", str(tts.libraries.root)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout.read(100)
+    proc.stdout.close()
+    rc = proc.wait(timeout=300)
+    err = proc.stderr.read().decode()
+    assert rc == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
+    whole = subprocess.run(argv, capture_output=True, env=env, timeout=300)
+    assert whole.returncode == 0 and len(whole.stdout) > 100, whole.stderr.decode()

@@ -386,6 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         # its destination (``outputs``) and is gone, so none claims to hold the whole text
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader of ``-o -`` left (``| head``, a player closed): as a shell tool ends on
+        # SIGPIPE, quietly; stdout goes to devnull so that Python's own flush at exit is quiet too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _run(args: argparse.Namespace) -> None:

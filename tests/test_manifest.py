@@ -143,6 +143,7 @@ def _edited(path: str, value, delete: bool = False) -> dict:
         ("libraries.0.outputs", [{"shape": [1], "dtype": 3}], r"outputs\[0\] is not a tensor"),
         ("libraries.0.params", ["w", 2], r"libraries\[0\].params should be weight names"),
         ("libraries.0.validation", {"worst_rel_err": "small"}, "worst_rel_err is not a number"),
+        ("libraries.0.validation", {"languages": {"a": "yes"}}, "languages is not a number"),
         ("libraries.0.packed", {"path": "p.bin"}, r"'libraries\[0\].packed.sha256' should be"),
         ("libraries.0.component", "decoder", "component 'decoder' has no weights entry"),
         ("voices.voices", [{"name": ["a"], "row": 0}], "'voices' entry is malformed"),
@@ -187,3 +188,20 @@ def test_the_runtime_takes_components_and_axes_from_spec():
         Libraries(".", built({"duration": [6], "text_encoder": [12], "decoder": [16]}), "generic")
     with pytest.raises(ArtifactError, match=r"has no library for \['decoder'\]"):
         Libraries(".", built({"duration": [6], "text_encoder": [6]}), "generic")
+
+
+def test_each_languages_verdict_reaches_info():
+    """The validate stage's per-language rows become one verdict per language code in the manifest
+    (``validation_entry``), which the record keeps and ``info`` prints, naming any that failed."""
+    from kokoro_tvm.runtime.cli import _validation
+
+    check = CHECK | {"languages": {"lang_a": {"ok": True}, "lang_j": {"ok": False}}}
+    entry = validation_entry(check)
+    assert entry["languages"] == {"a": True, "j": False}
+    doc = document()
+    doc["libraries"][0]["validation"] = entry
+    (lib,) = parse_manifest(doc, "art/manifest.json").libraries
+    assert lib.validation.languages == {"a": True, "j": False}
+    shown = _validation(lib.validation.as_dict())
+    assert "2 languages (a, j; failed: j)" in shown
+    assert "languages" not in validation_entry(CHECK)  # an emulated or older validation: none

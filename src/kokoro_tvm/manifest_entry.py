@@ -50,11 +50,16 @@ def validation_entry(check: dict[str, Any]) -> dict[str, Any]:
     the bytes it ran (``*_sha256``), its worst errors, the lengths it checked, and where (none
     of which a library no device validated has: its digests then match nothing)."""
     entry = {k: v for k, v in check.items() if k.startswith("worst_") or k.endswith("_sha256")}
-    return entry | {
+    entry |= {
         "lengths": sorted(int(n) for n in check.get("lengths", [])),
         "device": check.get("device"),
         "emulated": check.get("emulated"),
     }
+    if check.get("languages"):  # per language code (``lang_a`` -> ``a``), its verdict
+        entry["languages"] = {
+            k.removeprefix("lang_"): r["ok"] for k, r in check["languages"].items()
+        }
+    return entry
 
 
 def check_validated(

@@ -169,9 +169,18 @@ def _validation(v: dict) -> str:
     worst = {k[len("worst_") :]: x for k, x in v.items() if k.startswith("worst_")}
     if not worst or not v.get("lengths"):
         return ""
+    languages = v.get("languages") or {}
+    failed = [k for k, ok in languages.items() if not ok]
+    said = (
+        f" and {len(languages)} languages ({', '.join(languages)}"
+        + (f"; failed: {', '.join(failed)})" if failed else ")")
+        if languages
+        else ""
+    )
     return (
         "  validated at lengths "
         + ",".join(map(str, v["lengths"]))
+        + said
         + ": "
         + ", ".join(f"worst {k} {x:.3g}" for k, x in worst.items())
     )

@@ -109,10 +109,14 @@ class Validation:
     sha256: Mapping[str, str]  # ``library_sha256``, ``weights_sha256``, ``packed_sha256``
     device: str | None = None
     emulated: bool | None = None
+    #: per language code (``a``, ``j``...), whether its sentence passed (none under emulation)
+    languages: Mapping[str, bool] = field(default_factory=lambda: _frozen({}))
 
     def as_dict(self) -> dict[str, Any]:
         """The manifest's form of it (what ``kokoro-tvm info --json`` prints)."""
         doc: dict[str, Any] = {f"worst_{k}": v for k, v in self.worst.items()}
+        if self.languages:
+            doc["languages"] = dict(self.languages)
         doc |= dict(self.sha256)
         if self.lengths:
             doc["lengths"] = list(self.lengths)
@@ -448,10 +452,15 @@ def _validation(v: dict[str, Any], path: Path | str, where: str) -> Validation:
     lengths = v.get("lengths", [])
     if not isinstance(lengths, list) or not all(_is_int(n) for n in lengths):
         bad.append("lengths")
+    languages = v.get("languages", {})
+    if not isinstance(languages, dict) or not all(
+        isinstance(k, str) and isinstance(ok, bool) for k, ok in languages.items()
+    ):
+        bad.append("languages")
     if bad:
         raise artifacts.ArtifactError(
-            f"{path}: {where}{bad[0]} is not a number (or a list of lengths); rebuild the "
-            "artifacts with `dvc repro`"
+            f"{path}: {where}{bad[0]} is not a number (or a list of lengths, or languages' "
+            "verdicts); rebuild the artifacts with `dvc repro`"
         )
     device, emulated = v.get("device"), v.get("emulated")
     return Validation(
@@ -460,6 +469,7 @@ def _validation(v: dict[str, Any], path: Path | str, where: str) -> Validation:
         sha256=_frozen({k: x for k, x in v.items() if k.endswith("_sha256")}),
         device=device if isinstance(device, str) else None,
         emulated=emulated if isinstance(emulated, bool) else None,
+        languages=_frozen(dict(sorted(languages.items()))),
     )
 
 

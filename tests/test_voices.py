@@ -189,7 +189,7 @@ def test_stage_script_prints_one_error_line(tmp_path):
     )
     (tmp_path / "params.yaml").write_text(params)
     done = subprocess.run(
-        [sys.executable, str(REPO / "stages" / "voices.py")],
+        [sys.executable, "-m", "kokoro_tvm.pipeline.voices"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

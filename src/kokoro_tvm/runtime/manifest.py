@@ -42,10 +42,11 @@ RANDOM_CHECKPOINT = "random"
 #: (``explain_precision``); an entry without ``precision`` (every float32 manifest's) is ``FP32``
 PRECISION_REQUESTS = ("auto", *PRECISIONS)
 REBUILD = "rebuild the artifacts with `dvc repro` (or `dvc pull` the ones built for this code)"
-#: CPUs that have what a narrower precision's libraries need, by architecture (named in errors)
+#: the CPU feature a narrower precision's libraries need, by architecture (named in errors;
+#: docs/precision.md lists the CPUs that have it)
 NARROW_CPUS = {
-    "x86_64": "AVX512_BF16 (AMD Zen 4 and later, Intel Sapphire Rapids and later)",
-    "aarch64": "BF16 (Arm v8.6: Graviton 3 and 4, Neoverse V1, V2, N2)",
+    "x86_64": "AVX512_BF16 (/proc/cpuinfo flag avx512_bf16)",
+    "aarch64": "BF16 (Arm v8.6, /proc/cpuinfo feature bf16)",
 }
 
 

@@ -214,7 +214,6 @@ PLANS = ("plan", "plan + kernel 3 F(6,3)", "direct bf16", "float32 tiles in bf16
 def fidelity(args) -> None:
     import copy
     import json
-    from pathlib import Path
 
     import torch
 
@@ -229,9 +228,9 @@ def fidelity(args) -> None:
     torch.set_num_threads(1)
     cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
     km64 = as_float64(km)
-    voices = json.loads(Path(artifacts.ROOT / "voices" / "voices.json").read_text())
+    voices = json.loads(artifacts.voice_index_file().read_text())
     row = {v["name"]: v["row"] for v in voices["voices"]}[args.voice]
-    pack = np.load(artifacts.ROOT / "voices" / voices["file"], mmap_mode="r")[row]
+    pack = np.load(artifacts.voices_dir() / voices["file"], mmap_mode="r")[row]
     models = {"float32": km}
     for plan in PLANS:
         models[plan] = copy.deepcopy(km)

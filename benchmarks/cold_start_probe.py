@@ -252,6 +252,7 @@ def steps(python: Path, root: Path, phonemes: str, voice: str) -> dict:
 def sizes(root: Path) -> dict:
     """Bytes on disk: the picked target's libraries, each target's packed weights (the libraries'
     weights in their final layout, where the manifest lists them), the raw weights."""
+    from kokoro_tvm import artifacts
     from kokoro_tvm.runtime.manifest import explain_pick, read_manifest
 
     m = read_manifest(root)
@@ -270,7 +271,9 @@ def sizes(root: Path) -> dict:
             c: round((root / w["path"]).stat().st_size / 2**20, 1) for c, w in m["weights"].items()
         },
         "weights_dir_mb": round(
-            sum(p.stat().st_size for p in (root / "weights").rglob("*") if p.is_file()) / 2**20, 1
+            sum(p.stat().st_size for p in artifacts.weights_dir(root).rglob("*") if p.is_file())
+            / 2**20,
+            1,
         ),
     }
 

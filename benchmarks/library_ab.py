@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from kokoro_tvm import artifacts
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -36,7 +38,10 @@ def library_at(rev: str, component: str, bucket: int, target: str, into: Path) -
             ["git", "show", f"{rev}:dvc.lock"], cwd=ROOT, check=True, capture_output=True, text=True
         ).stdout
     )
-    wanted = {f"artifacts/build/{target}/{component}-{bucket}{ext}" for ext in (".so", ".json")}
+    wanted = {
+        f(component, bucket, target).as_posix()
+        for f in (artifacts.library_file, artifacts.build_info_file)
+    }
     outs = {
         o["path"]: o["md5"]
         for st in lock["stages"].values()
@@ -50,10 +55,10 @@ def library_at(rev: str, component: str, bucket: int, target: str, into: Path) -
         cached = ROOT / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
         if not cached.exists():
             raise SystemExit(f"{path} of {rev} is not in the DVC cache ({cached}): `dvc pull` it")
-        dest = root / Path(path).relative_to("artifacts")
+        dest = root / Path(path).relative_to(artifacts.ROOT)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cached, dest)
-    (root / "weights").symlink_to(ROOT / "artifacts" / "weights")
+    artifacts.weights_dir(root).symlink_to(ROOT / artifacts.weights_dir())
     return root
 
 
@@ -79,14 +84,14 @@ def main() -> None:
     from kokoro_tvm.runtime import planner
     from kokoro_tvm.runtime.built import load_built
 
-    tts = KokoroTVM.from_manifest(ROOT / "artifacts", num_threads=a.threads)
+    tts = KokoroTVM.from_manifest(ROOT / artifacts.ROOT, num_threads=a.threads)
     pack = tts.voice_pack("jf_alpha")
     with tempfile.TemporaryDirectory() as tmp:
         roots = {
             "old": library_at(a.old_rev, a.component, a.bucket, a.target, Path(tmp)),
             "new": library_at(a.new_rev, a.component, a.bucket, a.target, Path(tmp))
             if a.new_rev
-            else ROOT / "artifacts",
+            else ROOT / artifacts.ROOT,
         }
         libs = {k: load_built(r, a.component, a.bucket, a.target) for k, r in roots.items()}
         for n in a.phonemes:

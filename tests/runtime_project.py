@@ -165,7 +165,7 @@ def build_artifacts(root: Path, params: dict = RUNTIME_PARAMS, reuse: Path | Non
                     build.run(prm, component, bucket, target)
                     validate.run(prm, component, bucket, target)
         manifest.run(prm)
-    return root / "artifacts"
+    return root / artifacts.ROOT
 
 
 def runtime_artifacts(tmp_path_factory) -> Path:
@@ -174,9 +174,11 @@ def runtime_artifacts(tmp_path_factory) -> Path:
 
     ``KOKORO_TVM_TEST_ARTIFACTS=dir`` reuses a directory built by ``build_artifacts`` (while
     iterating on runtime code; the code under test must not have changed the graphs)."""
+    from kokoro_tvm import artifacts
+
     if os.environ.get("KOKORO_TVM_TEST_ARTIFACTS"):
         return Path(os.environ["KOKORO_TVM_TEST_ARTIFACTS"])
     tree = once(
         tmp_path_factory, "runtime", lambda root: build_artifacts(root / "repo"), copy=False
     )
-    return tree / "repo" / "artifacts"
+    return tree / "repo" / artifacts.ROOT

@@ -15,6 +15,7 @@ import pytest
 from runtime_project import artifacts_copy, runtime_artifacts
 
 import kokoro_tvm
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.runtime import cli, decoder
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 
@@ -155,9 +156,9 @@ def test_an_utterance_with_no_known_symbol_is_skipped_not_a_crash(tts):
 def _manifest_copy(artifacts: Path, tmp_path: Path, edit) -> Path:
     root = tmp_path / "art"
     artifacts_copy(artifacts, root)
-    manifest = json.loads((root / "manifest.json").read_text())
+    manifest = json.loads(A.manifest_file(root).read_text())
     edit(manifest)
-    (root / "manifest.json").write_text(json.dumps(manifest))
+    A.manifest_file(root).write_text(json.dumps(manifest))
     return root
 
 

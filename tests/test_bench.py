@@ -48,7 +48,7 @@ def project(tmp_path_factory, tiny) -> Path:
     cfg, km = tiny
     component, bucket, target = LIB
     root = tmp_path_factory.mktemp("bench")
-    art = root / "artifacts"
+    art = root / artifacts.ROOT
     built = compile_component(component, bucket, km, cfg, {"kind": "llvm"})
     lib = artifacts.library_file(component, bucket, target, art)
     artifacts.export_library(built.executable, lib)
@@ -191,7 +191,7 @@ def test_plain_lstms_is_scoped():
 
 def test_measure_tiny_library(project, tiny):
     component, bucket, target = LIB
-    r = bench.on_host(_params(project), component, bucket, target, project / "artifacts", tiny)
+    r = bench.on_host(_params(project), component, bucket, target, project / artifacts.ROOT, tiny)
     assert (r["component"], r["bucket"], r["target"]) == LIB
     for key in ("eager_ms", "ort_ms", "tvm_ms"):
         assert r[key] > 0, key
@@ -218,7 +218,7 @@ def test_measure_tiny_library(project, tiny):
     assert [k["ms"] for k in kernels] == sorted((k["ms"] for k in kernels), reverse=True)
     assert any(k["gflop"] > 0 for k in kernels) and r["kernel_profile"]["kernels"] >= len(kernels)
 
-    art = project / "artifacts"
+    art = project / artifacts.ROOT
     metrics, plot, roof = bench.write_outputs(r, art)
     assert metrics == art / "bench" / target / f"{component}-{bucket}.json"
     assert json.loads(metrics.read_text()) == {k: v for k, v in r.items() if k != "top_kernels"}
@@ -275,7 +275,7 @@ def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(
     from kokoro_tvm.runtime.component import CompiledComponent
 
     component, bucket, target = LIB
-    case = bench.full_bucket_case(component, bucket, tiny[0], project / "artifacts")
+    case = bench.full_bucket_case(component, bucket, tiny[0], project / artifacts.ROOT)
     assert latency.verdict(component, case, case["r32"])["ok"]  # float32 kokoro meets its own bound
     off = [x * 1.01 for x in case["r32"]]
     assert not latency.verdict(component, case, off)["ok"]
@@ -285,7 +285,7 @@ def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(
     )
     prm = _params(project, bench={"repeats": 1})
     with pytest.raises(latency.DisagreementError, match="misses the float64 criterion"):
-        bench.on_host(prm, component, bucket, target, project / "artifacts", tiny)
+        bench.on_host(prm, component, bucket, target, project / artifacts.ROOT, tiny)
     monkeypatch.setattr(CompiledComponent, "__call__", call)
     ort = latency.ort_runner
     monkeypatch.setattr(
@@ -293,7 +293,7 @@ def test_a_library_off_float64_is_refused_and_a_peer_off_it_recorded(
         "ort_runner",
         lambda *a, **k: (lambda f: lambda: [x * 1.01 for x in f()])(ort(*a, **k)),
     )
-    r = bench.on_host(prm, component, bucket, target, project / "artifacts", tiny)
+    r = bench.on_host(prm, component, bucket, target, project / artifacts.ROOT, tiny)
     assert r["tvm_vs_float64"]["ok"] and not r["ort_vs_float64"]["ok"] and r["ort_ms"] > 0
     assert "ort misses the float64 criterion" in capsys.readouterr().out
 
@@ -328,13 +328,13 @@ def test_summary_has_one_sorted_file_per_component(tmp_path, monkeypatch, projec
     assert [row["bucket"] for row in json.loads(paths[0].read_text())] == [8, 16]
     monkeypatch.undo()
     without_ort = bench.on_host(
-        _params(project, bench={"onnxruntime": False}), *LIB, project / "artifacts", tiny
+        _params(project, bench={"onnxruntime": False}), *LIB, project / artifacts.ROOT, tiny
     )
     assert "ort_ms" not in without_ort and without_ort["tvm_ms"] > 0
 
 
 def test_bad_requests_say_what_to_do(project, tiny):
-    art, prm = project / "artifacts", _params(project)
+    art, prm = project / artifacts.ROOT, _params(project)
     from kokoro_tvm.spec import UnknownComponent
 
     with pytest.raises(UnknownComponent, match="unknown component 'vocoder'"):
@@ -363,7 +363,7 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
     from kokoro_tvm.devices.isa import requirements
     from kokoro_tvm.runtime.built import load_built
 
-    art = project / "artifacts"
+    art = project / artifacts.ROOT
     component, bucket, target = LIB
     alien = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon", "+sve"]}
     lib = artifacts.library_file(component, bucket, "alien", art)

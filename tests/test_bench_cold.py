@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from runtime_project import artifacts_copy, runtime_artifacts
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.eval import cold_start
 from kokoro_tvm.params import load
@@ -132,7 +133,7 @@ def test_a_runtime_that_fails_to_start_is_an_error_not_a_metric(broken, tmp_path
             lib.write_bytes(bytes(data))
         expected, message = cold_start.ColdStartError, r"exited with status 1(.|\n)*sha256"
     else:
-        (artifacts / "manifest.json").unlink()
+        A.manifest_file(artifacts).unlink()
         expected, message = ArtifactError, "manifest.json is missing"
     out = tmp_path / "bench_cold.json"
     with pytest.raises(expected, match=message):

@@ -314,7 +314,12 @@ def test_pipeline_builds_validates_and_runs_bounded_libraries(bounded_project):
     tts = KokoroTVM.from_manifest(bounded_project)
     assert {e.shapes for e in tts.manifest.libraries} == {Shapes.BOUNDED}
     for e in tts.manifest.libraries:  # every kernel got a rule, symbolic extents and all
-        info = artifacts.read_json(bounded_project / e.path.replace(".so", ".json"), "build info")
+        info = artifacts.read_json(
+            artifacts.build_info_file(
+                e.component, e.bucket, e.target, bounded_project, precision=e.precision
+            ),
+            "build info",
+        )
         assert info["schedule"]["fallbacks"] == [], (e.path, info["schedule"])
     m = RUNTIME_PARAMS["model"]
     km = build_kmodel(load_model_config(m["config"]), m["checkpoint"], m["seed"])

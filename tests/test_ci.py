@@ -23,6 +23,7 @@ from conftest import (
 )
 from run_once import once
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.pipeline import ci
 
 pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make test-fast`
@@ -62,9 +63,10 @@ def test_s3_round_trip_rebuilds_nothing_on_a_fresh_clone(
     fresh.run("git", "rm", "-q", "dvc.lock")
     ran = fresh.repro("--pull", env=remote.env)
     assert ran == set(), f"a fresh clone rebuilt {sorted(ran)}"
-    assert (fresh.root / "artifacts/manifest.json").read_bytes() == (
-        built_project.root / "artifacts/manifest.json"
-    ).read_bytes()
+    assert (
+        A.manifest_file(fresh.root / A.ROOT).read_bytes()
+        == A.manifest_file(built_project.root / A.ROOT).read_bytes()
+    )
 
 
 def test_concurrent_pushes_leave_one_good_copy(built_project: Project, s3: S3Server, tmp_path):

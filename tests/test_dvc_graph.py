@@ -13,6 +13,7 @@ import pytest
 import yaml
 from conftest import TINY_PARAMS, Project
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.pipeline.code import kinds
 
 pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make test-fast`
@@ -33,7 +34,7 @@ def test_second_repro_runs_no_stage(built_project: Project):
 
 
 def test_manifest_lists_every_library(built_project: Project):
-    m = json.loads((built_project.root / "artifacts/manifest.json").read_text())
+    m = json.loads(A.manifest_file(built_project.root / A.ROOT).read_text())
     libs = {(l["component"], l["bucket"], l["target"]) for l in m["libraries"]}
     assert libs == {
         (c, b, "generic") for c, b in [("duration", 8), ("text_encoder", 8), ("decoder", 12)]
@@ -43,7 +44,7 @@ def test_manifest_lists_every_library(built_project: Project):
         assert lib["validation"]["library_sha256"] == lib["sha256"]
         assert lib["validation"]["weights_sha256"] == m["weights"][lib["component"]]["sha256"]
     for lib in m["libraries"]:
-        so = built_project.root / "artifacts" / lib["path"]
+        so = built_project.root / A.ROOT / lib["path"]
         # weights are inputs: a library is far smaller than its component's weights file
         assert so.stat().st_size < m["weights"][lib["component"]]["bytes"] / 4
 
@@ -53,7 +54,7 @@ def _changed(proj: Project) -> set[str]:
 
 
 def _fingerprints(proj: Project) -> dict[str, bytes]:
-    return {p.stem: p.read_bytes() for p in (proj.root / "artifacts/code").glob("*.json")}
+    return {p.stem: p.read_bytes() for p in A.code_dir(proj.root / A.ROOT).glob("*.json")}
 
 
 def _edit_code(proj: Project, rel: str) -> tuple[set[str], set[str]]:
@@ -126,9 +127,10 @@ def test_editing_the_runtime_reruns_what_runs_it(built_project: Project):
 def test_temp_files_of_a_killed_write_are_ignored(built_project: Project):
     """A SIGKILLed atomic write leaves its temp file in an output directory; .dvcignore keeps it
     out of that directory's hash, so it neither invalidates nor gets cached."""
+    art = built_project.root / A.ROOT
     stray = [
-        built_project.root / "artifacts/weights/.decoder.npz.k1ll3d.tmp.npz",
-        built_project.root / "artifacts/tune/generic/.decoder-12.abc.tmp",
+        A.weights_dir(art) / ".decoder.npz.k1ll3d.tmp.npz",
+        A.tune_dir("decoder", 12, "generic", art).with_name(".decoder-12.abc.tmp"),
     ]
     stray[0].write_bytes(b"half")
     stray[1].mkdir()
@@ -140,7 +142,7 @@ def test_temp_files_of_a_killed_write_are_ignored(built_project: Project):
 
 
 def test_tampered_library_is_refused_by_the_manifest_stage(built_project: Project):
-    lib = built_project.root / "artifacts/build/generic/text_encoder-8.so"
+    lib = A.library_file("text_encoder", 8, "generic", built_project.root / A.ROOT)
     good = lib.read_bytes()
     lib.write_bytes(good + b"\0")
     try:
@@ -191,8 +193,9 @@ def test_tune_trials_touch_only_tune_stages(built_project: Project):
     assert p["tune"]["trials"] == 0
     libs = {s.split("@")[1] for s in _stage_names(built_project, "build")}
     for lib in libs:
-        db = built_project.root / "artifacts/tune/generic" / lib.rsplit("-", 1)[0]
-        report = json.loads((db / "report.json").read_text())
+        component, bucket = lib.rsplit("-", 2)[:2]
+        db = A.tune_dir(component, int(bucket), "generic", built_project.root / A.ROOT)
+        report = json.loads((db / A.TUNE_REPORT).read_text())
         assert report["trials_per_task"] == 0 and report["kept"] == 0
         assert (db / "database_tuning_record.json").read_text() == ""
     p["tune"]["trials"] = 16
@@ -208,7 +211,7 @@ def test_bench_lengths_touch_only_bench_e2e(built_project: Project):
     """``bench.phonemes`` picks the end-to-end bench's inputs; the per-library benches read the
     rest of the section (rounds, ONNX Runtime) but not it. Its timed lengths are the param's."""
     p = built_project.params
-    rows = json.loads((built_project.root / "artifacts/bench_e2e.json").read_text())
+    rows = json.loads(A.bench_e2e_file(built_project.root / A.ROOT).read_text())
     assert {k for k in rows if k.startswith("phonemes_")} == {
         f"phonemes_{n}" for n in p["bench"]["phonemes"]
     }
@@ -317,7 +320,7 @@ def test_removing_a_bucket_prunes_only_its_lock_entries(built_project: Project):
             built_project.run("python", "-m", "kokoro_tvm.pipeline.lockfile").stdout == ""
         )  # idempotent
         # the removed bucket's outputs left the workspace, the kept ones' did not
-        artifacts = built_project.root / "artifacts"
+        artifacts = built_project.root / A.ROOT
         assert not [f for f in artifacts.rglob("*-10*")]
         assert [f for f in artifacts.rglob("*-8.*")]
         # only the stages that read buckets.tokens (or the manifest's inputs) are out of date;

@@ -17,6 +17,8 @@ import pytest
 from conftest import Project, build_tiny
 from run_once import once
 
+from kokoro_tvm import artifacts as A
+
 pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make test-fast`
 
 
@@ -60,7 +62,7 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(project: Project, tmp_pa
         assert ran == own | READERS, sorted(ran)
         (line,) = [l for l in out.splitlines() if l.startswith("v3: built but NOT validated")]
         assert "lacks avx" in line and "Fix:" in line
-        m = json.loads((proj.root / "artifacts/manifest.json").read_text())
+        m = json.loads(A.manifest_file(proj.root / A.ROOT).read_text())
         assert {l["target"] for l in m["libraries"]} == {"generic"} and "v3" in m["unvalidated"]
         # the cache on this CPU, which runs v3: only v3's validations and what reads them rerun,
         # and its tune stages, which measure on the device (trials 0: the same empty database,
@@ -68,7 +70,7 @@ def test_targets_and_the_cpu_rerun_exactly_their_stages(project: Project, tmp_pa
         ran = proj.repro()
         validations = {s for s in own if s.startswith(("tune_", "validate_", "bench_"))}
         assert ran == validations | READERS, sorted(ran)
-        m = json.loads((proj.root / "artifacts/manifest.json").read_text())
+        m = json.loads(A.manifest_file(proj.root / A.ROOT).read_text())
         assert {l["target"] for l in m["libraries"]} == {"generic", "v3"} and not m["unvalidated"]
     finally:
         del p["targets"]["v3"]

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runtime_project import runtime_artifacts
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.errors import KokoroTVMError
 from kokoro_tvm.runtime import cli
 from kokoro_tvm.runtime import options as speech_options
@@ -216,12 +217,12 @@ json_values = st.recursive(
 
 
 def check_manifest(artifacts: Path, tmp: Path, examples: int) -> None:
-    original = json.loads((artifacts / "manifest.json").read_text())
+    original = json.loads(A.manifest_file(artifacts).read_text())
     paths = [p for p in _mutations(original) if p]
     root = tmp / "fuzzed"
     root.mkdir()
     for item in artifacts.iterdir():  # the real libraries and weights, a manifest of our own
-        if item.name != "manifest.json":
+        if item.name != A.manifest_file(artifacts).name:
             os.symlink(item, root / item.name)
 
     top = [p for p in paths if len(p) == 1]  # half the examples edit a top-level key
@@ -241,7 +242,7 @@ def check_manifest(artifacts: Path, tmp: Path, examples: int) -> None:
             del node[path[-1]]
         else:
             node[path[-1]] = value
-        (root / "manifest.json").write_text(json.dumps(doc))
+        A.manifest_file(root).write_text(json.dumps(doc))
 
         def call():
             tts = KokoroTVM.from_manifest(root)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from runtime_project import artifacts_copy, runtime_artifacts
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm import packed
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
@@ -125,7 +126,7 @@ def artifacts(tmp_path_factory):
 def test_the_runtime_maps_packed_weights_and_speaks_as_before(artifacts, tmp_path):
     """Every library of the manifest has its packed weights, the runtime reads no raw weights
     file, and the audio equals the one from transforming the raw weights at load."""
-    manifest = json.loads((artifacts / "manifest.json").read_text())
+    manifest = json.loads(A.manifest_file(artifacts).read_text())
     assert all("packed" in e for e in manifest["libraries"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -136,7 +137,7 @@ def test_the_runtime_maps_packed_weights_and_speaks_as_before(artifacts, tmp_pat
         artifacts_copy(artifacts, raw, ignore=shutil.ignore_patterns("packed"))
         for e in manifest["libraries"]:
             del e["packed"]
-        (raw / "manifest.json").write_text(json.dumps(manifest))
+        A.manifest_file(raw).write_text(json.dumps(manifest))
         again, _ = KokoroTVM.from_manifest(raw).create(
             "həlˈO wˈɜɹld", voice="random", is_phonemes=True, seed=3
         )
@@ -146,7 +147,7 @@ def test_the_runtime_maps_packed_weights_and_speaks_as_before(artifacts, tmp_pat
 def test_a_tampered_packed_file_is_refused(artifacts, tmp_path):
     copy = tmp_path / "a"
     artifacts_copy(artifacts, copy, share=("weights",))  # a packed file is edited
-    entry = json.loads((copy / "manifest.json").read_text())["libraries"][0]
+    entry = json.loads(A.manifest_file(copy).read_text())["libraries"][0]
     path = copy / entry["packed"]["path"]
     data = bytearray(path.read_bytes())
     data[-1] ^= 0x40

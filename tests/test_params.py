@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import REPO, TINY_PARAMS
 
-from kokoro_tvm import params
+from kokoro_tvm import artifacts, params
 from kokoro_tvm.atomic import atomic_path
 from kokoro_tvm.spec import Shapes
 from kokoro_tvm.toolchain import ToolchainError, check_installed, versions
@@ -197,7 +197,7 @@ def test_stage_fails_before_work_on_bad_params(tmp_path):
     )
     assert p.returncode == 1
     assert "lstm.strategy" in p.stderr and "Traceback" not in p.stderr
-    assert not (tmp_path / "artifacts").exists()
+    assert not (tmp_path / artifacts.ROOT).exists()
 
 
 def test_toolchain_versions_are_normalised():

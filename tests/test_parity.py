@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import Project
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.eval import verdicts
 from kokoro_tvm.eval.cases import lengths_for
 from kokoro_tvm.runtime.built import load_component
@@ -23,7 +24,7 @@ def test_validation_metrics_cover_every_library_at_padded_lengths(built_project:
     shown = json.loads(built_project.run("dvc", "metrics", "show", "--json").stdout)
     # {revision ("" = workspace): {"data": {path: {"data": metrics}}}}; bench metrics are there too
     docs = [f["data"] for path, f in shown[""]["data"].items() if "/validate/" in path]
-    manifest = json.loads((built_project.root / "artifacts/manifest.json").read_text())
+    manifest = json.loads(A.manifest_file(built_project.root / A.ROOT).read_text())
     libs = {(l["component"], l["bucket"], l["target"]) for l in manifest["libraries"]}
     assert {(d["component"], d["bucket"], d["target"]) for d in docs} >= libs
     for d in docs:
@@ -47,7 +48,7 @@ def test_validation_fails_a_library_that_reads_padding(built_project: Project):
     from kokoro_tvm import artifacts
     from kokoro_tvm.eval.eager import as_float64, load_kokoro
 
-    root = built_project.root / "artifacts"
+    root = built_project.root / A.ROOT
     manifest = read_manifest(root)
     entry = next(e for e in manifest.libraries if e.component == "text_encoder")
     lib = load_component(root, manifest, "text_encoder", entry.bucket, entry.target)
@@ -65,8 +66,8 @@ def test_validation_fails_a_library_that_reads_padding(built_project: Project):
 
 
 def test_tampered_library_is_refused(built_project: Project):
-    root = built_project.root / "artifacts"
-    manifest = json.loads((root / "manifest.json").read_text())
+    root = built_project.root / A.ROOT
+    manifest = json.loads(A.manifest_file(root).read_text())
     entry = dict(manifest["libraries"][0], sha256="0" * 64)
     manifest["libraries"] = [entry]
     parsed = parse_manifest(manifest)
@@ -75,7 +76,7 @@ def test_tampered_library_is_refused(built_project: Project):
 
 
 def test_bad_lengths_are_refused(built_project: Project):
-    root = built_project.root / "artifacts"
+    root = built_project.root / A.ROOT
     manifest = read_manifest(root)
     entry = next(e for e in manifest.libraries if e.component == "text_encoder")
     lib = load_component(root, manifest, "text_encoder", entry.bucket, entry.target)

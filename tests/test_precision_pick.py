@@ -24,6 +24,7 @@ from runtime_project import artifacts_copy, runtime_artifacts
 from server_process import ServerProcess
 from test_manifest import document
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm import cpuinfo
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.devices import isa
@@ -60,8 +61,8 @@ def built(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def with_bf16(built, tmp_path_factory) -> Path:
     art = artifacts_copy(built, tmp_path_factory.mktemp("bf16") / "artifacts")
-    doc = json.loads((art / "manifest.json").read_text())
-    (art / "manifest.json").write_text(json.dumps(_with_bf16_decoders(doc), indent=1))
+    doc = json.loads(A.manifest_file(art).read_text())
+    A.manifest_file(art).write_text(json.dumps(_with_bf16_decoders(doc), indent=1))
     return art
 
 

@@ -10,13 +10,14 @@ import re
 
 from conftest import Project
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.pipeline import ci
 
 
 def _library_bytes(proj: Project) -> dict[str, bytes]:
     return {
         p.relative_to(proj.root).as_posix(): p.read_bytes()
-        for p in (proj.root / "artifacts/build").rglob("*.so")
+        for p in A.build_dir(proj.root / A.ROOT).rglob("*.so")
     }
 
 
@@ -25,7 +26,7 @@ def test_bf16_adds_its_stages_only_and_a_target_without_the_isa_builds_none(
 ):
     proj, p = built_project, built_project.params
     before = _library_bytes(proj)
-    manifest_before = (proj.root / "artifacts/manifest.json").read_bytes()
+    manifest_before = A.manifest_file(proj.root / A.ROOT).read_bytes()
     assert p["precision"] == {"decoder": []}  # float32 only, as the tiny pipeline was built
     p["precision"] = {"decoder": ["bf16"]}
     proj.set_params(p)
@@ -51,14 +52,14 @@ def test_bf16_adds_its_stages_only_and_a_target_without_the_isa_builds_none(
         assert narrow <= ran and ran - narrow <= readers, sorted(ran)
         (line,) = [l for l in out.splitlines() if l.startswith("manifest: decoder bf16 on generic")]
         assert "no AVX-512" in line
-        build = json.loads(
-            (proj.root / f"artifacts/build/generic/decoder-{frames[0]}-bf16/build.json").read_text()
-        )
+        art = proj.root / A.ROOT
+        narrow_info = A.build_info_file("decoder", frames[0], "generic", art, precision="bf16")
+        build = json.loads(narrow_info.read_text())
         assert build["built"] is False and "no AVX-512" in build["reason"]
-        assert not list((proj.root / "artifacts/build/generic").glob("decoder-*-bf16/*.so"))
-        m = json.loads((proj.root / "artifacts/manifest.json").read_text())
+        assert not list((A.build_dir(art) / "generic").glob("decoder-*-bf16/*.so"))
+        m = json.loads(A.manifest_file(proj.root / A.ROOT).read_text())
         assert all(lib.get("precision", "fp32") == "fp32" for lib in m["libraries"])
-        assert (proj.root / "artifacts/manifest.json").read_bytes() == manifest_before
+        assert A.manifest_file(proj.root / A.ROOT).read_bytes() == manifest_before
         assert _library_bytes(proj) == before  # float32's libraries untouched
         assert proj.repro() == set()
     finally:

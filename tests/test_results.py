@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.cpuinfo import CPUINFO_ENV
 from kokoro_tvm.devices import resolve
 from kokoro_tvm.eval import cases, verdicts
@@ -140,11 +141,11 @@ def repro_outputs(root: Path, cpu: str, features: frozenset[str], scale: float =
         device = resolve.resolve(
             target, {"arch": arch, "isa": isa}, "auto", (True, ""), ("x86_64", features)
         )
-        write(root / "devices" / f"{target}.json", device)
+        write(A.device_file(target, root), device)
         for component, bucket in BUCKETS.items():
-            name = f"{component}-{bucket}"
-            write(root / "build_time" / target / f"{name}.json", {"build_s": 12.5})
-            write(root / "build" / target / f"{name}.json", {"target": target, "bytes": 3_200_000})
+            where = (component, bucket, target, root)
+            write(A.build_time_file(*where), {"build_s": 12.5})
+            write(A.build_info_file(*where), {"target": target, "bytes": 3_200_000})
             if device["device"] == "none":
                 doc = {
                     "component": component,
@@ -153,11 +154,11 @@ def repro_outputs(root: Path, cpu: str, features: frozenset[str], scale: float =
                     "validated": False,
                 }
                 write(
-                    root / "validate" / target / f"{name}.json",
+                    A.validation_file(*where),
                     doc | {"device": "none", "reason": device["reason"], "fix": device["fix"]},
                 )
                 write(
-                    root / "bench" / target / f"{name}.json",
+                    A.bench_file(*where),
                     doc | {"timed": False, "device": "none", "reason": device["reason"]},
                 )
                 continue
@@ -165,10 +166,10 @@ def repro_outputs(root: Path, cpu: str, features: frozenset[str], scale: float =
                 component, bucket, target, validation_rows(component, bucket, device["emulated"])
             )
             doc |= {"validated": True, "device": device["device"], "emulated": device["emulated"]}
-            write(root / "validate" / target / f"{name}.json", doc)
+            write(A.validation_file(*where), doc)
             if device["emulated"]:
                 write(
-                    root / "bench" / target / f"{name}.json",
+                    A.bench_file(*where),
                     {
                         "component": component,
                         "bucket": bucket,
@@ -182,14 +183,14 @@ def repro_outputs(root: Path, cpu: str, features: frozenset[str], scale: float =
             else:
                 write_outputs(bench_result(component, bucket, target, cpu, scale), root)
         # params' precision.decoder [bf16]: no AVX-512 on v3 and aarch64; v4 not run on this CPU
-        name = f"decoder-{BUCKETS['decoder']}-bf16"
+        narrow_at = ("decoder", BUCKETS["decoder"], target, root)
         why = "no AVX-512" if target != "x86_64_v4" else "this CPU lacks avx512_bf16"
         narrow = {"component": "decoder", "bucket": BUCKETS["decoder"], "target": target}
         narrow |= {"precision": "bf16", "validated": False, "reason": why}
-        write(root / "validate" / target / f"{name}.json", narrow)
-        write(root / "bench" / target / f"{name}.json", narrow | {"timed": False})
+        write(A.validation_file(*narrow_at, precision="bf16"), narrow)
+        write(A.bench_file(*narrow_at, precision="bf16"), narrow | {"timed": False})
     write(
-        root / "toolchain.json", {"apache-tvm": "0.27.0.post1", "torch": "2.13.0", "llvm_major": 22}
+        A.toolchain_file(root), {"apache-tvm": "0.27.0.post1", "torch": "2.13.0", "llvm_major": 22}
     )
     rows = {}
     for n in (30, 126, 510):
@@ -230,7 +231,7 @@ def repro_outputs(root: Path, cpu: str, features: frozenset[str], scale: float =
         "speedup_vs_kokoro_onnx_int8": 1.3889,
     }
     write(
-        root / "bench_e2e.json",
+        A.bench_e2e_file(root),
         {
             "target": "x86_64_v3",
             "picked": ["x86_64_v3: runs here", "picked x86_64_v3: the richest ISA this CPU runs"],
@@ -252,7 +253,7 @@ def project(tmp_path, monkeypatch):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     (tmp_path / "README.md").write_text(README)
     pose_as(monkeypatch, tmp_path, cpuinfo("Test CPU 9000", 25, 1, AVX2_FLAGS))
-    repro_outputs(tmp_path / "artifacts", "Test CPU 9000", frozenset(V3_ISA))
+    repro_outputs(tmp_path / A.ROOT, "Test CPU 9000", frozenset(V3_ISA))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -260,7 +261,7 @@ def project(tmp_path, monkeypatch):
 def args(root: Path, *extra: str) -> list[str]:
     return [
         "--artifacts",
-        str(root / "artifacts"),
+        str(root / A.ROOT),
         "--params",
         str(root / "params.yaml"),
         "--docs",
@@ -347,8 +348,8 @@ def test_a_second_cpu_adds_a_file_and_a_rerun_replaces_its_own(project, monkeypa
     assert main(args(project)) == 0
     # the same checkout's metrics, measured again on an AVX-512 CPU: a second file
     pose_as(monkeypatch, tmp_path / "cpu2", cpuinfo("Test CPU 9500", 26, 2, AVX512_FLAGS))
-    shutil.rmtree(project / "artifacts")
-    repro_outputs(project / "artifacts", "Test CPU 9500", frozenset(V4_ISA), scale=0.5)
+    shutil.rmtree(project / A.ROOT)
+    repro_outputs(project / A.ROOT, "Test CPU 9500", frozenset(V4_ISA), scale=0.5)
     assert main(args(project)) == 0
     files = sorted(p.name for p in (project / "docs/results").glob("*.json"))
     assert files == [f"{CPU_ID}.json", "test-cpu-9500-f26-m2-x86-64-v4.json"]
@@ -359,13 +360,13 @@ def test_a_second_cpu_adds_a_file_and_a_rerun_replaces_its_own(project, monkeypa
     readme = (project / "README.md").read_text()
     assert readme.count("| Test CPU 9") == 2
     # that CPU's next run replaces its file; render-only keeps both and needs no artifacts
-    repro_outputs(project / "artifacts", "Test CPU 9500", frozenset(V4_ISA), scale=0.25)
+    repro_outputs(project / A.ROOT, "Test CPU 9500", frozenset(V4_ISA), scale=0.25)
     assert main(args(project)) == 0
     assert len(list((project / "docs/results").glob("*.json"))) == 2
     assert (
         "| decoder-128 | `x86_64_v4` | host | 75.0 |" in (project / "docs/results.md").read_text()
     )
-    shutil.rmtree(project / "artifacts")
+    shutil.rmtree(project / A.ROOT)
     before = (project / "docs/results.md").read_bytes()
     pngs = {p: p.read_bytes() for p in (project / "docs/results").glob("*.png")}
     assert main(args(project, "--render-only")) == 0
@@ -405,14 +406,15 @@ def test_a_committed_file_without_isa_is_refused(project, capsys):
 
 
 def test_a_missing_metrics_file_names_its_stage(project, capsys):
-    (project / "artifacts/validate/x86_64_v3/decoder-128.json").unlink()
+    path = A.validation_file("decoder", 128, "x86_64_v3", project / A.ROOT)
+    path.unlink()
     err = refused(project, capsys)
-    assert "artifacts/validate/x86_64_v3/decoder-128.json is missing" in err
+    assert f"{path} is missing" in err
     assert "stage validate@decoder-128-x86_64_v3 writes it" in err
 
 
 def test_a_missing_metric_is_named(project, capsys):
-    path = project / "artifacts/bench_e2e.json"
+    path = A.bench_e2e_file(project / A.ROOT)
     doc = json.loads(path.read_text())
     del doc["phonemes_126"]["f32_log_mel_snr_db"]
     path.write_text(json.dumps(doc))
@@ -421,7 +423,7 @@ def test_a_missing_metric_is_named(project, capsys):
 
 
 def test_metrics_measured_on_another_cpu_are_refused(project, capsys):
-    path = project / "artifacts/bench/x86_64_v3/duration-64.json"
+    path = A.bench_file("duration", 64, "x86_64_v3", project / A.ROOT)
     path.write_text(path.read_text().replace("Test CPU 9000", "Another CPU"))
     err = refused(project, capsys)
     assert "bench@duration-64-x86_64_v3 was measured on 'Another CPU'" in err
@@ -469,7 +471,7 @@ def test_a_run_beside_other_work_is_flagged_where_its_numbers_are(project):
     assert main(args(project)) == 0
     quiet = (project / "docs/results.md").read_text()
     assert "load average 1.5 during the bench stages" in quiet and "passed the CPU" not in quiet
-    path = project / "artifacts/bench/x86_64_v3/decoder-128.json"
+    path = A.bench_file("decoder", 128, "x86_64_v3", project / A.ROOT)
     path.write_text(path.read_text().replace('"load_avg_1m": 1.5', '"load_avg_1m": 3.5'))
     assert main(args(project)) == 0
     page = (project / "docs/results.md").read_text()
@@ -500,13 +502,13 @@ def bench_cold(cpu: str) -> dict:
 
 
 def test_cold_start_is_shown_where_bench_cold_ran(project, capsys):
-    write(project / "artifacts/bench_cold.json", bench_cold("Test CPU 9000"))
+    write(A.bench_cold_file(project / A.ROOT), bench_cold("Test CPU 9000"))
     assert main(args(project)) == 0
     page = (project / "docs/results.md").read_text()
     assert "### Cold start" in page and "one sentence (60 phonemes)" in page
     assert "| cold `wall_s` | 2.000 | 4.000 | 0.50 (0.50–0.50) |" in page
     assert "| stream `first_byte_s` | 1.000 | 2.500 | 0.40 (0.40–0.40) |" in page
-    write(project / "artifacts/bench_cold.json", bench_cold("Another CPU"))
+    write(A.bench_cold_file(project / A.ROOT), bench_cold("Another CPU"))
     err = refused(project, capsys)
     assert "bench_cold was measured on 'Another CPU'" in err
 

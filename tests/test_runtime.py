@@ -149,9 +149,9 @@ def test_target_not_built_is_refused(artifacts):
 
 
 def test_toolchain_mismatch_is_refused_before_loading(artifacts, tmp_path):
-    manifest = json.loads((artifacts / "manifest.json").read_text())
+    manifest = json.loads(A.manifest_file(artifacts).read_text())
     manifest["toolchain"]["apache-tvm"] = "0.26.0"
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    A.manifest_file(tmp_path).write_text(json.dumps(manifest))
     with pytest.raises(ToolchainError, match="built with apache-tvm 0.26.0 but 0.27"):
         KokoroTVM.from_manifest(tmp_path)
 
@@ -171,10 +171,10 @@ def test_tampered_library_is_refused(artifacts, tmp_path):
     ):
         tts.plan("hə", "random")  # 4 tokens: bucket 6
     # a manifest edited to the new bytes still holds the old validation: refused as well
-    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest = json.loads(A.manifest_file(copy).read_text())
     entry = next(e for e in manifest["libraries"] if e["path"].endswith("duration-6.so"))
     entry["sha256"] = A.sha256(lib)
-    (copy / "manifest.json").write_text(json.dumps(manifest))
+    A.manifest_file(copy).write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="duration-6.so .*is not what was built and validated"):
         KokoroTVM.from_manifest(copy).plan("hə", "random")
 
@@ -194,10 +194,10 @@ def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch, tmp_path):
     monkeypatch.setattr(R, "ComponentWeights", counted)
     raw = tmp_path / "raw"
     artifacts_copy(artifacts, raw, ignore=shutil.ignore_patterns("packed"))
-    manifest = json.loads((raw / "manifest.json").read_text())
+    manifest = json.loads(A.manifest_file(raw).read_text())
     for entry in manifest["libraries"]:
         entry.pop("packed", None)
-    (raw / "manifest.json").write_text(json.dumps(manifest))
+    A.manifest_file(raw).write_text(json.dumps(manifest))
     tts = KokoroTVM.from_manifest(raw)
     libs = tts.libraries
     assert libs._libs == {} and loads == []
@@ -212,7 +212,8 @@ def test_lazy_vms_and_weights_held_once(artifacts, monkeypatch, tmp_path):
     assert len(weights.tensors) < len(weights.names)  # negative control: some were transformed
     tts.plan("ab cd ef", "random")  # 10 tokens: bucket 12
     assert set(libs._libs) == {("duration", 6), ("duration", 12)}
-    assert loads == ["weights/duration.npz"]  # one verified file for both buckets
+    # one verified file for both buckets
+    assert loads == [A.weights_file("duration").relative_to(A.ROOT).as_posix()]
     assert weights.reads == 2  # the second bucket re-read the weights the first one transformed
     shared = {id(p) for p in lib6.params} & {id(p) for p in libs._libs[("duration", 12)].params}
     assert shared and shared == {id(t) for t in weights.tensors.values()}
@@ -449,7 +450,7 @@ def test_kokoro_onnx_export_runs_any_length_like_kokoro(artifacts):
     from kokoro_tvm.eval.eager import load_kokoro
     from kokoro_tvm.eval.onnx_export import ort_session
 
-    pth, config = artifacts / "weights/kokoro.pth", artifacts / "weights/config.json"
+    pth, config = A.kokoro_checkpoint_file(artifacts), A.model_config_file(artifacts)
     cfg, km = load_kokoro(pth, config)
     session = ort_session(onnx_kmodel.export_kmodel(km, cfg), 1)
     rng = np.random.default_rng(0)

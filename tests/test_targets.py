@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm import cpuinfo
 from kokoro_tvm.artifacts import ArtifactError
 from kokoro_tvm.devices import isa, resolve
@@ -176,10 +177,10 @@ def test_runtime_refuses_a_library_whose_isa_the_cpu_lacks(cpu, tmp_path_factory
     built = runtime_artifacts(tmp_path_factory)
     art = tmp_path_factory.mktemp("isa") / "artifacts"
     artifacts_copy(built, art)
-    manifest = json.loads((art / "manifest.json").read_text())
+    manifest = json.loads(A.manifest_file(art).read_text())
     (target,) = manifest["target_needs"]
     manifest["target_needs"][target] = isa.requirements(V4)  # as if built for x86-64-v4
-    (art / "manifest.json").write_text(json.dumps(manifest))
+    A.manifest_file(art).write_text(json.dumps(manifest))
     cpu(ZEN3)
     with pytest.raises(ArtifactError, match=r"needs CPU features this machine lacks \(avx512"):
         KokoroTVM.from_manifest(art, target=target)
@@ -231,7 +232,7 @@ def test_aarch64_libraries_are_validated_under_qemu(arm_artifacts):
     from kokoro_tvm.eval.cases import lengths_for
     from kokoro_tvm.runtime.manifest import explain_pick
 
-    m = json.loads((arm_artifacts / "manifest.json").read_text())
+    m = json.loads(A.manifest_file(arm_artifacts).read_text())
     assert {l["target"] for l in m["libraries"]} == {"aarch64"} and m["target_needs"]["aarch64"][
         "arch"
     ] == "aarch64"
@@ -242,9 +243,7 @@ def test_aarch64_libraries_are_validated_under_qemu(arm_artifacts):
         assert v["device"] == "qemu" and v["emulated"] is True
         assert v["lengths"] == lengths_for(lib["component"], lib["bucket"], emulated=True)
         doc = json.loads(
-            (
-                arm_artifacts / "validate/aarch64" / f"{lib['component']}-{lib['bucket']}.json"
-            ).read_text()
+            A.validation_file(lib["component"], lib["bucket"], "aarch64", arm_artifacts).read_text()
         )
         assert doc["ok"] and doc["validated"]
     if isa.host_arch() != "aarch64":
@@ -265,13 +264,13 @@ def test_emulated_validation_can_fail(arm_artifacts):
     from kokoro_tvm.eval.case_files import cases_from_arrays
     from kokoro_tvm.runtime.built import load_built
 
-    cfg = json.loads((arm_artifacts / "weights/config.json").read_text())
-    with np.load(arm_artifacts / "reference/text_encoder-6.npz") as z:
+    cfg = json.loads(A.model_config_file(arm_artifacts).read_text())
+    with np.load(A.reference_file("text_encoder", 6, arm_artifacts)) as z:
         cases = cases_from_arrays("text_encoder", 6, dict(z), cfg)
     n = min(cases)
     good = cases[n]
     bad = good | {"r64": [r * 1.01 for r in good["r64"]], "r32": [r * 1.01 for r in good["r32"]]}
-    record = json.loads((arm_artifacts / "devices/aarch64.json").read_text())
+    record = json.loads(A.device_file("aarch64", arm_artifacts).read_text())
     with open_session(record) as session:
         lib = load_built(arm_artifacts, "text_encoder", 6, "aarch64", session=session)
         rows = verdicts.check_cases(lib, "text_encoder", {1: good, 2: bad})

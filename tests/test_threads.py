@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from runtime_project import runtime_artifacts
 
+from kokoro_tvm import artifacts as A
 from kokoro_tvm.runtime import threads
 from kokoro_tvm.runtime.component import CompiledComponent
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
@@ -114,8 +115,8 @@ def test_threads_sharing_one_runtime_give_the_sequential_audio(artifacts):
 @pytest.mark.slow
 def test_threads_on_the_full_build():
     """The same on the Kokoro-82M build of ``dvc repro``: audio in all 20 rounds, in 2 minutes."""
-    artifacts = REPO / "artifacts"
-    if not (artifacts / "manifest.json").exists():
+    artifacts = REPO / A.ROOT
+    if not A.manifest_file(artifacts).exists():
         pytest.skip("no full build in artifacts/: run `make repro`")
     voice = KokoroTVM.from_manifest(artifacts).voices[0]
     check_shared(artifacts, voice, ROUNDS, budget_s=120)

@@ -85,13 +85,13 @@ def test_npm_source_checks_the_pinned_sha256_and_writes_every_voice(tarball, tmp
     monkeypatch.setenv("npm_config_offline", "true")
     packs, origin = S.read_source(S.NPM_SOURCE, WIDTH, npm_spec=str(tgz), npm_sha256=sha)
     assert sorted(packs) == list(languages.VOICES) and origin["source_sha256"] == sha
-    index = S.write(packs, origin, tmp_path / "voices")
-    stored = np.load(tmp_path / "voices" / "voices.npy")
+    index = S.write(packs, origin, A.voices_dir(tmp_path))
+    stored = np.load(A.voice_packs_file(tmp_path))
     assert stored.shape == (54, 510, 1, WIDTH) and stored.dtype == np.float32
     for v in index["voices"]:
         assert np.array_equal(stored[v["row"]], pack(v["name"]))
         assert v["lang"] == v["name"][0]
-    assert index["sha256"] == A.sha256(tmp_path / "voices" / "voices.npy")
+    assert index["sha256"] == A.sha256(A.voice_packs_file(tmp_path))
     # the pin is a real check: another tarball is refused before anything is read
     other = kokoro_js_tarball(tmp_path / "other.tgz", ["af_heart"], {"package/README.md": b"x"})
     with pytest.raises(S.VoicesSourceError, match=f"not the pinned {sha}"):
@@ -161,7 +161,7 @@ def test_kokoro_82m_folder_onnx_file_and_tarball_sources(tmp_path):
 def test_bad_source_is_a_clear_error_and_writes_nothing(tmp_path, make, message):
     src = tmp_path / "src"
     src.mkdir()
-    dest = tmp_path / "artifacts" / "voices"
+    dest = A.voices_dir(tmp_path / A.ROOT)
     S.write({"af_old": pack("af_old")}, {"source": "before"}, dest)
     before = {p.name: p.read_bytes() for p in dest.iterdir()}
 
@@ -177,7 +177,7 @@ def test_bad_source_is_a_clear_error_and_writes_nothing(tmp_path, make, message)
     finally:
         os.chdir(cwd)
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == before  # the old voices stay
-    assert sorted(p.name for p in dest.parent.iterdir()) == ["voices"]  # no temp dir left
+    assert sorted(p.name for p in dest.parent.iterdir()) == [dest.name]  # no temp dir left
 
 
 def test_stage_script_prints_one_error_line(tmp_path):
@@ -196,26 +196,26 @@ def test_stage_script_prints_one_error_line(tmp_path):
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )
     assert done.returncode == 1 and done.stderr.startswith("error: params.yaml 'voices.source'")
-    assert "Traceback" not in done.stderr and not (tmp_path / "artifacts" / "voices").exists()
+    assert "Traceback" not in done.stderr and not A.voices_dir(tmp_path / A.ROOT).exists()
 
 
 def test_manifest_entry_refuses_other_bytes(tmp_path):
-    S.write({"af_heart": pack("af_heart")}, {"source": "t"}, tmp_path / "voices")
+    S.write({"af_heart": pack("af_heart")}, {"source": "t"}, A.voices_dir(tmp_path))
     entry = S.manifest_entry(WIDTH, tmp_path)
     assert entry["path"] == "voices/voices.npy" and [v["name"] for v in entry["voices"]] == [
         "af_heart"
     ]
     with pytest.raises(A.ArtifactError, match="style is 128 wide"):
         S.manifest_entry(128, tmp_path)
-    npy = tmp_path / "voices" / "voices.npy"
+    npy = A.voice_packs_file(tmp_path)
     data = bytearray(npy.read_bytes())
     data[-1] ^= 1
     npy.write_bytes(bytes(data))
     with pytest.raises(A.ArtifactError, match="not what the voices stage wrote"):
         S.manifest_entry(WIDTH, tmp_path)
-    S.write({}, {"source": S.NO_VOICES}, tmp_path / "none" / "voices")
+    S.write({}, {"source": S.NO_VOICES}, A.voices_dir(tmp_path / "none"))
     assert S.manifest_entry(WIDTH, tmp_path / "none") is None  # no voices: no manifest entry
-    assert not (tmp_path / "none" / "voices" / "voices.npy").exists()
+    assert not A.voice_packs_file(tmp_path / "none").exists()
 
 
 # -- the runtime: names, languages, listing ----------------------------------------------------
@@ -235,7 +235,7 @@ def tts(artifacts):
 
 def test_runtime_knows_every_built_voice_by_name(tts, artifacts):
     assert tts.get_voices() == tts.voices == sorted(TEST_VOICES)
-    entry = json.loads((artifacts / "manifest.json").read_text())["voices"]
+    entry = json.loads(A.manifest_file(artifacts).read_text())["voices"]
     assert entry["source"] == "voice-packs" and entry["sha256"] == A.sha256(
         artifacts / entry["path"]
     )
@@ -265,7 +265,7 @@ def test_tampered_voices_file_is_refused(tts, artifacts, tmp_path):
 
     copy = tmp_path / "artifacts"
     artifacts_copy(artifacts, copy)
-    npy = copy / "voices" / "voices.npy"
+    npy = A.voice_packs_file(copy)
     data = bytearray(npy.read_bytes())
     data[200] ^= 0xFF
     npy.write_bytes(bytes(data))
@@ -279,9 +279,9 @@ def test_artifacts_without_voices_fall_back_to_the_registry(artifacts, tmp_path)
 
     copy = tmp_path / "artifacts"
     artifacts_copy(artifacts, copy)
-    doc = json.loads((copy / "manifest.json").read_text())
+    doc = json.loads(A.manifest_file(copy).read_text())
     del doc["voices"]
-    (copy / "manifest.json").write_text(json.dumps(doc))
+    A.manifest_file(copy).write_text(json.dumps(doc))
     old = KokoroTVM.from_manifest(copy)
     try:
         registry = voices.registry_voice_names()
@@ -324,10 +324,10 @@ def test_voices_command_lists_all_54_voices_of_kokoro_js(
     tgz = tarball
     monkeypatch.setenv("npm_config_offline", "true")
     packs, origin = S.read_source(S.NPM_SOURCE, WIDTH, str(tgz), A.sha256(tgz))
-    S.write(packs, origin, copy / "voices")
-    doc = json.loads((copy / "manifest.json").read_text())
+    S.write(packs, origin, A.voices_dir(copy))
+    doc = json.loads(A.manifest_file(copy).read_text())
     doc["voices"] = S.manifest_entry(WIDTH, copy)
-    (copy / "manifest.json").write_text(json.dumps(doc))
+    A.manifest_file(copy).write_text(json.dumps(doc))
     rc, out, err = run(capsys, "voices", "--artifacts", str(copy))
     assert rc == 0 and out.startswith(f"54 voices (built from {tgz}):"), err
     assert [line.split()[0] for line in out.splitlines()[1:]] == list(languages.VOICES)

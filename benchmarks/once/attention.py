@@ -20,6 +20,8 @@ import statistics
 import time
 from pathlib import Path
 
+from kokoro_tvm import artifacts
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -46,9 +48,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument(
-        "--relax", type=Path, default=ROOT / "artifacts" / "relax" / "duration-512.json"
-    )
+    ap.add_argument("--relax", type=Path, default=ROOT / artifacts.relax_file("duration", 512))
     ap.add_argument("--target", default="x86_64_v3")
     ap.add_argument("--lengths", type=int, nargs="+", default=[30, 126, 510, 512])
     ap.add_argument("--rounds", type=int, default=9)
@@ -59,19 +59,17 @@ def main() -> None:
     import numpy as np
     import tvm
 
-    from kokoro_tvm import artifacts, params
-    from kokoro_tvm.compile import phases, schedule
+    from kokoro_tvm import params
+    from kokoro_tvm.compile import phase_legalize, schedule
     from kokoro_tvm.compile.schedule.analysis import assume_bounds
     from kokoro_tvm.compile.symbolic import upper_bounds
     from kokoro_tvm.eval.timing import cpu_name
 
     imported = artifacts.load_ir(a.relax)
     target = tvm.target.Target(params.load().target(a.target))
-    fused = phases.run(phases.LEGALIZE, imported, phases.Context(label="fused"))
-    without = tuple(p for p in phases.LEGALIZE.passes if p.name != "FuseAttention")
-    unfused = phases.run(
-        phases.Phase("legalize", without), imported, phases.Context(label="unfused")
-    )
+    fused = phase_legalize.phase()(imported)
+    without = [p for p in phase_legalize.phase().passes if p.info.name != "FuseAttention"]
+    unfused = tvm.transform.Sequential(without, name="legalize")(imported)
     bounds = upper_bounds(unfused)
 
     def built(mod, name):

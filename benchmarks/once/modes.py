@@ -21,9 +21,11 @@ import os
 import statistics
 from pathlib import Path
 
+from kokoro_tvm import artifacts
+
 
 def buckets(root: Path, component: str, target: str) -> list[int]:
-    names = (root / "build" / target).glob(f"{component}-*.so")
+    names = (artifacts.build_dir(root) / target).glob(f"{component}-*.so")
     return sorted(int(p.stem.rsplit("-", 1)[1]) for p in names)
 
 
@@ -34,7 +36,7 @@ def main() -> None:
     ap.add_argument(
         "--padded", type=Path, required=True, help="artifacts dir of a shapes: padded checkout"
     )
-    ap.add_argument("--bounded", type=Path, default=Path("artifacts"))
+    ap.add_argument("--bounded", type=Path, default=artifacts.ROOT)
     ap.add_argument("--target", default="x86_64_v3")
     ap.add_argument("--components", nargs="+", default=["text_encoder", "duration", "decoder"])
     ap.add_argument("--threads", type=int, default=2)

@@ -22,6 +22,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from kokoro_tvm import artifacts
+
 
 def timed_repro(force: bool = False) -> tuple[dict[str, float], float, str]:
     t0 = time.perf_counter()
@@ -64,7 +66,7 @@ def main() -> None:
     noop = time.perf_counter() - t
     sizes = {
         p.as_posix(): p.stat().st_size
-        for p in sorted(Path("artifacts").rglob("*"))
+        for p in sorted(artifacts.ROOT.rglob("*"))
         if p.is_file() and p.suffix in (".so", ".npz", ".pt2")
     }
     result = {

@@ -39,7 +39,7 @@ tvm_import.prefer_runtime_only()
 tvm = tvm_import.import_tvm()
 from kokoro_tvm import artifacts, packed
 from kokoro_tvm.runtime.built import load_built
-entry = json.loads((Path(root) / "manifest.json").read_text())
+entry = json.loads(artifacts.manifest_file(Path(root)).read_text())
 lib_entry = next(e for e in entry["libraries"]
                  if (e["component"], e["bucket"], e["target"]) == (comp, int(bucket), target))
 from tvm.runtime.vm import VirtualMachine

@@ -24,9 +24,13 @@ class ArtifactError(KokoroTVMError, RuntimeError):
     """A missing, corrupted or tampered artifact; the message says how to rebuild it."""
 
 
+def code_dir(root: Path = ROOT) -> Path:
+    return root / "code"
+
+
 def code_file(kind: str, root: Path = ROOT) -> Path:
     """The fingerprint of the code one stage kind runs (pipeline/code.py)."""
-    return root / "code" / f"{kind}.json"
+    return code_dir(root) / f"{kind}.json"
 
 
 def toolchain_file(root: Path = ROOT) -> Path:
@@ -55,6 +59,32 @@ def voice_file(root: Path = ROOT) -> Path:
     return weights_dir(root) / "voice.npy"
 
 
+def weights_info_file(root: Path = ROOT) -> Path:
+    """What the weights were made from: model config, checkpoint, seed and reference voice."""
+    return weights_dir(root) / "weights.json"
+
+
+#: The files of ``voices_dir``, by name: the stage writes them into a temporary folder that
+#: replaces the directory whole (``atomic_dir``), and the index records the packs' name.
+VOICE_PACKS = "voices.npy"
+VOICE_INDEX = "voices.json"
+
+
+def voices_dir(root: Path = ROOT) -> Path:
+    """The voices users pick by name (stage ``voices``)."""
+    return root / "voices"
+
+
+def voice_packs_file(root: Path = ROOT) -> Path:
+    """The packs, [V, 510, 1, W] float32, in the index's order."""
+    return voices_dir(root) / VOICE_PACKS
+
+
+def voice_index_file(root: Path = ROOT) -> Path:
+    """Each voice's name, row and language, the source, and the packs' sha256."""
+    return voices_dir(root) / VOICE_INDEX
+
+
 def library_name(component: str, bucket: int, precision: str = FP32) -> str:
     """``decoder-1536``, or ``decoder-1536-bf16`` for a library built in a narrower precision:
     float32's names are the ones every stage had before precision was an axis."""
@@ -79,9 +109,18 @@ def legalized_file(
     return root / "legalize" / f"{library_name(component, bucket, precision)}.json"
 
 
+#: The search's report in ``tune_dir``, written into the temporary folder that replaces it whole.
+TUNE_REPORT = "report.json"
+
+
 def tune_dir(component: str, bucket: int, target: str, root: Path = ROOT) -> Path:
-    """MetaSchedule database (only records that beat the rules) plus ``report.json``."""
+    """MetaSchedule database (only records that beat the rules) plus ``TUNE_REPORT``."""
     return root / "tune" / target / f"{component}-{bucket}"
+
+
+def build_dir(root: Path = ROOT) -> Path:
+    """Every library and its build record, one folder per target."""
+    return root / "build"
 
 
 def narrow_build_dir(
@@ -89,7 +128,7 @@ def narrow_build_dir(
 ) -> Path:
     """A narrower precision's build is a folder: a target whose ISA cannot run it (no AVX-512
     for bf16) holds only the record saying so, and DVC needs the stage's output to exist."""
-    return root / "build" / target / library_name(component, bucket, precision)
+    return build_dir(root) / target / library_name(component, bucket, precision)
 
 
 def library_file(
@@ -97,7 +136,7 @@ def library_file(
 ) -> Path:
     if precision != FP32:
         return narrow_build_dir(component, bucket, target, precision, root) / "library.so"
-    return root / "build" / target / f"{component}-{bucket}.so"
+    return build_dir(root) / target / f"{component}-{bucket}.so"
 
 
 def build_info_file(
@@ -105,7 +144,7 @@ def build_info_file(
 ) -> Path:
     if precision != FP32:
         return narrow_build_dir(component, bucket, target, precision, root) / "build.json"
-    return root / "build" / target / f"{component}-{bucket}.json"
+    return build_dir(root) / target / f"{component}-{bucket}.json"
 
 
 def build_time_file(
@@ -145,11 +184,16 @@ def manifest_file(root: Path = ROOT) -> Path:
     return root / "manifest.json"
 
 
+def bench_dir(root: Path = ROOT) -> Path:
+    """Every library's bench metrics, one folder per target."""
+    return root / "bench"
+
+
 def bench_file(
     component: str, bucket: int, target: str, root: Path = ROOT, *, precision: str = FP32
 ) -> Path:
     """Per-library bench metrics (DVC ``metrics``, one flat dict)."""
-    return root / "bench" / target / f"{library_name(component, bucket, precision)}.json"
+    return bench_dir(root) / target / f"{library_name(component, bucket, precision)}.json"
 
 
 def bench_plot_file(
@@ -173,6 +217,16 @@ def bench_e2e_file(root: Path = ROOT) -> Path:
     """End-to-end real-time factors of ``bench_e2e``: the runtime's own pick of target on this
     CPU (one entry per input length)."""
     return root / "bench_e2e.json"
+
+
+def bench_cold_file(root: Path = ROOT) -> Path:
+    """``bench_cold``'s metrics: whole processes that start, speak and exit, beside kokoro-onnx."""
+    return root / "bench_cold.json"
+
+
+def bench_cuts_file(root: Path = ROOT) -> Path:
+    """``bench_cuts``'s metrics: what the runtime's cuts cost a listener."""
+    return root / "bench_cuts.json"
 
 
 def sha256(path: Path) -> str:

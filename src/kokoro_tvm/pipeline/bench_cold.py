@@ -55,10 +55,6 @@ else:
 """
 
 
-def metrics_file(root: Path = artifacts.ROOT) -> Path:
-    return root / "bench_cold.json"
-
-
 def run(
     prm: Params,
     root: Path = artifacts.ROOT,
@@ -145,7 +141,7 @@ def run(
         "peak_rss_from": "wait4 ru_maxrss of the child, forked from a bare launcher",
         **measured,
     }
-    artifacts.write_json(out or metrics_file(), report)
+    artifacts.write_json(out or artifacts.bench_cold_file(), report)
     return report
 
 

@@ -42,10 +42,6 @@ VOICE = "af_heart"  # the voice Kokoro-FastAPI and the chat front ends default t
 FIRST_CLAUSE = Cuts("first-clause", first="clause", cut_pauses=1, lead_in=2)
 
 
-def metrics_file(root: Path = artifacts.ROOT) -> Path:
-    return root / "bench_cuts.json"
-
-
 def run(_: Params, root: Path = artifacts.ROOT, log: Callable[[str], None] = print) -> dict:
     """Measure every way on ``eval.cuts.TEXTS`` and write the metrics."""
     root = Path(root).resolve()
@@ -54,7 +50,7 @@ def run(_: Params, root: Path = artifacts.ROOT, log: Callable[[str], None] = pri
     if manifest.model.random:
         # pitch, pauses and words are properties of speech: random weights make none
         doc = {"target": target, "skipped": "random weights: no speech to measure cuts on"}
-        write_json(metrics_file(root), doc)
+        write_json(artifacts.bench_cuts_file(root), doc)
         log(f"bench_cuts: {doc['skipped']}")
         return doc
     voice = VOICE
@@ -93,7 +89,7 @@ def run(_: Params, root: Path = artifacts.ROOT, log: Callable[[str], None] = pri
             f"{verdict['duration_ratio']:.2f}, extra WER {verdict['extra_wer']:.3f}: "
             f"{'pass' if verdict['pass'] else 'fail'}"
         )
-    write_json(metrics_file(root), doc)
+    write_json(artifacts.bench_cuts_file(root), doc)
     return doc
 
 

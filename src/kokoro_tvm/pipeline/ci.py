@@ -33,13 +33,14 @@ from pathlib import Path
 
 import yaml
 
+from .. import artifacts
 from ..commands import exit_status
 from ..errors import KokoroTVMError
 from ..spec import COMPONENTS, FP32, PRECISIONS, Axis
 
 REMOTE = "ci"
 #: what the runtime loads: the stage that writes it needs every library, and so do its readers
-MANIFEST = "artifacts/manifest.json"
+MANIFEST = artifacts.manifest_file().as_posix()
 #: Stages a library's build or check runs in: ``gather`` must find every one of them built.
 LIBRARY_KINDS = ("tune", "build", "validate", "bench")
 #: DVC of this interpreter's environment, whether or not its ``bin`` is on PATH (a job's step, or a

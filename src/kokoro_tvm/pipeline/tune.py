@@ -39,7 +39,7 @@ def run(prm: Params, component: str, bucket: int, target: str) -> None:
             seed=prm.model.seed,
             device=device,
         )
-        artifacts.write_json(tmp / "report.json", {"target": target, **report})
+        artifacts.write_json(tmp / artifacts.TUNE_REPORT, {"target": target, **report})
 
 
 if __name__ == "__main__":

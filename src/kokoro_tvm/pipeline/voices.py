@@ -59,23 +59,10 @@ class VoicesSourceError(KokoroTVMError, ValueError):
     """A voices source that cannot be read or is not Kokoro voices; the message says why."""
 
 
-def voices_dir(root: Path = artifacts.ROOT) -> Path:
-    return root / "voices"
-
-
-def voices_file(root: Path = artifacts.ROOT) -> Path:
-    """The packs, [V, 510, 1, W] float32, in ``voices.json``'s order."""
-    return voices_dir(root) / "voices.npy"
-
-
-def index_file(root: Path = artifacts.ROOT) -> Path:
-    return voices_dir(root) / "voices.json"
-
-
 def run(prm: Params) -> dict[str, Any]:
     width = 2 * load_model_config(prm.model.config)["style_dim"]
     packs, origin = read_source(prm.voices.source, width)
-    return write(packs, origin, voices_dir())
+    return write(packs, origin, artifacts.voices_dir())
 
 
 def read_source(
@@ -213,19 +200,19 @@ def write(packs: dict[str, np.ndarray], origin: dict[str, Any], dest: Path) -> d
     with atomic_dir(dest) as tmp:
         if names:
             stacked = np.stack([packs[n] for n in names]).astype("<f4", copy=False)
-            with open(tmp / "voices.npy", "wb") as f:
+            with open(tmp / artifacts.VOICE_PACKS, "wb") as f:
                 np.save(f, stacked, allow_pickle=False)
             index |= {
-                "file": "voices.npy",
+                "file": artifacts.VOICE_PACKS,
                 "shape": list(stacked.shape),
-                "sha256": artifacts.sha256(tmp / "voices.npy"),
+                "sha256": artifacts.sha256(tmp / artifacts.VOICE_PACKS),
             }
-        (tmp / "voices.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+        (tmp / artifacts.VOICE_INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     return index
 
 
 def read_index(root: Path = artifacts.ROOT) -> dict[str, Any]:
-    return artifacts.read_json(index_file(root), "voices index")
+    return artifacts.read_json(artifacts.voice_index_file(root), "voices index")
 
 
 def _lang(name: str) -> str | None:
@@ -286,7 +273,7 @@ def read_packs(names: list[str], root: Path = artifacts.ROOT) -> dict[str, np.nd
     wanted = [n for n in names if n in rows]
     if not wanted:
         return {}
-    packs = np.load(voices_file(root), mmap_mode="r")
+    packs = np.load(artifacts.voice_packs_file(root), mmap_mode="r")
     return {n: np.array(packs[rows[n]]) for n in wanted}
 
 
@@ -297,11 +284,11 @@ def manifest_entry(width: int, root: Path = artifacts.ROOT) -> dict[str, Any] | 
     index = read_index(root)
     if not index.get("voices"):
         return None
-    path = voices_file(root)
+    path = artifacts.voice_packs_file(root)
     if not path.exists() or artifacts.sha256(path) != index.get("sha256"):
         raise artifacts.ArtifactError(
             f"{path} is not what the voices stage wrote (missing, or other bytes than "
-            f"{index_file(root)} records); run `dvc repro` to rebuild it"
+            f"{artifacts.voice_index_file(root)} records); run `dvc repro` to rebuild it"
         )
     shape = index["shape"]
     if shape[1:] != [VOICE_ROWS, 1, width]:

@@ -30,7 +30,7 @@ def run(prm: Params) -> None:
     voice, name = reference_voice(prm.model.checkpoint, prm.model.seed, 2 * cfg["style_dim"])
     artifacts.save_array(artifacts.voice_file(), voice)
     artifacts.write_json(
-        artifacts.weights_dir() / "weights.json",
+        artifacts.weights_info_file(),
         {
             "config": prm.model.config,
             "checkpoint": prm.model.checkpoint,

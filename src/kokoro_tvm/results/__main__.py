@@ -8,14 +8,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .. import atomic
+from .. import artifacts, atomic
 from ..commands import exit_status
 from . import figures, machine, record, tables
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m kokoro_tvm.results", description=__doc__)
-    p.add_argument("--artifacts", default="artifacts", help="the dvc repro's outputs (artifacts)")
+    p.add_argument(
+        "--artifacts", default=str(artifacts.ROOT), help="the dvc repro's outputs (artifacts)"
+    )
     p.add_argument("--params", default="params.yaml", help="the params it ran (params.yaml)")
     p.add_argument("--docs", default="docs", help="where results.md and results/ go (docs)")
     p.add_argument("--readme", default="README.md", help="the README with the results markers")

@@ -127,7 +127,7 @@ COLD_MEASURES = ("cold", "stream", "warm")
 def cold_start(root: Path, cpu: dict[str, Any]) -> dict[str, Any] | None:
     """``bench_cold``'s medians and per-round ratios, where the stage ran (it is optional here:
     a results file can predate it)."""
-    path = root / "bench_cold.json"
+    path = artifacts.bench_cold_file(root)
     if not path.exists():
         return None
     doc = read_metric(path, "bench_cold")
@@ -152,7 +152,7 @@ CUT_KEYS = ("f0_rmse_cents", "extra_pauses_per_sentence", "duration_ratio", "ext
 
 def cut_cost(root: Path, cpu: dict[str, Any]) -> dict[str, Any] | None:
     """``bench_cuts``'s verdicts per way, where the stage measured (optional, as ``bench_cold``)."""
-    path = root / "bench_cuts.json"
+    path = artifacts.bench_cuts_file(root)
     if not path.exists():
         return None
     doc = read_metric(path, "bench_cuts")
@@ -268,6 +268,6 @@ def collect(root: Path, prm: Params, cpu: dict[str, Any]) -> dict[str, Any]:
     ]
     rec["load_avg_1m"] = [min(loads), max(loads)] if loads else None
     rec["measured"] = measured_on(
-        [artifacts.bench_e2e_file(root)] + list((root / "bench").glob("*/*.json"))
+        [artifacts.bench_e2e_file(root)] + list(artifacts.bench_dir(root).glob("*/*.json"))
     )
     return record.check(rec, f"the metrics in {root}")

@@ -88,7 +88,7 @@ class KokoroTVM:
         is verified (sha256) and loaded on first use; the toolchain is checked here, before any.
         """
         path = Path(path)
-        root = path.parent if path.name == "manifest.json" else path
+        root = path.parent if path.name == artifacts.manifest_file().name else path
         manifest = read_manifest(root)
         check_toolchain(manifest)
         if threads.check_count(num_threads) is not None:

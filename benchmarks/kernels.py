@@ -199,7 +199,7 @@ def ops_table(args) -> None:
 
     old = TVM's legalization (conv_transpose over a zero-dilated input, libm ``sinf``, linear
     weights as ``[K, N]``), the scalar reduction loop for norm statistics, no tail tile; new = this
-    repository's (``phases.LEGALIZE``: polyphase convT, packed linear weights, ...). The ALBERT
+    repository's (the legalize phase: polyphase convT, packed linear weights, ...). The ALBERT
     linears run at 64 tokens whatever ``--frames``. Timed with ``timing.time_interleaved``; the
     pause before each call puts an OpenMP wake-up (~10 ms here) into eager's sub-ms ops.
     """

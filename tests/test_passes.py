@@ -1,6 +1,7 @@
-"""The compile flow as pass objects (``compile.phases``): the phases run their passes in
-order, and ``KOKORO_TVM_DUMP_IR`` dumps the module after any of them without changing the result;
-the build ends with passes that make its bytes the same in every process."""
+"""The compile flow as TVM pass sequences (``compile.phases``): the phases run their passes in
+order, ``KOKORO_TVM_DUMP_IR`` dumps the module after any of them without changing the result,
+and what the schedule rules chose reaches the build's report through the module; the build ends
+with passes that make its bytes the same in every process."""
 
 from __future__ import annotations
 
@@ -34,7 +35,11 @@ def _imported():
 
 
 def _index(name: str) -> int:
-    return [p.name for p in phases.LEGALIZE.passes].index(name)
+    return phases.pass_names()["legalize"].index(name)
+
+
+def _all_names() -> list[str]:
+    return sorted(n for names in phases.pass_names().values() for n in names)
 
 
 def test_dumps_follow_the_named_passes_and_change_nothing(tmp_path, monkeypatch):
@@ -59,7 +64,7 @@ def test_every_pass_of_both_phases_can_be_dumped(tmp_path, monkeypatch):
     monkeypatch.setenv(phases.DUMP_DIR_ENV, str(tmp_path))
     ex, _, report = build(legalize(_imported()), TARGET)
     names = sorted(p.stem.split("-", 2)[2] for p in tmp_path.iterdir())
-    assert names == sorted(p.name for phase in phases.PHASES for p in phase.passes)
+    assert names == _all_names()
     assert report.functions and "sin" in "".join(report.functions)
     assert ex is not None
 
@@ -75,19 +80,70 @@ def test_a_dump_naming_no_pass_is_refused(monkeypatch):
 def test_a_dump_may_name_the_other_phases_pass(tmp_path, monkeypatch):
     """``dvc repro`` runs legalize and build stages under one ``KOKORO_TVM_DUMP_IR``: a build pass
     named there is no error in legalize, which then dumps nothing. The phase runner knows the
-    other phase only because ``phases`` hands it every phase (the control: without them, the
-    same name is refused)."""
+    other phase only because ``phases`` hands it every phase's names (the control: with the
+    legalize phase's alone, the same name is refused)."""
+    from kokoro_tvm.compile import passes, phase_legalize
+
     monkeypatch.setenv(phases.DUMP_ENV, "ScheduleRules")
     monkeypatch.setenv(phases.DUMP_DIR_ENV, str(tmp_path / "dump"))
     legalize(_imported())
     assert not (tmp_path / "dump").exists()
     with pytest.raises(ValueError, match=r"names no pass \['ScheduleRules'\]"):
-        phases.run(phases.LEGALIZE, _imported(), phases.Context())
+        passes.run(phase_legalize.phase(), _imported(), phases.pass_names()["legalize"])
+
+
+def test_a_pass_run_inside_another_is_not_dumped_as_the_phases(tmp_path, monkeypatch):
+    """TVM passes run passes inside themselves, some with the name of one of the phase's own
+    (``DeadCodeElimination`` runs inside several): the dump of a name is the module after the
+    phase's own pass of that name, not after a namesake run later inside another pass."""
+    import tvm
+    from tvm import relax
+
+    from kokoro_tvm.compile import passes
+
+    @tvm.transform.module_pass(opt_level=0, name="MarkThenClean")
+    class MarkThenClean:
+        def transform_module(self, mod, _ctx):
+            return relax.transform.DeadCodeElimination()(mod.with_attr("marked_later", 1))
+
+    phase = tvm.transform.Sequential(
+        [relax.transform.DeadCodeElimination(), MarkThenClean()], name="legalize"
+    )
+    monkeypatch.setenv(phases.DUMP_ENV, "DeadCodeElimination")
+    monkeypatch.setenv(phases.DUMP_DIR_ENV, str(tmp_path))
+    out = passes.run(phase, _imported(), passes.names(phase))
+    assert "marked_later" in out.script()  # the namesake ran, on the marked module
+    (dump,) = tmp_path.iterdir()
+    assert dump.name == "legalize-00-DeadCodeElimination.py"
+    assert "marked_later" not in dump.read_text()
+
+
+def test_the_report_names_the_rule_of_every_kernel_and_the_tuned_ones():
+    """``ScheduleRules`` leaves the rule it chose in each kernel (``schedule.RULE_ATTR``) and the
+    build's report reads it back; a kernel marked tuned (``ApplyTuningDatabase``) keeps its
+    schedule and is reported as tuned. The library's bytes do not depend on the marks."""
+    import tvm
+
+    from kokoro_tvm.compile import schedule
+
+    legal = legalize(_imported())
+    target = phases.make_target(TARGET)
+    prim = tvm.tirx.PrimFunc
+    kernels = [gv.name_hint for gv, f in legal.functions.items() if isinstance(f, prim)]
+    out, report = schedule.apply(legal, target, tuned={kernels[0]})
+    assert set(report.functions) == set(kernels)
+    assert report.functions[kernels[0]] == "tuned"
+    tvm.ir.assert_structural_equal(  # untouched by the rules
+        out[kernels[0]], legal[kernels[0]].with_attr(schedule.RULE_ATTR, "tuned")
+    )
+    assert {r for k, r in report.functions.items() if k != kernels[0]} <= {*schedule.RULES, "none"}
+    _, plain = schedule.apply(legal, target)
+    assert plain.functions[kernels[0]] != "tuned"  # the control: unmarked, a rule takes it
 
 
 def test_the_flow_lists_every_pass_once():
     text = phases.describe()
-    for name in (p.name for phase in phases.PHASES for p in phase.passes):
+    for name in _all_names():
         assert sum(line.split()[1] == name for line in text.splitlines()[1:]) == 1, name
     assert text.splitlines()[-1].split()[1] == "tvm.compile"
 

@@ -3,66 +3,85 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
+import tvm
+
 from . import metaschedule, prepack, retarget, schedule, symbolic, tvm_fixes
-from .passes import Context, Pass, Phase
 
 
-def _reshapes_as_views(mod, _ctx: Context):
+@tvm.transform.module_pass(opt_level=0, name="ReshapesAsViews")
+class ReshapesAsViews:
     """Bounded modules: reshapes, and kernels that only reshape, become views
     (``symbolic.reshapes_as_views``)."""
-    return symbolic.reshapes_as_views(mod)
+
+    def transform_module(self, mod, _ctx):
+        return symbolic.reshapes_as_views(mod)
 
 
-def _retarget_hand_written(mod, ctx: Context):
+@tvm.transform.module_pass(opt_level=0, name="RetargetHandWritten")
+class RetargetHandWritten:
     """Winograd's conv kernels made again for the target's vector registers (``retarget``)."""
-    return retarget.retarget(mod, ctx.target)
+
+    def __init__(self, target) -> None:
+        self.target = target
+
+    def transform_module(self, mod, _ctx):
+        return retarget.retarget(mod, self.target)
 
 
-def _apply_tuning_database(mod, ctx: Context):
+@tvm.transform.module_pass(opt_level=0, name="ApplyTuningDatabase")
+class ApplyTuningDatabase:
     """Kernels with a record in the tune stage's database take the tuned schedule
-    (``metaschedule.apply``)."""
-    mod, ctx.tuned = metaschedule.apply(mod, ctx.target, ctx.tune_db)
-    return mod
+    (``metaschedule.apply``), marked so that the rules leave them alone."""
+
+    def __init__(self, target, tune_db: Path | None) -> None:
+        self.target, self.tune_db = target, tune_db
+
+    def transform_module(self, mod, _ctx):
+        mod, tuned = metaschedule.apply(mod, self.target, self.tune_db)
+        return schedule.mark_tuned(mod, tuned)
 
 
-def _schedule_rules(mod, ctx: Context):
-    """Every kernel not tuned gets the first rule that applies (``schedule.apply``); the report
-    says which."""
-    mod, ctx.report = schedule.apply(mod, ctx.target, ctx.tuned)
-    return mod
-
-
-def _prepack_weights(mod, _ctx: Context):
+@tvm.transform.module_pass(opt_level=0, name="PrepackWeights")
+class PrepackWeights:
     """Weight layout copies the rules marked, out of every call and into the load-time transform
     (``prepack``)."""
-    return prepack.prepack(mod)
+
+    def transform_module(self, mod, _ctx):
+        return prepack.prepack(mod)
 
 
-def _flat_transform_params(mod, _ctx: Context):
+@tvm.transform.module_pass(opt_level=0, name="FlatTransformParams")
+class FlatTransformParams:
     """A weight transform entry that takes each weight as its own argument
     (``tvm_fixes.with_flat_transform_params``)."""
-    return tvm_fixes.with_flat_transform_params(mod)
+
+    def transform_module(self, mod, _ctx):
+        return tvm_fixes.with_flat_transform_params(mod)
 
 
-BUILD = Phase(
-    "build",
-    (
-        Pass.of("ReshapesAsViews", _reshapes_as_views),
-        Pass.of("RetargetHandWritten", _retarget_hand_written),
-        Pass.of("ApplyTuningDatabase", _apply_tuning_database),
-        Pass.of("ScheduleRules", _schedule_rules),
-        Pass.of("PrepackWeights", _prepack_weights),
-        Pass.of("FlatTransformParams", _flat_transform_params),
-    ),
-)
+def phase(target, tune_db: Path | None = None) -> tvm.transform.Sequential:
+    """The build passes in order, for ``target`` (a ``tvm.target.Target``; None only to name
+    them). ``ScheduleRules`` gives every kernel not tuned the first rule that applies
+    (``schedule``)."""
+    return tvm.transform.Sequential(
+        [
+            ReshapesAsViews(),
+            RetargetHandWritten(target),
+            ApplyTuningDatabase(target, tune_db),
+            schedule.ScheduleRules(target),
+            PrepackWeights(),
+            FlatTransformParams(),
+        ],
+        name="build",
+    )
 
 
 def relax_pipeline():
     """What ``tvm.compile`` runs on the Relax functions after ``BUILD``: TVM's default pipeline,
     then ``MarkNoAlias`` on every kernel and ``SortShapeFuncStores`` (``tvm_fixes``)."""
-    import tvm
     from tvm import relax
 
     return tvm.transform.Sequential(
@@ -75,8 +94,6 @@ def tir_pipeline() -> str:
     """The name of the TIR lowering ``tvm.compile`` is asked for: TVM's default for CPUs
     (``s_tir``), then ``OrderMinMaxOperands`` (``tvm_fixes.ordered_min_max``). Registered with
     TVM (``register_tir_pipeline``) on the first call."""
-    import tvm
-
     name = "kokoro_tvm"
 
     def make():
@@ -92,6 +109,4 @@ def tir_pipeline() -> str:
 
 
 def make_target(spec: dict[str, Any]):
-    import tvm
-
     return tvm.target.Target(dict(spec))

@@ -18,61 +18,63 @@ module after any of them:
 writes ``<phase>-<NN>-<pass>.py`` (TVMScript) under ``$KOKORO_TVM_DUMP_DIR`` (default
 ``ir-dump/<component>-<bucket>`` or ``ir-dump``). A dump never changes what is built.
 
-A pass is a function ``(module, Context) -> module`` (``passes``); the ``Context`` carries the
-target, the tuning database and what earlier passes found (the tuned kernels, the schedule
-report). Each phase's passes are their own module (``phase_legalize``, ``phase_build``); running
-either phase goes through here (``legalize``, ``build``), where every pass name is known, so a
-dump naming a pass of no phase is refused in either stage.
+A phase is a ``tvm.transform.Sequential`` of TVM module passes, built for its options (the
+precision, the target and tuning database) in its own module (``phase_legalize``,
+``phase_build``); what one pass finds for a later one (the kernels a tuning record scheduled, the
+rule each kernel got) travels in the module as PrimFunc attributes. Running either phase goes
+through here (``legalize``, ``build``), where every pass name is known, so a dump naming a pass
+of no phase is refused in either stage.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
 
-from .legalizations import legalize_map
-from .passes import DUMP_DIR_ENV, DUMP_ENV, Context, Pass, Phase, run, tvm_relax
-from .phase_build import BUILD, make_target, relax_pipeline, tir_pipeline
-from .phase_legalize import LEGALIZE
-
-PHASES = (LEGALIZE, BUILD)
+from . import phase_build, phase_legalize, schedule
+from .passes import DUMP_DIR_ENV, DUMP_ENV, names, run
+from .phase_build import make_target, relax_pipeline, tir_pipeline
 
 __all__ = [
-    "BUILD",
     "DUMP_DIR_ENV",
     "DUMP_ENV",
-    "LEGALIZE",
-    "PHASES",
-    "Context",
-    "Pass",
-    "Phase",
     "build",
     "describe",
     "legalize",
     "make_target",
+    "pass_names",
     "relax_pipeline",
-    "run",
     "tir_pipeline",
-    "tvm_relax",
 ]
 
 
+@functools.cache
+def pass_names() -> dict[str, tuple[str, ...]]:
+    """Each phase's pass names, in order: ``{"legalize": (...), "build": (...)}``."""
+    return {p.info.name: tuple(names(p)) for p in (phase_legalize.phase(), phase_build.phase(None))}
+
+
+def _known() -> set[str]:
+    return {n for phase in pass_names().values() for n in phase}
+
+
 def legalize(mod, label: str = "", precision: str = "fp32"):
-    """Run ``LEGALIZE`` on an imported module; ``precision`` "bf16" computes the generator's convs
-    with bf16 products (``compile/bf16.py``; the build then needs a target with
+    """Run the legalize phase on an imported module; ``precision`` "bf16" computes the
+    generator's convs with bf16 products (``compile/bf16.py``; the build then needs a target with
     ``bf16.FEATURES``)."""
-    legalize_map(precision)  # an unknown precision fails here, before any pass runs
+    phase = phase_legalize.phase(precision)  # an unknown precision fails here, before any pass
     if "num_input" not in (mod["main"].attrs or {}):
         raise ValueError(
             "legalize needs main's 'num_input' attr (import with keep_params_as_input "
             "and detach_params) to tell inputs from parameters"
         )
-    return run(LEGALIZE, mod, Context(label=label, precision=precision), PHASES)
+    return run(phase, mod, _known(), label)
 
 
 def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: str = ""):
-    """``BUILD`` on a legalized module, then ``tvm.compile``.
+    """The build phase on a legalized module, then ``tvm.compile``.
 
     PrimFuncs with a record in the ``tune_db`` database (``metaschedule.tune``: only records that
     beat the rules are there) take the tuned schedule; the schedule rules do the rest.
@@ -81,25 +83,36 @@ def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: 
     """
     import tvm
 
-    ctx = Context(target=make_target(target_spec), tune_db=tune_db, label=label)
+    target = make_target(target_spec)
     t0 = time.perf_counter()
-    mod = run(BUILD, mod, ctx, PHASES)
+    mod = run(phase_build.phase(target, tune_db), mod, _known(), label)
     ex = tvm.compile(
-        mod, target=ctx.target, relax_pipeline=relax_pipeline(), tir_pipeline=tir_pipeline()
+        mod, target=target, relax_pipeline=relax_pipeline(), tir_pipeline=tir_pipeline()
     )
-    return ex, time.perf_counter() - t0, ctx.report
+    return ex, time.perf_counter() - t0, schedule.report_of(mod, target)
 
 
 def describe() -> str:
     """One line per pass, in order, with its phase and what it does."""
     lines = [f"{'relax':<9} torch.export -> from_exported_program -> detach_params"]
-    for phase in PHASES:
-        lines += [f"{phase.name:<9} {p.name:<26} {p.doc}" for p in phase.passes]
+    for phase in (phase_legalize.phase(), phase_build.phase(None)):
+        for name in names(phase):
+            lines.append(f"{phase.info.name:<9} {name:<26} {_doc(name)}")
     lines.append(
         f"{'build':<9} {'tvm.compile':<26} TVM's default Relax pipeline, MarkNoAlias, "
         "SortShapeFuncStores; TVM's TIR lowering, OrderMinMaxOperands."
     )
     return "\n".join(lines)
+
+
+def _doc(name: str) -> str:
+    """A pass's description: TVM's from ``phase_legalize.TVM_PASSES``, ours from the first
+    paragraph of its class's docstring."""
+    if name in phase_legalize.TVM_PASSES:
+        return f"TVM: {phase_legalize.TVM_PASSES[name]}"
+    owners = (phase_legalize, phase_build, schedule)
+    cls = next(getattr(m, name) for m in owners if hasattr(m, name))
+    return " ".join((cls.__doc__ or "").split("\n\n")[0].split())
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """CPU schedule pass: rule-based (no tuning) schedules for every PrimFunc of a legalized module.
 
-``phases.LEGALIZE`` leaves naive loop nests (one scalar loop per tensor axis); ``tvm.compile``
+The legalize phase leaves naive loop nests (one scalar loop per tensor axis); ``tvm.compile``
 on those runs many times slower than PyTorch eager. ``apply`` gives each PrimFunc the first rule
 that matches its structure:
 
@@ -29,7 +29,6 @@ to ``generic`` (or stayed unscheduled), so slow paths are visible in build info.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -39,20 +38,26 @@ from tvm import s_tir, tirx
 
 from ..symbolic import upper_bounds
 from . import conv, generic, injective, matmul, reduction
-from .analysis import CPU, assume_bounds, is_scheduled
+from .analysis import CPU, RuleMismatch, assume_bounds, is_scheduled
 
-__all__ = ["RULES", "ScheduleReport", "apply"]
+__all__ = ["RULES", "ScheduleReport", "ScheduleRules", "apply", "mark_tuned", "report_of"]
 
-log = logging.getLogger(__name__)
-
-#: Tried in order; the first that returns True owns the function.
+#: Tried in order; the first that returns a schedule owns the function. A rule takes the
+#: PrimFunc and the CPU and returns its schedule, or None where it does not apply.
 RULES = {
     "conv": conv.schedule,
     "matmul": matmul.schedule,
     "reduction": reduction.schedule,
     "injective": injective.schedule,
+    "generic": generic.schedule,
 }
 FALLBACK = "generic"
+#: PrimFunc attributes that carry what scheduled a kernel (a rule's name, "tuned",
+#: "prescheduled", "none") and the last rule that gave up on it part-way, down the build to
+#: ``report_of``: the passes hand their findings on in the module, not beside it. The codegen
+#: ignores them (the library's bytes are the same without them).
+RULE_ATTR = "kokoro.schedule_rule"
+ERROR_ATTR = "kokoro.schedule_error"
 
 
 @dataclass
@@ -62,13 +67,60 @@ class ScheduleReport:
     target: str
     functions: dict[str, str] = field(default_factory=dict)  # PrimFunc name -> rule
     fallbacks: list[str] = field(default_factory=list)  # got ``generic`` or nothing
-    errors: dict[str, str] = field(default_factory=dict)  # rule failures on the way
+    errors: dict[str, str] = field(default_factory=dict)  # rules that gave up part-way
 
     def as_dict(self) -> dict[str, Any]:
         counts: dict[str, int] = {}
         for rule in self.functions.values():
             counts[rule] = counts.get(rule, 0) + 1
         return {**asdict(self), "counts": counts}
+
+
+@tvm.transform.module_pass(opt_level=0, name="ScheduleRules")
+class ScheduleRules:
+    """Every kernel not tuned gets the first rule that applies; the kernel keeps the rule's name
+    (``RULE_ATTR``) for the report."""
+
+    def __init__(self, target: tvm.target.Target | None) -> None:
+        self.target = target
+
+    def transform_module(self, mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        cpu = CPU.of(self.target)
+        updates = {}
+        with assume_bounds(upper_bounds(mod)):  # symbolic extents: choices made at the bucket
+            for gv, func in mod.functions.items():
+                if isinstance(func, tirx.PrimFunc) and RULE_ATTR not in (func.attrs or {}):
+                    updates[gv] = _schedule_func(func, cpu)
+        out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+        for gv, func in updates.items():
+            out[gv] = func
+        return out
+
+
+def mark_tuned(mod: tvm.IRModule, names: Collection[str]) -> tvm.IRModule:
+    """``mod`` with the PrimFuncs named marked as scheduled by a tuning record: the rules leave
+    them alone."""
+    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+    for gv, func in mod.functions.items():
+        if gv.name_hint in names and isinstance(func, tirx.PrimFunc):
+            out[gv] = func.with_attr(RULE_ATTR, "tuned")
+    return out
+
+
+def report_of(mod: tvm.IRModule, target: tvm.target.Target) -> ScheduleReport:
+    """What scheduled each kernel of a module ``ScheduleRules`` ran on."""
+    report = ScheduleReport(target=str(target))
+    for gv, func in mod.functions.items():
+        attrs = (func.attrs or {}) if isinstance(func, tirx.PrimFunc) else {}
+        if RULE_ATTR not in attrs:
+            continue
+        name, rule = gv.name_hint, str(attrs[RULE_ATTR])
+        report.functions[name] = rule
+        if rule in (FALLBACK, "none"):
+            report.fallbacks.append(name)
+        if ERROR_ATTR in attrs:
+            report.errors[name] = str(attrs[ERROR_ATTR])
+    return report
 
 
 def apply(
@@ -78,44 +130,27 @@ def apply(
     and so are the PrimFuncs named in ``tuned`` (a MetaSchedule record already scheduled them)."""
     if isinstance(target, dict):
         target = tvm.target.Target(target)
-    cpu = CPU.of(target)
-    report = ScheduleReport(target=str(target))
-    updates = {}
-    with assume_bounds(upper_bounds(mod)):  # symbolic extents: choices made at the bucket
-        for gv, func in mod.functions.items():
-            if not isinstance(func, tirx.PrimFunc):
-                continue
-            name = gv.name_hint
-            if name in tuned:
-                report.functions[name] = "tuned"
-                continue
-            scheduled, rule = _schedule_func(func, cpu, name, report)
-            report.functions[name] = rule
-            if rule in (FALLBACK, "none"):
-                report.fallbacks.append(name)
-            if scheduled is not None:
-                updates[gv] = scheduled
-    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
-    for gv, func in updates.items():
-        out[gv] = func
-    return out, report
+    out = ScheduleRules(target)(mark_tuned(mod, tuned))
+    return out, report_of(out, target)
 
 
-def _schedule_func(
-    func: tirx.PrimFunc, cpu: CPU, name: str, report: ScheduleReport
-) -> tuple[tirx.PrimFunc | None, str]:
+def _schedule_func(func: tirx.PrimFunc, cpu: CPU) -> tirx.PrimFunc:
+    """``func`` scheduled by the first rule that applies, marked with that rule's name."""
     if is_scheduled(func):
-        return None, "prescheduled"
-    rules = dict(RULES, **{FALLBACK: generic.schedule})
-    for rule, fn in rules.items():
-        sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+        return func.with_attr(RULE_ATTR, "prescheduled")
+    error = None
+    for rule, fn in RULES.items():
         try:
-            if fn(sch, cpu):
-                return sch.mod["main"], rule
-        except Exception as err:
-            # A rule that matched but could not finish; the next rule gets a fresh schedule.
-            report.errors[name] = (
-                f"{rule}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-            )
-            log.debug("rule %s failed on %s: %s", rule, name, err)
-    return None, "none"
+            sch = fn(func, cpu)
+        except (RuleMismatch, s_tir.ScheduleError) as err:
+            # a rule that matched but could not finish; the next rule starts from ``func`` again
+            error = f"{rule}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+            continue
+        if sch is not None:
+            return _marked(sch.mod["main"], rule, error)
+    return _marked(func, "none", error)
+
+
+def _marked(func: tirx.PrimFunc, rule: str, error: str | None) -> tirx.PrimFunc:
+    func = func.with_attr(RULE_ATTR, rule)
+    return func if error is None else func.with_attr(ERROR_ATTR, error)

@@ -14,6 +14,17 @@ from tvm import s_tir, tirx
 from tvm.target import codegen
 
 
+class RuleMismatch(Exception):
+    """A rule found, part-way through, that the function is not of its kind (a shape its tiles do
+    not cover, an index that is not a plain axis). The dispatcher then tries the next rule on a
+    fresh schedule; any other exception is a bug in the rule and surfaces."""
+
+
+def new_schedule(func: tirx.PrimFunc) -> s_tir.Schedule:
+    """A fresh schedule of one PrimFunc, as every rule starts from."""
+    return s_tir.Schedule(tvm.IRModule({"main": func}))
+
+
 @dataclass(frozen=True)
 class CPU:
     """Vector width and register budget of an LLVM CPU target."""
@@ -137,6 +148,24 @@ def split_with_tail(sch: s_tir.Schedule, loop, factors: list[int]):
     return loops
 
 
+def single_reduction(blocks: list[Block]) -> Block | None:
+    """The one reduction block among ``blocks`` (the anchor a conv or matmul tile is built
+    around), or None when there is none or more than one."""
+    reductions = [b for b in blocks if not b.is_spatial]
+    if len(reductions) != 1 or not reductions[0].is_reduction:
+        return None
+    return reductions[0]
+
+
+def linear_unit(expr, var) -> bool:
+    """``expr`` is ``var + (terms without var)``: consecutive iterations read consecutive
+    elements."""
+    import tvm.sym
+
+    coeffs = tvm.sym.detect_linear_equation(expr, [var])
+    return len(coeffs) == 2 and isinstance(coeffs[0], tirx.IntImm) and int(coeffs[0]) == 1
+
+
 def root_blocks(sch: s_tir.Schedule) -> list[Block] | None:
     """Child blocks of the root block in program order, or None when there is no root block."""
     try:
@@ -168,7 +197,7 @@ def is_scheduled(func: tirx.PrimFunc) -> bool:
     _walk(func.body, lambda n: kinds.add(n.kind) if isinstance(n, tirx.For) else None)
     if kinds & {tirx.ForKind.PARALLEL, tirx.ForKind.VECTORIZED}:
         return True
-    return root_blocks(s_tir.Schedule(tvm.IRModule({"main": func}))) is None
+    return root_blocks(new_schedule(func)) is None
 
 
 def vars_in(expr) -> set:

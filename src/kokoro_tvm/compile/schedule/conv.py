@@ -11,10 +11,20 @@ one block computed per register tile straight from the accumulators.
 from __future__ import annotations
 
 import tvm
-from tvm import s_tir
+from tvm import s_tir, tirx
 
-from .analysis import CPU, SYMBOLIC_EXTENT, Block, assumed_extent, root_blocks, vars_in
-from .injective import parallel_vectorize
+from .analysis import (
+    CPU,
+    SYMBOLIC_EXTENT,
+    Block,
+    RuleMismatch,
+    assumed_extent,
+    new_schedule,
+    root_blocks,
+    single_reduction,
+    vars_in,
+)
+from .common import parallel_vectorize
 from .tile import OuterProduct, Tile, match, pick_tile, tile_reduction
 
 #: Output width from which a conv keeps its output channels in the vector lanes (weights packed,
@@ -118,7 +128,7 @@ def schedule_anchor(
         can_pack_rows=can_pack_rows,
     )
     if tile is None:
-        raise ValueError(f"no register tile divides the extents {extents}")
+        raise RuleMismatch(f"no register tile divides the extents {extents}")
     padded = op.row is not None and symbolic_rows and op.block.extents[op.col] is None
     if padded:
         op, producers, consumers = pad_to_tiles(sch, op, tile, cpu)
@@ -151,7 +161,7 @@ def pad_to_tiles(
     anchor, producers, consumers = prepare(sch, name)
     padded = match(anchor)
     if padded is None or (padded.row, padded.col) != (op.row, op.col):
-        raise ValueError(f"{name}: padding to whole tiles changed the reduction's roles")
+        raise RuleMismatch(f"{name}: padding to whole tiles changed the reduction's roles")
     return padded, producers, consumers
 
 
@@ -239,27 +249,20 @@ def _plain_row_index(op: OuterProduct) -> bool:
     )
 
 
-def _anchor(blocks: list[Block]) -> Block | None:
-    reductions = [b for b in blocks if not b.is_spatial]
-    if len(reductions) != 1 or not reductions[0].is_reduction:
-        return None
-    return reductions[0]
-
-
-def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
-    blocks = root_blocks(sch)
-    anchor = _anchor(blocks or [])
+def schedule(func: tirx.PrimFunc, cpu: CPU) -> s_tir.Schedule | None:
+    sch = new_schedule(func)
+    anchor = single_reduction(root_blocks(sch) or [])
     if (
         anchor is None
         or anchor.kinds[:3] != "SSS"
         or len(anchor.kinds) < 4
         or "S" in anchor.kinds[3:]
     ):
-        return False
+        return None
     op = match(anchor)
     if op is None or op.row != 1 or op.col != 2:  # NCW: rows = output channels, cols = width
-        return False
-    return schedule_matched(sch, cpu, anchor.stmt.name_hint, is_conv=True)
+        return None
+    return sch if schedule_matched(sch, cpu, anchor.stmt.name_hint, is_conv=True) else None
 
 
 def schedule_matched(

@@ -6,16 +6,17 @@ in ``ScheduleReport.fallbacks`` so they get a real rule.
 
 from __future__ import annotations
 
-from tvm import s_tir
+from tvm import s_tir, tirx
 
-from .analysis import CPU, extent_of, root_blocks
-from .injective import PARALLEL_MIN, inline_all, parallel_vectorize
+from .analysis import CPU, extent_of, new_schedule, root_blocks
+from .common import PARALLEL_MIN, inline_all, parallel_vectorize
 
 
-def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
+def schedule(func: tirx.PrimFunc, cpu: CPU) -> s_tir.Schedule | None:
+    sch = new_schedule(func)
     blocks = root_blocks(sch)
     if not blocks:
-        return False
+        return None
     for blk in inline_all(sch):
         loops = list(sch.get_loops(blk.rv))
         kinds = blk.kinds
@@ -29,7 +30,7 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
             extent = extent_of(sch, outer)
             if extent is None or extent * max(1, _inner_work(blk)) >= PARALLEL_MIN:
                 sch.parallel(outer)
-    return True
+    return sch
 
 
 def _inner_work(blk) -> int:

@@ -7,15 +7,16 @@ token, a style vector) it degenerates to a vectorized GEMV, which is memory boun
 
 from __future__ import annotations
 
-from tvm import s_tir
+from tvm import s_tir, tirx
 
-from .analysis import CPU, root_blocks
-from .conv import _anchor, schedule_matched
+from .analysis import CPU, new_schedule, root_blocks, single_reduction
+from .conv import schedule_matched
 from .tile import match
 
 
-def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
-    anchor = _anchor(root_blocks(sch) or [])
+def schedule(func: tirx.PrimFunc, cpu: CPU) -> s_tir.Schedule | None:
+    sch = new_schedule(func)
+    anchor = single_reduction(root_blocks(sch) or [])
     if anchor is None or match(anchor) is None:
-        return False
-    return schedule_matched(sch, cpu, anchor.stmt.name_hint)
+        return None
+    return sch if schedule_matched(sch, cpu, anchor.stmt.name_hint) else None

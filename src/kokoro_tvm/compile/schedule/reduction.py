@@ -17,20 +17,31 @@ partial sums), which is within float32 rounding.
 
 from __future__ import annotations
 
-from tvm import s_tir
+from tvm import s_tir, tirx
 
-from .analysis import CPU, SYMBOLIC_EXTENT, extent_of, root_blocks, split_with_tail
-from .injective import PARALLEL_MIN, inline_all, parallel_vectorize
+from .analysis import (
+    CPU,
+    SYMBOLIC_EXTENT,
+    RuleMismatch,
+    extent_of,
+    linear_unit,
+    new_schedule,
+    root_blocks,
+    split_with_tail,
+    vars_in,
+)
+from .common import PARALLEL_MIN, inline_all, parallel_vectorize
 
 
-def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
+def schedule(func: tirx.PrimFunc, cpu: CPU) -> s_tir.Schedule | None:
+    sch = new_schedule(func)
     blocks = root_blocks(sch)
     if (
         not blocks
         or not any(b.is_reduction for b in blocks)
         or not all(b.is_spatial or b.is_reduction for b in blocks)
     ):
-        return False
+        return None
     reductions = {b.stmt.name_hint for b in blocks if b.is_reduction}
     for blk in inline_all(sch, keep=reductions):
         if blk.is_spatial:
@@ -40,7 +51,7 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
         kinds = blk.kinds
         n_sp = len(kinds) - len(kinds.lstrip("S"))
         if len(loops) != len(kinds) or n_sp == 0 or set(kinds[n_sp:]) != {"R"}:
-            raise ValueError("reduction rule needs spatial iters before reduce iters")
+            raise RuleMismatch("reduction rule needs spatial iters before reduce iters")
         rf = _rfactor(sch, blk, loops[-1], cpu)
         if rf is not None:
             loops = list(sch.get_loops(blk.rv))
@@ -62,21 +73,18 @@ def schedule(sch: s_tir.Schedule, cpu: CPU) -> bool:
             # unroll a short innermost reduction (taps of a small kernel)
             if (extent_of(sch, inner[-1]) or SYMBOLIC_EXTENT) <= 16:
                 sch.unroll(inner[-1])
-    return True
+    return sch
 
 
 def _reads_contiguous_along(blk, var) -> bool:
     """Every buffer the block reads that depends on ``var`` is indexed by ``var`` (+ terms without
     it) in its last dimension only: consecutive iterations load consecutive elements."""
-    from .analysis import vars_in
-    from .tile import _linear_unit
-
     found = False
     for rd in blk.stmt.reads:
         region = [r.min for r in rd.region]
         if not any(var in vars_in(e) for e in region):
             continue
-        if any(var in vars_in(e) for e in region[:-1]) or not _linear_unit(region[-1], var):
+        if any(var in vars_in(e) for e in region[:-1]) or not linear_unit(region[-1], var):
             return False
         found = True
     return found
@@ -117,7 +125,7 @@ def _vectorize_rf(sch: s_tir.Schedule, rf, outer) -> None:
     # compute_at lays the loops out in block-iter order: the factor (lanes) iter comes first
     lanes, *reduce = rf_loops[pos + 1 :]
     if not reduce or int(sch.get(lanes).extent) != lanes_of(sch, rf):
-        raise ValueError("unexpected rfactor loop nest")
+        raise RuleMismatch("unexpected rfactor loop nest")
     sch.reorder(*reduce, lanes)  # lanes innermost
     sch.vectorize(lanes)
     init = sch.decompose_reduction(rf, reduce[0])

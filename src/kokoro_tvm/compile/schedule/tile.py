@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import tvm
-import tvm.sym
 from tvm import s_tir, tirx
 
 from ..prepack import PREPROC
@@ -22,11 +21,14 @@ from .analysis import (
     CPU,
     SYMBOLIC_EXTENT,
     Block,
+    RuleMismatch,
     assumed_extent,
     extent_of,
+    linear_unit,
     split_with_tail,
     vars_in,
 )
+from .common import parallel_vectorize
 
 #: Fewest static tiles a bounded kernel with one symbolic axis runs in parallel: with fewer (a
 #: 128-channel conv is 4 tiles of 32 channels on AVX-512) the tiles of its symbolic length are the
@@ -70,7 +72,7 @@ def match(blk: Block) -> OuterProduct | None:
         for i, reg in enumerate(regions)
         if col_var in vars_in(reg[-1])
         and all(col_var not in vars_in(e) for e in reg[:-1])
-        and _linear_unit(reg[-1], col_var)
+        and linear_unit(reg[-1], col_var)
     ]
     if len(streamed) != 1 or col_var in uses[1 - streamed[0]]:
         return None
@@ -87,12 +89,6 @@ def match(blk: Block) -> OuterProduct | None:
     )
     batch = [i for i in range(n_sp - 1) if i != row]
     return OuterProduct(blk, n_sp - 1, row, batch, list(range(n_sp, len(kinds))), s, b)
-
-
-def _linear_unit(expr, var) -> bool:
-    """``expr`` is ``var + (terms without var)``: consecutive outputs read consecutive elements."""
-    coeffs = tvm.sym.detect_linear_equation(expr, [var])
-    return len(coeffs) == 2 and isinstance(coeffs[0], tirx.IntImm) and int(coeffs[0]) == 1
 
 
 @dataclass(frozen=True)
@@ -230,7 +226,7 @@ def tile_reduction(
     if blocked and not (
         tile.along_rows and unr_axis is not None and symbolic[unr_axis] and not symbolic[vec_axis]
     ):
-        raise ValueError("length blocks need a packed-rows tile over a symbolic length")
+        raise RuleMismatch("length blocks need a packed-rows tile over a symbolic length")
     if blocked:
         u_b, u_o, u_i = split_with_tail(sch, loops[unr_axis], [length_block, tile.rows])
     elif unr_axis is not None:
@@ -243,7 +239,7 @@ def tile_reduction(
     if any(
         symbolic[i] for i in op.batch
     ):  # (a symbolic reduction runs whole: no tail, no predicate)
-        raise ValueError("symbolic batch extent")
+        raise RuleMismatch("symbolic batch extent")
     # the tile loops over symbolic axes (both, for attention's n x n): kept out of the parallel fuse
     tails = [
         lp
@@ -314,8 +310,6 @@ def tile_reduction(
         _, ev = sch.split(ep_loops[-1], [None, cpu.lanes])
         sch.vectorize(ev)
     if packed is not None:
-        from .injective import parallel_vectorize
-
         parallel_vectorize(sch, packed, cpu)
 
 
@@ -355,7 +349,7 @@ def _row_position(op: OuterProduct) -> int:
     region = op.block.stmt.reads[op.broadcast].region
     hits = [i for i, r in enumerate(region) if r.min.same_as(var)]
     if len(hits) != 1:
-        raise ValueError("row axis is not a plain index of the weight")
+        raise RuleMismatch("row axis is not a plain index of the weight")
     return hits[0]
 
 

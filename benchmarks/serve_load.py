@@ -370,6 +370,16 @@ class Server:
                 self.proc.wait()
 
 
+def health_precision(base: str) -> dict | None:
+    """The precision per component a kokoro-tvm server says it runs; None from another server."""
+    import httpx
+
+    try:
+        return httpx.get(f"{base}/health", timeout=10).json().get("precision")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+
+
 def start_kokoro(args, extra: list[str]) -> Server:
     cmd = [sys.executable, "-m", "kokoro_tvm.runtime.cli", "serve", "--artifacts", args.artifacts]
     cmd += ["--port", "0", "--log-level", "warning", "--workers", str(args.workers)]
@@ -538,7 +548,12 @@ def main() -> int:
         "cpu": cpu.model_name,
         "cpu_detail": cpu.as_dict(),
         "cores": os.cpu_count(),
+        # what each component runs in (kokoro-tvm serve's /health; pass `-- --precision fp32`
+        # to time float32 where the CPU would pick a narrower one)
+        "precision": health_precision(base),
     }
+    if report["precision"]:
+        print(f"precision: {report['precision']}")
     try:
         if args.idle:
             asyncio.run(run_level("warm-up", base, pid, [(0, IDLE_SENTENCE)], body))

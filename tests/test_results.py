@@ -508,9 +508,33 @@ def test_cold_start_is_shown_where_bench_cold_ran(project, capsys):
     assert "### Cold start" in page and "one sentence (60 phonemes)" in page
     assert "| cold `wall_s` | 2.000 | 4.000 | 0.50 (0.50–0.50) |" in page
     assert "| stream `first_byte_s` | 1.000 | 2.500 | 0.40 (0.40–0.40) |" in page
+    assert "kokoro-tvm fp32" not in page  # float32 everywhere: nothing ran beside it
     write(A.bench_cold_file(project / A.ROOT), bench_cold("Another CPU"))
     err = refused(project, capsys)
     assert "bench_cold was measured on 'Another CPU'" in err
+
+
+def test_cold_start_shows_the_float32_libraries_beside_a_narrower_pick(project):
+    from kokoro_tvm.eval import cold_start
+
+    doc = bench_cold("Test CPU 9000")
+    doc["cold"] = cold_start.summary(
+        {
+            "kokoro_tvm": [{"wall_s": 2.0}] * 3,
+            "kokoro_onnx": [{"wall_s": 4.0}] * 3,
+            "kokoro_tvm_fp32": [{"wall_s": 3.0}] * 3,
+        }
+    )
+    auto = {"duration": "fp32", "text_encoder": "fp32", "decoder": "bf16"}
+    doc["precision"] = {"kokoro_tvm": auto, "kokoro_tvm_fp32": dict.fromkeys(auto, "fp32")}
+    write(A.bench_cold_file(project / A.ROOT), doc)
+    assert main(args(project)) == 0
+    page = (project / "docs/results.md").read_text()
+    assert "`kokoro-tvm` runs the precision it picks here (decoder bf16)" in page
+    assert "| kokoro-tvm fp32 | kokoro-tvm fp32 / kokoro-onnx (per round) |" in page
+    assert "| cold `wall_s` | 2.000 | 4.000 | 0.50 (0.50–0.50) | 3.000 | 0.75 (0.75–0.75) |" in page
+    # a measure the float32 libraries have no number for shows none
+    assert "| stream `first_byte_s` | 1.000 | 2.500 | 0.40 (0.40–0.40) | – | – |" in page
 
 
 def test_a_timed_narrow_library_shows_its_speed_against_float32():

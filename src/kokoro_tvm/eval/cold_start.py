@@ -12,6 +12,11 @@ B A) so neither always runs second on a machine another job may be warming or lo
 * ``warm``: one process per runner that creates the audio twice through its Python API (the
   runtime's ``KokoroTVM.create``, kokoro-onnx's ``Kokoro.create``): the second call's time.
 
+Where the runtime picks a precision narrower than float32 for some component (``auto``: bf16
+decoders on a CPU with AVX512_BF16), its float32 libraries run beside it as a third runner,
+``kokoro_tvm_fp32``: the same command and API with ``--precision fp32`` / ``precision="fp32"``, in
+the same rounds, so the metrics hold what the precision buys (``pipeline.bench_cold`` decides).
+
 Then ``shared``: two concurrent processes per runner, each holding a loaded model after one call,
 with ``/proc/<pid>/smaps_rollup`` read for the first alone and for both together: weights mapped
 from the page cache show as PSS that halves, file-backed pages counted once for the two.
@@ -52,6 +57,7 @@ from typing import Any
 
 from ..cpuinfo import load_average
 from ..errors import KokoroTVMError
+from ..spec import FP32
 
 #: "Please remember to turn off the lights when you leave the office." (misaki en-US): one whole
 #: sentence of 60 phonemes, the length a CLI user types
@@ -59,6 +65,12 @@ SENTENCE = "plˈiz ɹəmˈɛmbəɹ tə tˈɜɹn ˈɔf ðə lˈIts wˌɛn ju lˈi
 VOICE = "jf_alpha"
 SAMPLE_RATE = 24000
 RUNNERS = ("kokoro_tvm", "kokoro_onnx")
+#: the runtime's float32 libraries, beside a narrower pick (module docstring)
+TVM_FP32 = f"kokoro_tvm_{FP32}"
+#: the runtime's runners -> the precision each asks for (None: none, the default ``auto``, as users
+#: run it) and the key of its per-round ratio to kokoro-onnx in ``summary``
+TVM_PRECISION: dict[str, str | None] = {"kokoro_tvm": None, TVM_FP32: FP32}
+RATIO = {"kokoro_tvm": "ratio", TVM_FP32: f"ratio_{FP32}"}
 #: set by the pipeline's processes (``pipeline.common.setup``, ``runtime.tvm_import``), never by
 #: a user's shell: a child that inherited them would not start the way a user's does
 PIPELINE_ENV = ("TVM_NUM_THREADS", "TVM_USE_RUNTIME_LIB")
@@ -117,7 +129,7 @@ _HOLD = 'print("ready", flush=True); sys.stdin.read()'
 _TVM_OPEN = (
     "from kokoro_tvm.runtime.synthesizer import KokoroTVM\n"
     "root, phonemes, voice = sys.argv[1:4]\n"
-    "model = KokoroTVM.from_manifest(root)"
+    "model = KokoroTVM.from_manifest(root{precision})"
 )
 _ONNX_OPEN = (
     "from kokoro_onnx import Kokoro\n"
@@ -129,7 +141,11 @@ _CREATE = "model.create(phonemes, voice=voice, is_phonemes=True)"
 
 def api_script(runner: str, hold: bool = False) -> str:
     """The ``warm`` (or, with ``hold``, the ``shared``) child of one runner."""
-    opens = _TVM_OPEN if runner == "kokoro_tvm" else _ONNX_OPEN
+    if runner in TVM_PRECISION:
+        asked = TVM_PRECISION[runner]
+        opens = _TVM_OPEN.format(precision=f", precision={asked!r}" if asked else "")
+    else:
+        opens = _ONNX_OPEN
     return _TWICE.format(loads=opens, create=_CREATE, hold=_HOLD if hold else "")
 
 
@@ -146,7 +162,7 @@ class Sample:
 
 @dataclass
 class Setup:
-    """What the two runners run, and where."""
+    """What the runners run, and where."""
 
     root: Path  # the runtime's artifact directory
     phonemes: str
@@ -164,7 +180,8 @@ class Setup:
     def kokoro_tvm(self) -> Path:
         return self.runtime_python.parent / "kokoro-tvm"
 
-    def cli(self, *out: str) -> list[str]:
+    def cli(self, runner: str, *out: str) -> list[str]:
+        asked = TVM_PRECISION[runner]
         return [
             str(self.kokoro_tvm),
             "synth",
@@ -174,6 +191,7 @@ class Setup:
             self.voice,
             "--artifacts",
             str(self.root),
+            *(("--precision", asked) if asked else ()),
             *out,
         ]
 
@@ -189,7 +207,7 @@ class Setup:
         ]
 
     def api(self, runner: str, hold: bool = False) -> list[str]:
-        if runner == "kokoro_tvm":
+        if runner in TVM_PRECISION:
             args = [str(self.root), self.phonemes, self.voice]
             return [str(self.runtime_python), "-c", api_script(runner, hold), *args]
         args = [str(self.onnx_model), str(self.onnx_voices), self.phonemes, self.onnx_voice]
@@ -278,7 +296,7 @@ def _read_all(proc: subprocess.Popen, what: str) -> tuple[float | None, bytes]:
 def cold(setup: Setup, runner: str) -> dict[str, float]:
     path = setup.workdir / f"{runner}.wav"  # written by the child, as a user's would be
     path.unlink(missing_ok=True)
-    argv = setup.cli("-o", str(path)) if runner == "kokoro_tvm" else setup.onnx(str(path))
+    argv = setup.cli(runner, "-o", str(path)) if runner in TVM_PRECISION else setup.onnx(str(path))
     s = timed(argv, setup.workdir, setup.env, f"{runner} (one sentence to a WAV file)")
     try:
         with wave.open(str(path), "rb") as f:
@@ -292,7 +310,7 @@ def cold(setup: Setup, runner: str) -> dict[str, float]:
 
 
 def stream(setup: Setup, runner: str) -> dict[str, float]:
-    argv = setup.cli("--stream", "-o", "-") if runner == "kokoro_tvm" else setup.onnx("-")
+    argv = setup.cli(runner, "--stream", "-o", "-") if runner in TVM_PRECISION else setup.onnx("-")
     s = timed(argv, setup.workdir, setup.env, f"{runner} (one sentence streamed to stdout)")
     if s.first_byte_s is None or len(s.stdout) < 2:
         raise ColdStartError(f"{runner} exited 0 but wrote no audio to stdout")
@@ -400,8 +418,9 @@ def measure(
     runners: tuple[str, ...] = RUNNERS,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Every measure for ``runners`` (both, or the runtime alone), ``rounds`` times alternated;
-    medians, per-pair ratios (kokoro_tvm / kokoro_onnx, median over rounds) and every sample."""
+    """Every measure for ``runners`` (``RUNNERS``, or the runtime alone, with ``TVM_FP32`` where
+    it runs beside), ``rounds`` times, the order reversed every other round; medians, per-round
+    ratios of each runtime runner to kokoro-onnx (median over rounds) and every sample."""
     if rounds < 1:
         raise ColdStartError(f"rounds must be at least 1, got {rounds}")
     for runner in runners:  # untimed: page cache, .pyc files
@@ -426,17 +445,21 @@ def measure(
 
 
 def summary(by_runner: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """Per key: each runner's median and, with both runners, the median of the per-round ratios
-    tvm / onnx (each pair ran under the same load, so not the ratio of the medians)."""
-    tvm, onnx = (by_runner.get(r, []) for r in RUNNERS)
+    """Per key: each runner's median and, with kokoro-onnx, the median of the per-round ratios of
+    each runtime runner to it (``RATIO``: ``ratio`` for ``kokoro_tvm``, ``ratio_fp32`` for its
+    float32 libraries), with their ``_min`` and ``_max``: each round's runners ran under the same
+    load, so not the ratio of the medians."""
+    onnx = by_runner.get("kokoro_onnx", [])
     out = {}
-    for key in tvm[0]:
-        ratios = [a[key] / b[key] for a, b in zip(tvm, onnx) if b[key] > 0]
+    for key in by_runner["kokoro_tvm"][0]:
         row = {r: round(statistics.median(s[key] for s in by_runner[r]), 4) for r in by_runner}
-        if ratios:
-            row["ratio"] = round(statistics.median(ratios), 3)
-            row["ratio_min"] = round(min(ratios), 3)
-            row["ratio_max"] = round(max(ratios), 3)
+        for runner, name in RATIO.items():
+            ours = by_runner.get(runner, [])
+            ratios = [a[key] / b[key] for a, b in zip(ours, onnx) if b[key] > 0]
+            if ratios:
+                row[name] = round(statistics.median(ratios), 3)
+                row[f"{name}_min"] = round(min(ratios), 3)
+                row[f"{name}_max"] = round(max(ratios), 3)
         out[key] = row
     return out
 

@@ -13,6 +13,11 @@ and kokoro-onnx speaks it from the registry's voices file; another model config 
 one) has no real voice, and its runtime speaks ``random``. The processes run the runtime's CLI
 and API, not code this process calls, so ``runtime.cli`` is imported here for the stage's code
 fingerprint (``pipeline.code`` reads imports) to cover every file they run.
+
+The runtime runs as users run it, in the precision it picks (``auto``); where that is narrower than
+float32 for some component, its float32 libraries run beside it (``kokoro_tvm_fp32``,
+``--precision fp32``), as in ``bench_e2e``. The metrics say what each runtime runner computes in,
+per component, as the manifest picks on this CPU (``precision``).
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from ..eval.kokoro_onnx_package import INSTALL, VERSION, PackageMissingError
 from ..model.onnx_checkpoint.registry import REGISTRY_MODEL_SHA256, registry_onnx_bytes
 from ..params import Params
 from ..runtime import cli as timed_cli
-from ..runtime.manifest import explain_pick, read_manifest
+from ..runtime.manifest import Manifest, explain_pick, explain_precision, read_manifest
 from ..runtime.threads import available_cores
 from ..runtime.voices import read_named_file, registry_voices_file
+from ..spec import FP32
 
 #: kokoro-onnx as its README has users call it; the README writes the file with soundfile, which
 #: the project does not install: stdlib ``wave`` writes the same 16-bit file (``-``: raw s16le on
@@ -74,12 +80,13 @@ def run(
     root = Path(root).resolve()
     manifest = read_manifest(root)  # no manifest: the runtime's own clear error, before any run
     target, why = explain_pick(manifest)
+    precisions, precision_why = runtime_precisions(manifest, target)
     runtime_python = Path(runtime_python or sys.executable)
     if voice is None:
         voice = cold_start.VOICE if manifest.model.config == "kokoro-82m" else "random"
     rounds = rounds or prm.bench.repeats
     with_onnx = prm.bench.onnxruntime
-    runners = cold_start.RUNNERS if with_onnx else cold_start.RUNNERS[:1]
+    runners = ordered(precisions, with_onnx)
     if with_onnx:
         _check_kokoro_onnx()
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
@@ -107,13 +114,16 @@ def run(
             setup.onnx_model.write_bytes(registry_onnx_bytes())
             setup.onnx_script.write_text(ONNX_SCRIPT, encoding="utf-8")
         before = cpuinfo.load_average()
-        log(f"bench_cold: {why[-1]}; load average {before}")
+        log(f"bench_cold: {why[-1]}; {'; '.join(precision_why)}; load average {before}")
         measured = cold_start.measure(setup, rounds, runners, log)
         after = cpuinfo.load_average()
+    command = f"kokoro-tvm synth --phonemes ... --voice {voice}"
     report = {
         "cpu": cpuinfo.this_cpu().as_dict(),
         "target": target,
         "picked": why,
+        "precision": precisions,
+        "precision_picked": precision_why,
         "threads": available_cores(),
         "load_avg_before": before,
         "load_avg_after": after,
@@ -125,7 +135,12 @@ def run(
         },
         "rounds": rounds,
         "kokoro_tvm": {
-            "command": f"kokoro-tvm synth --phonemes ... --voice {voice} -o x.wav",
+            "command": f"{command} -o x.wav",
+            **(
+                {"command_fp32": f"{command} --precision {FP32} -o x.wav"}
+                if cold_start.TVM_FP32 in precisions
+                else {}
+            ),
             "python": str(runtime_python),
             "torch_installed": cold_start.has_torch(runtime_python),
             "cli_module": timed_cli.__name__,
@@ -143,6 +158,29 @@ def run(
     }
     artifacts.write_json(out or artifacts.bench_cold_file(), report)
     return report
+
+
+def runtime_precisions(
+    manifest: Manifest, target: str
+) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """The runtime's runners, each with the precision per component the manifest picks for it on
+    this CPU, and why ``auto`` picked its (a line per component): ``kokoro_tvm`` as users run it
+    and, where that is narrower than float32 somewhere, ``kokoro_tvm_fp32`` beside it. A pick that
+    is float32 everywhere (no narrower library, or a CPU without what it needs) gets no second
+    runner: it would time the same libraries twice."""
+    auto, why = explain_precision(manifest, target)
+    runners = {"kokoro_tvm": auto}
+    if set(auto.values()) != {FP32}:
+        runners[cold_start.TVM_FP32] = explain_precision(manifest, target, FP32)[0]
+    return runners, why
+
+
+def ordered(runtime: dict[str, Any], with_onnx: bool) -> tuple[str, ...]:
+    """The runners of a round: the runtime's, with kokoro-onnx between its two (``measure``
+    reverses the order every other round, so each of the runtime's runs first in one round and
+    last in the next)."""
+    first, *beside = runtime
+    return (first, *(cold_start.RUNNERS[1:] if with_onnx else ()), *beside)
 
 
 def _check_kokoro_onnx() -> None:

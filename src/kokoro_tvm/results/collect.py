@@ -120,7 +120,8 @@ def e2e(root: Path) -> dict[str, Any]:
     }
 
 
-#: bench_cold's measures, each ``{key: {kokoro_tvm, kokoro_onnx, ratio}}`` (``eval.cold_start``)
+#: bench_cold's measures, each ``{key: {kokoro_tvm, kokoro_onnx, ratio}}``, with
+#: ``kokoro_tvm_fp32`` and ``ratio_fp32`` where it ran beside a narrower pick (``eval.cold_start``)
 COLD_MEASURES = ("cold", "stream", "warm")
 
 
@@ -141,6 +142,8 @@ def cold_start(root: Path, cpu: dict[str, Any]) -> dict[str, Any] | None:
         "n_phonemes": (doc.get("input") or {}).get("n_phonemes"),
         "rounds": doc.get("rounds"),
         "threads": doc.get("threads"),
+        # per runtime runner, the precision of each component (absent before precisions)
+        "precision": doc.get("precision") or {},
         "measures": {m: doc[m] for m in COLD_MEASURES if isinstance(doc.get(m), dict)},
     }
 

@@ -216,25 +216,50 @@ def fidelity_table(rec: dict[str, Any]) -> list[str]:
 
 
 def cold_table(rec: dict[str, Any]) -> list[str]:
-    """``bench_cold``: whole processes, the runtime beside kokoro-onnx, and their ratio."""
+    """``bench_cold``: whole processes, the runtime beside kokoro-onnx, and their ratio; where the
+    runtime picked a narrower precision, its float32 libraries too (``kokoro_tvm_fp32``)."""
     cold = rec.get("cold_start") or {}
+    rows = [
+        (f"{measure} `{key}`", row)
+        for measure, keys in cold.get("measures", {}).items()
+        for key, row in keys.items()
+        if isinstance(row, dict) and "kokoro_tvm" in row
+    ]
+    fp32 = any("kokoro_tvm_fp32" in row for _, row in rows)
     head = ["measure", "kokoro-tvm", "kokoro-onnx", "kokoro-tvm / kokoro-onnx (per round)"]
+    if fp32:
+        head += ["kokoro-tvm fp32", "kokoro-tvm fp32 / kokoro-onnx (per round)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for measure, keys in cold.get("measures", {}).items():
-        for key, row in keys.items():
-            if not isinstance(row, dict) or "kokoro_tvm" not in row:
-                continue
-            onnx = row.get("kokoro_onnx")
-            spread = (
-                f"{row['ratio']:.2f} ({row['ratio_min']:.2f}–{row['ratio_max']:.2f})"
-                if "ratio_min" in row
-                else "–"
-            )
-            lines.append(
-                f"| {measure} `{key}` | {row['kokoro_tvm']:.3f} | "
-                f"{'–' if onnx is None else f'{onnx:.3f}'} | {spread} |"
-            )
+    for name, row in rows:
+        cells = [name, _value(row["kokoro_tvm"]), _value(row.get("kokoro_onnx")), _spread(row)]
+        if fp32:
+            cells += [_value(row.get("kokoro_tvm_fp32")), _spread(row, "ratio_fp32")]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines if len(lines) > 2 else []
+
+
+def cold_precision(rec: dict[str, Any]) -> str:
+    """What the runtime's pick computes in narrower than float32, where ``bench_cold`` timed its
+    float32 libraries beside it; else nothing (float32 everywhere, one runtime runner)."""
+    picked = (rec.get("cold_start") or {}).get("precision") or {}
+    if "kokoro_tvm_fp32" not in picked:
+        return ""
+    narrow = ", ".join(f"{c} {p}" for c, p in picked["kokoro_tvm"].items() if p != "fp32")
+    return (
+        f" `kokoro-tvm` runs the precision it picks here ({narrow}); `kokoro-tvm fp32` the "
+        "same command with `--precision fp32`, in the same rounds."
+    )
+
+
+def _value(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _spread(row: dict[str, Any], ratio: str = "ratio") -> str:
+    """A per-round ratio's median and its range."""
+    if f"{ratio}_min" not in row:
+        return "–"
+    return f"{row[ratio]:.2f} ({row[f'{ratio}_min']:.2f}–{row[f'{ratio}_max']:.2f})"
 
 
 def cuts_table(rec: dict[str, Any]) -> list[str]:
@@ -358,7 +383,7 @@ def cpu_section(rec: dict[str, Any], figures: dict[str, str]) -> list[str]:
             "",
             f"On {cpu['label']}: one sentence ({n} phonemes) in whole processes that start, speak "
             "and exit, `kokoro-tvm synth` beside kokoro-onnx's own script on its int8 model, "
-            "alternated (`bench_cold`); seconds and MB, medians.",
+            f"alternated (`bench_cold`); seconds and MB, medians.{cold_precision(rec)}",
             "",
             *cold,
             "",

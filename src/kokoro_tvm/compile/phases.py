@@ -86,10 +86,14 @@ def build(mod, target_spec: dict[str, Any], tune_db: Path | None = None, label: 
     target = make_target(target_spec)
     t0 = time.perf_counter()
     mod = run(phase_build.phase(target, tune_db), mod, _known(), label)
+    report = schedule.report_of(mod, target)
     ex = tvm.compile(
-        mod, target=target, relax_pipeline=relax_pipeline(), tir_pipeline=tir_pipeline()
+        schedule.unmarked(mod),
+        target=target,
+        relax_pipeline=relax_pipeline(),
+        tir_pipeline=tir_pipeline(),
     )
-    return ex, time.perf_counter() - t0, schedule.report_of(mod, target)
+    return ex, time.perf_counter() - t0, report
 
 
 def describe() -> str:

@@ -40,7 +40,15 @@ from ..symbolic import upper_bounds
 from . import conv, generic, injective, matmul, reduction
 from .analysis import CPU, RuleMismatch, assume_bounds, is_scheduled
 
-__all__ = ["RULES", "ScheduleReport", "ScheduleRules", "apply", "mark_tuned", "report_of"]
+__all__ = [
+    "RULES",
+    "ScheduleReport",
+    "ScheduleRules",
+    "apply",
+    "mark_tuned",
+    "report_of",
+    "unmarked",
+]
 
 #: Tried in order; the first that returns a schedule owns the function. A rule takes the
 #: PrimFunc and the CPU and returns its schedule, or None where it does not apply.
@@ -54,8 +62,10 @@ RULES = {
 FALLBACK = "generic"
 #: PrimFunc attributes that carry what scheduled a kernel (a rule's name, "tuned",
 #: "prescheduled", "none") and the last rule that gave up on it part-way, down the build to
-#: ``report_of``: the passes hand their findings on in the module, not beside it. The codegen
-#: ignores them (the library's bytes are the same without them).
+#: ``report_of``: the passes hand their findings on in the module, not beside it. ``unmarked``
+#: drops them before ``tvm.compile``: they say nothing to the codegen, but extra objects move
+#: where TVM's others lie, and the lowering of the hand-written attention kernel orders an
+#: integer ``min``'s operands by address (the duration library's bytes changed with them).
 RULE_ATTR = "kokoro.schedule_rule"
 ERROR_ATTR = "kokoro.schedule_error"
 
@@ -121,6 +131,19 @@ def report_of(mod: tvm.IRModule, target: tvm.target.Target) -> ScheduleReport:
         if ERROR_ATTR in attrs:
             report.errors[name] = str(attrs[ERROR_ATTR])
     return report
+
+
+def unmarked(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` without the marks ``ScheduleRules`` and ``mark_tuned`` left (read them first with
+    ``report_of``)."""
+    out = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+    for gv, func in mod.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            for key in (RULE_ATTR, ERROR_ATTR):
+                if key in (func.attrs or {}):
+                    func = func.without_attr(key)
+            out[gv] = func
+    return out
 
 
 def apply(

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import io
 import os
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import threading
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -396,37 +398,63 @@ def test_a_file_is_read_only_as_far_as_the_first_chunk_needs(tts, g2p):
 # -- synth --text - --stream: stdin as it comes, Ctrl-C --------------------------------------------
 
 
+@contextlib.contextmanager
+def _sigint(handler) -> Iterator[None]:
+    """SIGINT handled by ``handler`` in this process for the ``with`` body."""
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _started_as_in_a_terminal(argv: list[str], **kw) -> subprocess.Popen:
+    """``Popen(argv)`` whose child starts with SIGINT at its default, as a command in a terminal's
+    foreground does, however this test run was started. A run started in the background of a
+    script (``make test &``: the shell starts it with SIGINT ignored) passes the ignored SIGINT
+    on through exec, and Python keeps an inherited ignored SIGINT ignored, as every command
+    should (its launcher asked for that): the CLI would not hear the test's Ctrl-C. exec resets
+    a caught signal to its default, so this process catches SIGINT while the child starts."""
+    with _sigint(signal.default_int_handler):
+        return subprocess.Popen(argv, **kw)
+
+
 def test_synth_streams_stdin_as_it_comes_and_ctrl_c_ends_it_cleanly(tts, g2p, tmp_path):
     """``synth --text - --stream`` speaks its first chunk while stdin is still open; Ctrl-C
     then ends it with status 130, no traceback, and no output file (none that claims to hold the
-    whole text). Control: with stdin closed it completes and writes the file."""
+    whole text), also in a test run started with SIGINT ignored. Control: with stdin closed it
+    completes and writes the file."""
     out = tmp_path / "story.wav"
     env = {**os.environ, "PYTHONPATH": str(Path(kokoro_tvm.__file__).parents[1])}
     argv = [sys.executable, "-m", "kokoro_tvm.runtime.cli", "synth", "--text", "-"]
     argv += ["--voice", "af_heart", "--stream", "-o", str(out)]
     argv += ["--artifacts", str(tts.libraries.root)]
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.PIPE, env=env
-    )
-    watchdog = threading.Timer(600, proc.kill)  # a CLI that waits for stdin's end never speaks
-    watchdog.start()
-    try:
-        proc.stdin.write(b"Once upon a time. There was a story.\n" * 3)
-        proc.stdin.flush()
-        seen = ""
-        while "chunk 1:" not in seen:  # stdin stays open: the old CLI read it to its end first
-            line = proc.stderr.readline().decode()
-            assert line, f"the CLI ended before its first chunk: {seen}"
-            seen += line
-        proc.send_signal(signal.SIGINT)
-        rest = proc.stderr.read().decode()
-        rc = proc.wait(timeout=120)
-    finally:
-        watchdog.cancel()
-        proc.kill()
-    assert rc == 130, seen + rest
-    assert "Traceback" not in rest and "interrupted" in rest
-    assert not out.exists() and not list(tmp_path.iterdir())  # no file, no temporary left
+    # this run's SIGINT as a terminal leaves it, and as a script's `make test &` does
+    for launched, handler in (("caught", signal.default_int_handler), ("ignored", signal.SIG_IGN)):
+        with _sigint(handler):
+            proc = _started_as_in_a_terminal(
+                argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+            )
+        watchdog = threading.Timer(600, proc.kill)  # a CLI that waits for stdin's end never speaks
+        watchdog.start()
+        try:
+            proc.stdin.write(b"Once upon a time. There was a story.\n" * 3)
+            proc.stdin.flush()
+            seen = ""
+            while "chunk 1:" not in seen:  # stdin stays open: the old CLI read it to its end first
+                line = proc.stderr.readline().decode()
+                assert line, f"the CLI ended before its first chunk: {seen}"
+                seen += line
+            proc.send_signal(signal.SIGINT)
+            proc.stdin.close()  # a CLI that did not hear Ctrl-C ends at the input's end, status 0
+            rest = proc.stderr.read().decode()
+            rc = proc.wait(timeout=120)
+        finally:
+            watchdog.cancel()
+            proc.kill()
+        assert rc == 130, f"SIGINT {launched} where the tests run: {seen}{rest}"
+        assert "Traceback" not in rest and "interrupted" in rest
+        assert not out.exists() and not list(tmp_path.iterdir())  # no file, no temporary left
     done = subprocess.run(
         argv, input=b"Once upon a time.\n", capture_output=True, env=env, timeout=300
     )

@@ -80,8 +80,8 @@ def phase(target, tune_db: Path | None = None) -> tvm.transform.Sequential:
 
 
 def relax_pipeline():
-    """What ``tvm.compile`` runs on the Relax functions after ``BUILD``: TVM's default pipeline,
-    then ``MarkNoAlias`` on every kernel and ``SortShapeFuncStores`` (``tvm_fixes``)."""
+    """What ``tvm.compile`` runs on the Relax functions after the build phase: TVM's default
+    pipeline, then ``MarkNoAlias`` on every kernel and ``SortShapeFuncStores`` (``tvm_fixes``)."""
     from tvm import relax
 
     return tvm.transform.Sequential(

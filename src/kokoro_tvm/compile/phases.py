@@ -1,15 +1,16 @@
-"""The compile flow after the import, as two lists of pass objects: read the order here.
+"""The compile flow after the import, as two sequences of TVM passes: read the order here.
 
     relax stage     torch.export (``torch_export`` over ``model.components``) ->
                     from_exported_program with our converters (``convert_map``,
                     ``lstm_lowering``) -> detach_params (``importer``)
-    legalize stage  ``LEGALIZE``: lower Relax to TIR and fuse, for every target alike
-    build stage     ``BUILD``: schedule every kernel for the target, then ``tvm.compile``
+    legalize stage  ``phase_legalize.phase``: lower Relax to TIR and fuse, for every target
+    build stage     ``phase_build.phase``: schedule every kernel for the target, then
+                    ``tvm.compile``
                     (``codegen``: TVM's default Relax pipeline and TIR lowering, each followed
                     by the passes that make its output the same bytes in every process)
 
-``python -m kokoro_tvm.compile.phases`` prints the flow, one pass a line. A phase applies its
-passes in order, exactly as a ``tvm.transform.Sequential`` of them would, and can dump the
+``python -m kokoro_tvm.compile.phases`` prints the flow, one pass a line. A phase is a
+``tvm.transform.Sequential`` that applies its passes in order, and can dump the
 module after any of them:
 
     KOKORO_TVM_DUMP_IR=LegalizeOps,ScheduleRules dvc repro -f build_tokens@duration-64-x86_64_v3

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..eval.cold_start import RATIO, TVM_FP32
+from ..spec import FP32
 from . import record
 
 #: bench_e2e's runner names -> what a reader knows them as
@@ -225,7 +227,7 @@ def cold_table(rec: dict[str, Any]) -> list[str]:
         for key, row in keys.items()
         if isinstance(row, dict) and "kokoro_tvm" in row
     ]
-    fp32 = any("kokoro_tvm_fp32" in row for _, row in rows)
+    fp32 = any(TVM_FP32 in row for _, row in rows)
     head = ["measure", "kokoro-tvm", "kokoro-onnx", "kokoro-tvm / kokoro-onnx (per round)"]
     if fp32:
         head += ["kokoro-tvm fp32", "kokoro-tvm fp32 / kokoro-onnx (per round)"]
@@ -233,7 +235,7 @@ def cold_table(rec: dict[str, Any]) -> list[str]:
     for name, row in rows:
         cells = [name, _value(row["kokoro_tvm"]), _value(row.get("kokoro_onnx")), _spread(row)]
         if fp32:
-            cells += [_value(row.get("kokoro_tvm_fp32")), _spread(row, "ratio_fp32")]
+            cells += [_value(row.get(TVM_FP32)), _spread(row, RATIO[TVM_FP32])]
         lines.append("| " + " | ".join(cells) + " |")
     return lines if len(lines) > 2 else []
 
@@ -242,9 +244,9 @@ def cold_precision(rec: dict[str, Any]) -> str:
     """What the runtime's pick computes in narrower than float32, where ``bench_cold`` timed its
     float32 libraries beside it; else nothing (float32 everywhere, one runtime runner)."""
     picked = (rec.get("cold_start") or {}).get("precision") or {}
-    if "kokoro_tvm_fp32" not in picked:
+    if TVM_FP32 not in picked:
         return ""
-    narrow = ", ".join(f"{c} {p}" for c, p in picked["kokoro_tvm"].items() if p != "fp32")
+    narrow = ", ".join(f"{c} {p}" for c, p in picked["kokoro_tvm"].items() if p != FP32)
     return (
         f" `kokoro-tvm` runs the precision it picks here ({narrow}); `kokoro-tvm fp32` the "
         "same command with `--precision fp32`, in the same rounds."

@@ -295,3 +295,29 @@ def test_the_decoders_strided_conv_lowers_to_one_program_wherever_its_objects_li
         with tvm.transform.PassContext(opt_level=3):
             programs.add(hashlib.sha256(lower(mod).script().encode()).hexdigest())
     assert len(programs) == 1
+
+
+def test_a_rule_that_gives_up_hands_on_and_a_bug_in_one_surfaces(monkeypatch):
+    """A rule that finds part-way that a kernel is not its kind (``RuleMismatch``) leaves it to
+    the next rule, and the report says so; any other exception is a bug in the rule and stops
+    the build, instead of quietly handing the kernel to a slower rule."""
+    from kokoro_tvm.compile import schedule
+    from kokoro_tvm.compile.schedule.analysis import RuleMismatch
+
+    legal = legalize(_imported())
+    target = phases.make_target(TARGET)
+
+    def gives_up(func, cpu):
+        raise RuleMismatch("not mine")
+
+    monkeypatch.setitem(schedule.RULES, "conv", gives_up)  # the first rule tried
+    _, report = schedule.apply(legal, target)
+    assert report.errors and all(e == "conv: not mine" for e in report.errors.values())
+    assert "conv" not in report.functions.values() and "none" not in report.functions.values()
+
+    def buggy(func, cpu):
+        raise KeyError("a bug")
+
+    monkeypatch.setitem(schedule.RULES, "conv", buggy)
+    with pytest.raises(KeyError, match="a bug"):
+        schedule.apply(legal, target)

@@ -1,5 +1,10 @@
 """Helper processes the pipeline starts and must stop whole: qemu-user RPC servers, local RPC
-trackers and servers (each in its own process group, ``start_new_session=True``)."""
+trackers and servers (each in its own process group, ``start_new_session=True``).
+
+Each lives in its own session, so nothing stops it when the stage that started it dies: ``stop``
+ends one when its ``finally`` runs, and ``stop_all`` ends every one still running where no
+``finally`` will (the watchdog's exit, a stage's SIGTERM).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,30 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+_running_groups: dict[int, subprocess.Popen] = {}
+_lock = threading.Lock()
+
+
+def spawn(cmd: list[str], **popen: Any) -> subprocess.Popen:
+    """``subprocess.Popen(cmd, **popen)`` as the leader of its own process group, registered for
+    ``stop_all``."""
+    proc = subprocess.Popen(cmd, start_new_session=True, **popen)
+    with _lock:
+        _running_groups[proc.pid] = proc
+    return proc
+
+
+def stop_all(grace: float = 1.0) -> None:
+    """``stop`` every helper ``spawn`` started that is still running."""
+    with _lock:
+        procs = list(_running_groups.values())
+    for proc in procs:
+        stop(proc, grace)
 
 
 def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
@@ -27,6 +53,8 @@ def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
         if not running:
             break
     proc.wait()
+    with _lock:
+        _running_groups.pop(pgid, None)
 
 
 class Stat(NamedTuple):

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import KokoroTVMError
-from .processes import free_port, stop
+from .processes import free_port, spawn, stop
 
 SETUP_CMD = "python -m kokoro_tvm.devices.setup"
 ENV_SYSROOT = "KOKORO_TVM_AARCH64_SYSROOT"
@@ -201,7 +201,7 @@ def rpc_server(
     with tempfile.TemporaryDirectory(prefix="kokoro-tvm-qemu-rpc-") as tmp:
         log = Path(tmp) / "server.log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen(
+            proc = spawn(  # its own process group: killed whole
                 cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -211,8 +211,7 @@ def rpc_server(
                     {"PYTHONUNBUFFERED": "1", "TMPDIR": tmp}
                     | ({"TVM_NUM_THREADS": str(threads)} if threads else {})
                 ),
-                start_new_session=True,
-            )  # its own process group: killed whole
+            )
         try:
             port = _wait_listening(proc, log, host, time.monotonic() + startup_timeout)
             if tracker:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .processes import free_port, stop
+from .processes import free_port, spawn, stop
 
 
 def runtime_extra() -> Path:
@@ -111,9 +111,7 @@ def _logged(
     with tempfile.NamedTemporaryFile(prefix="kokoro-tvm-rpc-", suffix=".log", delete=False) as f:
         log = Path(f.name)
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+        proc = spawn(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         yield proc, log
     finally:

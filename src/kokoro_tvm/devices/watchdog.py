@@ -15,6 +15,8 @@ import sys
 import threading
 from collections.abc import Iterator
 
+from . import processes
+
 #: the longest one remote call (an upload, one library run under emulation) may take
 CALL_TIMEOUT_S = float(os.environ.get("KOKORO_TVM_RPC_CALL_TIMEOUT", "900"))
 
@@ -26,6 +28,8 @@ def _expire(what: str, seconds: float) -> None:
         file=sys.stderr,
         flush=True,
     )
+    # no ``finally`` runs past ``os._exit``: the helpers' own sessions would outlive the stage
+    processes.stop_all()
     os._exit(1)  # the call cannot be interrupted from Python: it blocks inside TVM's socket
 
 

@@ -6,6 +6,7 @@ of the project). A module that runs through here is a stage kind (``pipeline.cod
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -16,7 +17,16 @@ from .common import setup
 
 
 def main(body: Callable[[], object]) -> NoReturn:
+    signal.signal(signal.SIGTERM, _terminated)
     sys.exit(exit_status(body))
+
+
+def _terminated(signum: int, _frame: object) -> NoReturn:
+    """SIGTERM (DVC's, a user's ``kill``) as ``SystemExit``: Python's default dies on the spot,
+    running no ``finally``, so the helpers a stage started in their own sessions (qemu-user RPC
+    servers, trackers: ``devices.processes``) and its temporary files would outlive it. TVM's
+    blocking calls check for signals, so the exception reaches the stage's frames."""
+    raise SystemExit(128 + signum)
 
 
 def args(doc: str | None, *names: str) -> argparse.Namespace:

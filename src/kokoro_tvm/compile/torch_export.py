@@ -55,3 +55,16 @@ def without_parameter_values(ep: torch.export.ExportedProgram) -> torch.export.E
         "ignore", message="No complete tensor found in the group"
     )  # zero strides
     return ep
+
+
+def without_source_locations(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """Drop the Python stack trace torch.export records on every node, in place.
+
+    The traces name the checkout's absolute path and the model code's line numbers: a clone in
+    another folder, or a comment that moves a line, would change the ``.pt2``'s bytes and rerun
+    every stage after export for an identical graph. The importer reads no trace."""
+    for module in ep.graph_module.modules():
+        if isinstance(module, torch.fx.GraphModule):
+            for node in module.graph.nodes:
+                node.meta.pop("stack_trace", None)
+    return ep

@@ -13,7 +13,7 @@ import io
 import torch
 
 from .. import artifacts
-from ..compile.torch_export import export, without_parameter_values
+from ..compile.torch_export import export, without_parameter_values, without_source_locations
 from ..config import load_model_config
 from ..model.kmodel import random_kmodel
 from ..params import Params
@@ -23,7 +23,8 @@ def run(prm: Params, component: str, bucket: int) -> None:
     prm.check_bucket(component, bucket)
     cfg = load_model_config(prm.model.config)
     km = random_kmodel(cfg, seed=0)
-    ep = without_parameter_values(export(component, bucket, km, cfg, prm.shapes.of(component)))
+    ep = export(component, bucket, km, cfg, prm.shapes.of(component))
+    ep = without_source_locations(without_parameter_values(ep))
     # saved through a buffer: given a path, torch names the archive's root folder after the file,
     # and the atomic write's random temp name made every export's bytes differ
     buf = io.BytesIO()

@@ -150,11 +150,13 @@ def apply(
     mod: tvm.IRModule, target: tvm.target.Target | dict, tuned: Collection[str] = ()
 ) -> tuple[tvm.IRModule, ScheduleReport]:
     """Schedule every PrimFunc of ``mod`` for ``target``; Relax functions are kept as they are,
-    and so are the PrimFuncs named in ``tuned`` (a MetaSchedule record already scheduled them)."""
+    and so are the PrimFuncs named in ``tuned`` (a MetaSchedule record already scheduled them).
+    The module comes back without the marks, as ``build`` compiles it: they shift where TVM's
+    objects sit, and one lowering orders operands by address."""
     if isinstance(target, dict):
         target = tvm.target.Target(target)
-    out = ScheduleRules(target)(mark_tuned(mod, tuned))
-    return out, report_of(out, target)
+    marked = ScheduleRules(target)(mark_tuned(mod, tuned))
+    return unmarked(marked), report_of(marked, target)
 
 
 def _schedule_func(func: tirx.PrimFunc, cpu: CPU) -> tirx.PrimFunc:

@@ -52,7 +52,6 @@ def kernel(
     ``[pad_left, pad_left + L)``, through F(m, taps) (points: ``winograd.POINTS``) on
     ``pack_weights``' pairs, products of bf16 pairs summed in float32. Tiles follow the dilation
     as in ``compile.winograd.kernel``."""
-    from tvm import tirx
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script.builder import ir as T
 
@@ -71,7 +70,7 @@ def kernel(
     f32 = T.float32
 
     def scaled(term, coef: float):
-        return term if coef == 1.0 else (-term if coef == -1.0 else term * f32(coef))
+        return winograd.scaled_term(T, term, coef)
 
     with IRBuilder() as ib:
         with T.prim_func(private=True):
@@ -91,17 +90,7 @@ def kernel(
                 v = T.alloc_buffer((a, c_in // 2, tiles), "uint32")
                 out = T.alloc_buffer((m, tiles, c_out), "float32")
                 acc = T.alloc_buffer((rows, channels), "float32", scope="local")
-                first = t0 - pad_left
-                with T.If(tirx.all(first >= 0, first + d * m * cols <= length)):
-                    with T.Then():
-                        with T.grid(c_in, d * m, cols) as (c, s, j):
-                            T.buffer_store(xt, x[0, c, first + s + d * m * j], [c, s, j])
-                    with T.Else():
-                        with T.grid(c_in, d * m, cols) as (c, s, j):
-                            src = first + s + d * m * j
-                            inside = tirx.all(src >= 0, src < length)
-                            inner = x[0, c, T.min(T.max(src, 0), length - 1)]
-                            T.buffer_store(xt, T.if_then_else(inside, inner, f32(0)), [c, s, j])
+                winograd.gather_block(T, x, xt, t0 - pad_left, length, d * m, cols)
                 with T.grid(c_in // 2, d) as (c2, p):
                     with T.vectorized(0, q_tiles) as q:
                         for point in range(a):  # B^T, its zeros skipped, both channels of a pair
@@ -134,25 +123,6 @@ def kernel(
                                     T.buffer_store(
                                         acc, bf16.dot(T, acc[rr, lanes], weights, wide), [rr, lanes]
                                     )
-                        for i in range(m):  # A^T, one point at a time
-                            with T.unroll(0, rows) as rr:
-                                with T.vectorized(0, channels) as oo:
-                                    idx = [i, jt * rows + rr, ot * channels + oo]
-                                    term = scaled(acc[rr, oo], float(at[i, point]))
-                                    T.buffer_store(
-                                        out, term if point == 0 else out[tuple(idx)] + term, idx
-                                    )
-                with T.If(t0 + span <= width):
-                    with T.Then():
-                        with T.grid(c_out, d, q_tiles) as (o, p, q):
-                            for i in range(m):
-                                t = t0 + p + d * (i + m * q)
-                                T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
-                    with T.Else():  # the last block: outputs past W are not stored
-                        with T.grid(c_out, d, q_tiles) as (o, p, q):
-                            for i in range(m):
-                                t = t0 + p + d * (i + m * q)
-                                with T.If(t < width):
-                                    with T.Then():
-                                        T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+                        winograd.fold_point(T, out, acc, at, point, jt * rows, ot * channels)
+                winograd.store_block(T, y, out, t0, span, width, d, q_tiles)
     return ib.get()

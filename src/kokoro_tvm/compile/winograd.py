@@ -151,7 +151,6 @@ def kernel(
     deinterleaved, ``xt[c, s, j] = xpad[t0 + s + d m j]`` (``s < d m``), so that the input
     transform of consecutive tiles is a vector load; outputs past ``W`` are not stored.
     ``channels``: output channels per register tile (``tile_channels``)."""
-    from tvm import tirx
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script.builder import ir as T
 
@@ -165,7 +164,7 @@ def kernel(
     f32 = T.float32
 
     def scaled(term, coef: float):
-        return term if coef == 1.0 else (-term if coef == -1.0 else term * f32(coef))
+        return scaled_term(T, term, coef)
 
     with IRBuilder() as ib:
         with T.prim_func(private=True):
@@ -186,19 +185,7 @@ def kernel(
                 v = T.alloc_buffer((a, c_in, tiles), "float32")
                 out = T.alloc_buffer((m, tiles, c_out), "float32")
                 acc = T.alloc_buffer((ROWS, channels), "float32", scope="local")
-                # the deinterleaved input; bounds checks only in the blocks that reach past [0, L):
-                # checked everywhere, this copy and the output's took half the kernel's time
-                first = t0 - pad_left
-                with T.If(tirx.all(first >= 0, first + d * m * cols <= length)):
-                    with T.Then():
-                        with T.grid(c_in, d * m, cols) as (c, s, j):
-                            T.buffer_store(xt, x[0, c, first + s + d * m * j], [c, s, j])
-                    with T.Else():
-                        with T.grid(c_in, d * m, cols) as (c, s, j):
-                            src = first + s + d * m * j
-                            inside = tirx.all(src >= 0, src < length)
-                            inner = x[0, c, T.min(T.max(src, 0), length - 1)]
-                            T.buffer_store(xt, T.if_then_else(inside, inner, f32(0)), [c, s, j])
+                gather_block(T, x, xt, t0 - pad_left, length, d * m, cols)
                 with T.grid(c_in, d) as (c, p):
                     with T.vectorized(0, q_tiles) as q:
                         for point in range(a):  # B^T, its zeros skipped
@@ -223,28 +210,65 @@ def kernel(
                                         * v[point, c, jt * ROWS + rr],
                                         [rr, oo],
                                     )
-                        for i in range(m):  # A^T, one point at a time
-                            with T.unroll(0, ROWS) as rr:
-                                with T.vectorized(0, channels) as oo:
-                                    idx = [i, jt * ROWS + rr, ot * channels + oo]
-                                    term = scaled(acc[rr, oo], float(at[i, point]))
-                                    T.buffer_store(
-                                        out, term if point == 0 else out[tuple(idx)] + term, idx
-                                    )
-                with T.If(t0 + span <= width):
-                    with T.Then():
-                        with T.grid(c_out, d, q_tiles) as (o, p, q):
-                            for i in range(m):
-                                t = t0 + p + d * (i + m * q)
-                                T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
-                    with T.Else():  # the last block: outputs past W are not stored
-                        with T.grid(c_out, d, q_tiles) as (o, p, q):
-                            for i in range(m):
-                                t = t0 + p + d * (i + m * q)
-                                with T.If(t < width):
-                                    with T.Then():
-                                        T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+                        fold_point(T, out, acc, at, point, jt * ROWS, ot * channels)
+                store_block(T, y, out, t0, span, width, d, q_tiles)
     return ib.get()
+
+
+def scaled_term(T, term, coef: float):
+    """``term * coef``, without the multiply where ``coef`` is 1 or -1."""
+    return term if coef == 1.0 else (-term if coef == -1.0 else term * T.float32(coef))
+
+
+def gather_block(T, x, xt, first, length, phases: int, cols: int) -> None:
+    """A block's input deinterleaved, ``xt[c, s, j] = xpad[first + s + phases j]``, zero outside
+    ``[0, L)``. Bounds are checked only in the blocks that reach past it: checked everywhere,
+    this copy and ``store_block``'s took half the kernel's time."""
+    from tvm import tirx
+
+    c_in = int(xt.shape[0])
+    with T.If(tirx.all(first >= 0, first + phases * cols <= length)):
+        with T.Then():
+            with T.grid(c_in, phases, cols) as (c, s, j):
+                T.buffer_store(xt, x[0, c, first + s + phases * j], [c, s, j])
+        with T.Else():
+            with T.grid(c_in, phases, cols) as (c, s, j):
+                src = first + s + phases * j
+                inside = tirx.all(src >= 0, src < length)
+                inner = x[0, c, T.min(T.max(src, 0), length - 1)]
+                T.buffer_store(xt, T.if_then_else(inside, inner, T.float32(0)), [c, s, j])
+
+
+def fold_point(T, out, acc, at, point: int, tile0, channel0) -> None:
+    """``A^T``'s column ``point`` applied to one register tile of the GEMM's result (``acc``,
+    tiles from ``tile0``, output channels from ``channel0``), added into the block's outputs
+    ``out [m, tiles, O]`` (stored by the first point)."""
+    rows, channels = (int(n) for n in acc.shape)
+    for i in range(int(at.shape[0])):
+        with T.unroll(0, rows) as rr:
+            with T.vectorized(0, channels) as oo:
+                idx = [i, tile0 + rr, channel0 + oo]
+                term = scaled_term(T, acc[rr, oo], float(at[i, point]))
+                T.buffer_store(out, term if point == 0 else out[tuple(idx)] + term, idx)
+
+
+def store_block(T, y, out, t0, span: int, width, d: int, q_tiles: int) -> None:
+    """The block's outputs ``out [m, tiles, O]`` into ``y``: tile ``(p, q)``'s output ``i`` is
+    ``t0 + p + d (i + m q)``; in the last block, outputs past ``W`` are not stored."""
+    m, c_out = int(out.shape[0]), int(out.shape[2])
+    with T.If(t0 + span <= width):
+        with T.Then():
+            with T.grid(c_out, d, q_tiles) as (o, p, q):
+                for i in range(m):
+                    t = t0 + p + d * (i + m * q)
+                    T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+        with T.Else():
+            with T.grid(c_out, d, q_tiles) as (o, p, q):
+                for i in range(m):
+                    t = t0 + p + d * (i + m * q)
+                    with T.If(t < width):
+                        with T.Then():
+                            T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
 
 
 def conv1d(bb, call):

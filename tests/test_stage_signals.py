@@ -13,9 +13,10 @@ import time
 import pytest
 
 from kokoro_tvm.devices.processes import stats
+from kokoro_tvm.pipeline.entry import SIGTERM_GRACE_S
 
 STAGE = """
-import subprocess, sys, time
+import ctypes, subprocess, sys, time
 from kokoro_tvm.commands import exit_status
 from kokoro_tvm.devices import processes, watchdog
 from kokoro_tvm.pipeline.entry import main
@@ -54,16 +55,28 @@ def _gone(pid: int, seconds: float = 10.0) -> bool:
     return not _alive(pid)
 
 
-@pytest.mark.parametrize("handled", [True, False], ids=["stage", "control-without-handler"])
-def test_sigterm_ends_a_stage_and_its_helpers(handled: bool):
+#: how the stage waits when the signal comes: in Python, or inside a C call that does not return
+#: for signals (as TVM and LLVM compile), here libc's ``system``, which retries its wait
+WAITS = {"in-python": "time.sleep(600)", "in-c": 'ctypes.CDLL(None).system(b"sleep 607")'}
+
+
+@pytest.mark.parametrize(
+    "handled, wait",
+    [(True, "in-python"), (True, "in-c"), (False, "in-python")],
+    ids=["stage-in-python", "stage-in-c", "control-without-handler"],
+)
+def test_sigterm_ends_a_stage_and_its_helpers(handled: bool, wait: str):
     # the control runs the same body without ``entry.main``'s handler: Python dies on the spot
     run = "main(body)" if handled else "sys.exit(exit_status(body))"
-    proc, helper = _start("time.sleep(600)", run)
+    proc, helper = _start(WAITS[wait], run)
     try:
+        time.sleep(0.5)  # into the wait
+        t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         if handled:
             assert proc.returncode == 128 + signal.SIGTERM
+            assert time.monotonic() - t0 < SIGTERM_GRACE_S + 5
             assert _gone(helper), "the stage's helper outlived it"
         else:
             assert proc.returncode == -signal.SIGTERM
@@ -73,6 +86,7 @@ def test_sigterm_ends_a_stage_and_its_helpers(handled: bool):
         proc.kill()
         if _alive(helper):
             os.killpg(helper, signal.SIGKILL)
+        subprocess.run(["pkill", "-f", "^sleep 607$"], check=False)
 
 
 def test_the_watchdog_exit_stops_the_helpers():

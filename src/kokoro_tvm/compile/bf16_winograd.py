@@ -123,6 +123,6 @@ def kernel(
                                     T.buffer_store(
                                         acc, bf16.dot(T, acc[rr, lanes], weights, wide), [rr, lanes]
                                     )
-                        winograd.fold_point(T, out, acc, at, point, jt * rows, ot * channels)
+                        winograd.fold_point(T, out, acc, at, point, jt, ot)
                 winograd.store_block(T, y, out, t0, span, width, d, q_tiles)
     return ib.get()

@@ -210,7 +210,7 @@ def kernel(
                                         * v[point, c, jt * ROWS + rr],
                                         [rr, oo],
                                     )
-                        fold_point(T, out, acc, at, point, jt * ROWS, ot * channels)
+                        fold_point(T, out, acc, at, point, jt, ot)
                 store_block(T, y, out, t0, span, width, d, q_tiles)
     return ib.get()
 
@@ -239,15 +239,15 @@ def gather_block(T, x, xt, first, length, phases: int, cols: int) -> None:
                 T.buffer_store(xt, T.if_then_else(inside, inner, T.float32(0)), [c, s, j])
 
 
-def fold_point(T, out, acc, at, point: int, tile0, channel0) -> None:
-    """``A^T``'s column ``point`` applied to one register tile of the GEMM's result (``acc``,
-    tiles from ``tile0``, output channels from ``channel0``), added into the block's outputs
-    ``out [m, tiles, O]`` (stored by the first point)."""
+def fold_point(T, out, acc, at, point: int, jt, ot) -> None:
+    """``A^T``'s column ``point`` applied to one register tile of the GEMM's result (``acc
+    [rows, channels]``: tiles from ``jt * rows``, output channels from ``ot * channels``), added
+    into the block's outputs ``out [m, tiles, O]`` (stored by the first point)."""
     rows, channels = (int(n) for n in acc.shape)
     for i in range(int(at.shape[0])):
         with T.unroll(0, rows) as rr:
             with T.vectorized(0, channels) as oo:
-                idx = [i, tile0 + rr, channel0 + oo]
+                idx = [i, jt * rows + rr, ot * channels + oo]
                 term = scaled_term(T, acc[rr, oo], float(at[i, point]))
                 T.buffer_store(out, term if point == 0 else out[tuple(idx)] + term, idx)
 

@@ -6,26 +6,54 @@ of the project). A module that runs through here is a stage kind (``pipeline.cod
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import NoReturn
 
 from ..commands import exit_status
+from ..devices import processes
 from ..spec import FP32, PRECISIONS
 from .common import setup
 
 
 def main(body: Callable[[], object]) -> NoReturn:
-    signal.signal(signal.SIGTERM, _terminated)
+    _end_on_sigterm()
     sys.exit(exit_status(body))
 
 
+#: how long a stage ended by SIGTERM may take to unwind (``finally`` blocks, temporary files)
+#: once its helpers are stopped
+SIGTERM_GRACE_S = 5.0
+
+
+def _end_on_sigterm() -> None:
+    """End the stage on SIGTERM (DVC's, a user's ``kill``), its helpers first.
+
+    Python's default dies on the spot, running no ``finally``, so the helpers a stage started in
+    their own sessions (qemu-user RPC servers, trackers: ``devices.processes``) outlived it. The
+    signal now raises ``SystemExit`` where the stage's Python runs; and since it may be inside
+    TVM or LLVM for minutes, where no Python runs, a thread woken by the signal itself stops the
+    helpers at once and ends the process if it has not unwound within ``SIGTERM_GRACE_S``."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write)  # written by the C-level handler, whatever the main thread runs
+    signal.signal(signal.SIGTERM, _terminated)
+
+    def watch() -> None:
+        while signal.SIGTERM not in os.read(read, 64):
+            pass
+        processes.stop_all()
+        time.sleep(SIGTERM_GRACE_S)
+        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=watch, name="sigterm", daemon=True).start()
+
+
 def _terminated(signum: int, _frame: object) -> NoReturn:
-    """SIGTERM (DVC's, a user's ``kill``) as ``SystemExit``: Python's default dies on the spot,
-    running no ``finally``, so the helpers a stage started in their own sessions (qemu-user RPC
-    servers, trackers: ``devices.processes``) and its temporary files would outlive it. TVM's
-    blocking calls check for signals, so the exception reaches the stage's frames."""
     raise SystemExit(128 + signum)
 
 

@@ -81,7 +81,7 @@ def kernels(args) -> None:
                 16, 32, channels_in=c, channels_out=c, taps=k, dilation=d, pad_left=pad, m=m
             )
         )
-        if bf16.method(k, c, c) is None:  # kernel 3: bf16 Winograd, measured, not in the plan
+        if bf16.method(k, c, c, weight=bf16.OWNER) is None:  # bf16 Winograd: measured, not used
             mb = bf16_winograd.TILE[0]
             low = built(bf16_winograd.kernel(c, c, k, d, pad, mb))
             packed, name = bf16_winograd.pack_weights(w, mb), f"bf16 F({mb},{k})"
@@ -168,8 +168,9 @@ def _fft(x, w, b, d, pad, n):
     return y if b is None else y + b[None, :, None]
 
 
-def _forward(conv, plan: str):
-    """The forward ``plan`` gives ``conv``, or None for float32's."""
+def _forward(conv, plan: str, weight: str):
+    """The forward ``plan`` gives ``conv`` (whose weight parameter torch.export names
+    ``weight``), or None for float32's."""
     import torch.nn.functional as F
     from torch import nn
 
@@ -192,23 +193,37 @@ def _forward(conv, plan: str):
     if plan == "plan + kernel 3 F(6,3)" and winograd_tile and k == 3:
         m = bf16_winograd.TILE[0]
         return lambda x: _winograd(x, conv.weight, conv.bias, d, pad, m)
-    if plan != "float32 tiles in bf16" and bf16.method(*shape, stride=conv.stride[0]) == "fft":
+    if plan == "plan + F0/N kernel 3":  # as if the predictor's convs were the generator's
+        weight = weight.replace("p_predictor_", bf16.OWNER)
+    if plan == "kernels 7 and 11 only" and k == 3:
+        return None
+    fft = bf16.method(*shape, stride=conv.stride[0], weight=weight) == "fft"
+    if plan != "float32 tiles in bf16" and fft:
         return lambda x: _fft(x, conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
     return None
 
 
-def _plan(module, plan: str) -> None:
-    """Every conv under ``module`` computed as ``plan`` computes it."""
+def _plan(module, plan: str, path: str) -> None:
+    """Every conv under ``module`` (at the module path ``path``) computed as ``plan`` computes
+    it."""
     from torch import nn
 
-    for conv in module.modules():
+    for name, conv in module.named_modules():
         if isinstance(conv, (nn.Conv1d, nn.ConvTranspose1d)):
-            forward = _forward(conv, plan)
+            weight = f"p_{path}.{name}.weight".replace(".", "_").lower()  # torch.export's name
+            forward = _forward(conv, plan, weight)
             if forward is not None:
                 conv.forward = forward  # weight norm's pre-hook still sets the weight first
 
 
-PLANS = ("plan", "plan + kernel 3 F(6,3)", "direct bf16", "float32 tiles in bf16")
+PLANS = (
+    "plan",
+    "kernels 7 and 11 only",
+    "plan + F0/N kernel 3",
+    "plan + kernel 3 F(6,3)",
+    "direct bf16",
+    "float32 tiles in bf16",
+)
 
 
 def fidelity(args) -> None:
@@ -234,9 +249,9 @@ def fidelity(args) -> None:
     models = {"float32": km}
     for plan in PLANS:
         models[plan] = copy.deepcopy(km)
-        _plan(models[plan].decoder, plan)
+        _plan(models[plan].decoder, plan, "decoder")
         for part in ("F0", "N", "F0_proj", "N_proj"):  # F0Ntrain: compiled with the decoder
-            _plan(getattr(models[plan].predictor, part), plan)
+            _plan(getattr(models[plan].predictor, part), plan, f"predictor.{part}")
 
     def speak(model, ids, style, draws, durations) -> np.ndarray:
         dtype = next(model.parameters()).dtype

@@ -98,15 +98,24 @@ def test_the_fft_generator_is_numpys_fft(n):
     assert np.allclose(back, x[: n - 3], atol=1e-12)
 
 
-def test_only_the_generators_long_kernels_are_computed_in_bf16():
-    assert bf16.method(7, 256, 256) == bf16.method(11, 128, 128) == "fft"
-    assert bf16.method(3, 256, 256) is None  # F0/N's kernel-3 convs: pitch errors in bf16
-    assert bf16.method(5, 128, 128) is None  # no bf16 kernel of that size
-    assert bf16.method(7, 128, 22) is None  # conv_post: narrow, and it feeds exp and sin
-    assert bf16.method(7, 128, 32) is None  # conv_post padded to whole channel tiles
-    assert bf16.method(3, 1090, 1024) is None  # the decoder body: too many transformed weights
-    assert bf16.method(3, 128, 128, groups=2) is None
-    assert bf16.method(3, 128, 128, stride=2) is None
+GENERATOR = "p_decoder_generator_resblocks_0_convs1_0_weight"
+
+
+def test_only_the_generators_convs_are_computed_in_bf16():
+    assert bf16.method(7, 256, 256, weight=GENERATOR) == "fft"
+    assert bf16.method(11, 128, 128, weight=GENERATOR) == "fft"
+    assert bf16.method(3, 256, 256, weight=GENERATOR) == "fft"
+    # the F0/N blocks' kernel-3 convs have the generator's shapes: pitch errors in bf16
+    assert bf16.method(3, 256, 256, weight="p_predictor_f0_2_conv1_weight") is None
+    assert bf16.method(3, 256, 256) is None  # a weight of unknown provenance
+    assert bf16.method(5, 128, 128, weight=GENERATOR) is None  # no bf16 kernel of that size
+    # conv_post: narrow, and it feeds exp and sin; also padded to whole channel tiles
+    assert bf16.method(7, 128, 22, weight="p_decoder_generator_conv_post_weight") is None
+    assert bf16.method(7, 128, 32, weight="p_decoder_generator_conv_post_weight") is None
+    # the decoder body: too many transformed weights (and not the generator)
+    assert bf16.method(3, 1090, 1024, weight="p_decoder_decode_0_conv1_weight") is None
+    assert bf16.method(3, 128, 128, groups=2, weight=GENERATOR) is None
+    assert bf16.method(3, 128, 128, stride=2, weight=GENERATOR) is None
 
 
 def _run(func, x: np.ndarray, packed: np.ndarray, channels_out: int) -> np.ndarray:
@@ -175,9 +184,17 @@ def test_float32s_largest_winograd_tile_fails_in_bf16():
     assert worst > 10 * WINOGRAD_AMPLIFICATION * direct, (worst, direct)
 
 
-def _exported_conv(channels_in: int, channels_out: int, taps: int, dilation: int, bound: int):
-    """A ``Conv1d`` exported with a symbolic width up to ``bound`` (the bounded decoder's form) and
-    imported: ``(module, Relax module, its weights)``."""
+def _exported_conv(
+    channels_in: int,
+    channels_out: int,
+    taps: int,
+    dilation: int,
+    bound: int,
+    at: str = "decoder.generator.resblocks.0.convs1.0",
+):
+    """A ``Conv1d`` at the module path ``at`` (which names its weight parameter on export)
+    exported with a symbolic width up to ``bound`` (the bounded decoder's form) and imported:
+    ``(module, Relax module, its weights)``."""
     import torch
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
@@ -186,8 +203,21 @@ def _exported_conv(channels_in: int, channels_out: int, taps: int, dilation: int
     module = torch.nn.Conv1d(
         channels_in, channels_out, taps, padding=dilation * (taps - 1) // 2, dilation=dilation
     ).eval()
+
+    class At(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            parent = self
+            for name in at.split(".")[:-1]:
+                parent.add_module(name, torch.nn.Module())
+                parent = getattr(parent, name)
+            parent.add_module(at.split(".")[-1], module)
+
+        def forward(self, x):
+            return self.get_submodule(at)(x)
+
     n = torch.export.Dim("n", min=2, max=bound)
-    ep = torch.export.export(module, (torch.randn(1, channels_in, 64),), dynamic_shapes=({2: n},))
+    ep = torch.export.export(At(), (torch.randn(1, channels_in, 64),), dynamic_shapes=({2: n},))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
     return module, mod, [p.numpy() for p in params["main"]]
 
@@ -196,7 +226,7 @@ def _kernel_names(mod) -> list[str]:
     return [gv.name_hint for gv in mod.functions if "conv1d" in gv.name_hint]
 
 
-@pytest.mark.parametrize("taps, dilation", [(7, 1), (11, 5)])
+@pytest.mark.parametrize("taps, dilation", [(7, 1), (11, 5), (3, 3)])
 def test_a_bf16_library_computes_a_generator_conv_with_bf16_products(taps, dilation):
     """``legalize(..., precision="bf16")``: the conv takes the bf16 FFT kernel, its weights' bf16
     spectra are computed at load time, and the built library's output is within a direct bf16
@@ -231,19 +261,23 @@ def test_a_bf16_library_computes_a_generator_conv_with_bf16_products(taps, dilat
 
 
 def test_precision_fp32_is_the_default_and_bf16_needs_its_isa():
-    """fp32 legalizes as a call without ``precision`` does (no bf16 kernel); a kernel-3 conv stays
-    float32 Winograd in bf16; an unknown precision is refused naming the valid ones; a bf16 library
-    for a target without AVX512_BF16 is refused naming the feature and the fix, before LLVM would
-    fail in instruction selection."""
+    """fp32 legalizes as a call without ``precision`` does (no bf16 kernel); a kernel-3 conv of the
+    F0/N predictor stays float32 Winograd in bf16 (the generator's of the same shape does not); an
+    unknown precision is refused naming the valid ones; a bf16 library for a target without
+    AVX512_BF16 is refused naming the feature and the fix, before LLVM would fail in instruction
+    selection."""
     from kokoro_tvm.compile.phases import build, legalize
 
     _, mod, _ = _exported_conv(64, 64, 7, 1, 512)
     fp32 = legalize(mod, precision="fp32")
     assert fp32.script(show_meta=True) == legalize(mod).script(show_meta=True)
     assert not [n for n in _kernel_names(fp32) if n.startswith("bf16")]
-    _, short, _ = _exported_conv(64, 64, 3, 1, 512)
+    _, short, _ = _exported_conv(64, 64, 3, 1, 512, at="predictor.F0.2.conv1")
     names = _kernel_names(legalize(short, precision="bf16"))
     assert [n for n in names if n.startswith("winograd")] and not [n for n in names if "bf16" in n]
+    _, generator, _ = _exported_conv(64, 64, 3, 1, 512)
+    names = _kernel_names(legalize(generator, precision="bf16"))
+    assert [n for n in names if n.startswith("bf16_fft")], names
     with pytest.raises(ValueError, match="valid precisions: fp32, bf16"):
         legalize(mod, precision="fp16")
     with pytest.raises(ValueError, match=r"lacks avx512bf16.*mattr"):

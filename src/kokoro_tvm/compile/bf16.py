@@ -31,12 +31,17 @@ LANES = 16
 #: Output channels below which a conv stays float32: narrow convs cost little, and ``conv_post``
 #: (22 channels, padded to 32) feeds ``exp`` and ``sin`` directly.
 MIN_CHANNELS_OUT = 64
-#: Kernel sizes computed in bf16 (through ``bf16_fft``). Kernel 3 stays float32: bf16 Winograd
-#: (``bf16_winograd``) amplifies bf16's rounding, and the F0/N predictor's kernel-3 convs, which
-#: share the generator's shapes, turn it into pitch errors (docs/precision.md).
-FFT_TAPS = (7, 11)
-#: Channels up to which a conv takes these kernels: their transformed weights take 2.9x (kernel 11)
-#: and 4.6x (7) a conv's own float32 ones, too much for wider convs (as ``winograd.MAX_CHANNELS``).
+#: Kernel sizes computed in bf16 (through ``bf16_fft``).
+FFT_TAPS = (3, 7, 11)
+#: Whose convs take bf16 products: kokoro's generator, by the name torch.export gives a conv's
+#: weight (``p_`` and the module path). The prosody predictor's F0 and N blocks, compiled with the
+#: decoder, turn bf16 products into pitch errors whatever the algorithm, and their kernel-3 convs
+#: have shapes the generator's also have, so a shape alone cannot tell them apart
+#: (docs/precision.md). A weight of no known name stays float32.
+OWNER = "p_decoder_generator_"
+#: Channels up to which a conv takes these kernels: their transformed weights take 2.9x (kernel 11),
+#: 4.6x (7) and 10.7x (3) a conv's own float32 ones, too much for wider convs (as
+#: ``winograd.MAX_CHANNELS``).
 MAX_CHANNELS = 256
 
 #: ``hand_written.MAKER`` names of the bf16 kernels (``compile/retarget.py`` checks their target).
@@ -95,11 +100,18 @@ define <16 x float> @{DOT}(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) {{
 
 
 def method(
-    taps: int, channels_in: int, channels_out: int, groups: int = 1, stride: int = 1
+    taps: int,
+    channels_in: int,
+    channels_out: int,
+    groups: int = 1,
+    stride: int = 1,
+    weight: str = "",
 ) -> str | None:
-    """``"fft"`` for a conv computed in bf16, else None (float32)."""
+    """``"fft"`` for a conv computed in bf16, else None (float32); ``weight``: the name of the
+    conv's weight parameter (``OWNER``)."""
     if (
-        stride != 1
+        not weight.startswith(OWNER)
+        or stride != 1
         or groups != 1
         or channels_in % 2
         or channels_out < MIN_CHANNELS_OUT

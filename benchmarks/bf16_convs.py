@@ -195,11 +195,13 @@ def _forward(conv, plan: str, weight: str):
         return lambda x: _winograd(x, conv.weight, conv.bias, d, pad, m)
     if plan == "plan + F0/N kernel 3":  # as if the predictor's convs were the generator's
         weight = weight.replace("p_predictor_", bf16.OWNER)
-    if plan == "kernels 7 and 11 only" and k == 3:
+    how = bf16.method(*shape, stride=conv.stride[0], weight=weight)
+    if plan == "float32 tiles in bf16" or (plan == "kernels 7 and 11 only" and k not in (7, 11)):
         return None
-    fft = bf16.method(*shape, stride=conv.stride[0], weight=weight) == "fft"
-    if plan != "float32 tiles in bf16" and fft:
+    if how == "fft":
         return lambda x: _fft(x, conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
+    if how == "direct":
+        return lambda x: conv._conv_forward(_bf16(x), _bf16(conv.weight), conv.bias)
     return None
 
 

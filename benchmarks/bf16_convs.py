@@ -1,7 +1,6 @@
 """The bf16 conv kernels against float32 Winograd's, and what bf16 costs kokoro's audio.
 
     python benchmarks/bf16_convs.py [--rounds 7] [--threads 1]   # kernels, interleaved
-    python benchmarks/bf16_convs.py --body [--frames 1077] [--threads 2]   # the decoder body's
     python benchmarks/bf16_convs.py --fidelity [--phonemes 30,100] [--voice af_heart]
 
 Kernels: each decoder generator conv shape (widths of 400 and 96 frames) built once as the float32
@@ -116,73 +115,6 @@ def kernels(args) -> None:
         )
 
 
-#: (input channels, output channels, kernel, module path): the decoder body's conv shapes.
-BODY = [
-    (1090, 1024, 3, "decoder.decode.0.conv1"),
-    (1024, 1024, 3, "decoder.decode.0.conv2"),
-    (1090, 1024, 1, "decoder.decode.0.conv1x1"),
-    (514, 1024, 3, "decoder.encode.conv1"),
-]
-
-
-def body(args) -> None:
-    """Each decoder body conv as a library of one conv, exported at its module path and built
-    for ``x86-64-v4 + avx512bf16`` in both precisions (float32: the schedule rules' direct conv,
-    bf16: ``bf16_direct``), timed interleaved at ``--frames``."""
-    import torch
-    import tvm
-    from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
-
-    from kokoro_tvm.compile.phases import build, legalize
-    from kokoro_tvm.runtime.vm import bind_params
-
-    print(f"decoder body convs at {args.frames} frames, one conv per library: median ms per call")
-    for c_in, c_out, k, path in BODY:
-        torch.manual_seed(k)
-        conv = torch.nn.Conv1d(c_in, c_out, k, padding=(k - 1) // 2).eval()
-        root = torch.nn.Module()
-        parent = root
-        for name in path.split(".")[:-1]:
-            parent.add_module(name, torch.nn.Module())
-            parent = getattr(parent, name)
-        parent.add_module(path.split(".")[-1], conv)
-        root.forward = lambda x, conv=conv: conv(x)
-        n = torch.export.Dim("n", min=2, max=1536)
-        ep = torch.export.export(root, (torch.randn(1, c_in, 64),), dynamic_shapes=({2: n},))
-        mod, params = relax.frontend.detach_params(
-            from_exported_program(ep, keep_params_as_input=True)
-        )
-        weights = [p.numpy() for p in params["main"]]
-        x = torch.randn(1, c_in, args.frames)
-        with torch.no_grad():
-            want = conv.double()(x.double()).numpy()
-        runs = []
-        for precision in ("fp32", "bf16"):
-            ex, _, _ = build(legalize(mod, precision=precision), BF16_TARGET)
-            vm = relax.VirtualMachine(ex, tvm.cpu())
-            runs.append((vm, [tvm.runtime.tensor(x.numpy()), *bind_params(vm, weights)]))
-        samples: list[list[float]] = [[], []]
-        errs = []
-        for vm, tensors in runs:
-            out = vm["main"](*tensors)
-            got = (out if hasattr(out, "numpy") else out[0]).numpy()
-            errs.append(float(np.sqrt(((got - want) ** 2).mean() / (want**2).mean())))
-        for r in range(args.rounds):
-            for i in (0, 1) if r % 2 == 0 else (1, 0):
-                vm, tensors = runs[i]
-                t0 = time.perf_counter()
-                vm["main"](*tensors)
-                samples[i].append(time.perf_counter() - t0)
-        old, new = (float(np.median(s)) for s in samples)
-        print(
-            f"  conv {c_in:4} -> {c_out:4} k{k} ({path}): float32 {old * 1e3:6.2f} ms "
-            f"(err {errs[0]:.1e})  bf16 direct {new * 1e3:6.2f} ms (err {errs[1]:.1e})  "
-            f"x{old / new:.2f}  load {os.getloadavg()[0]:.2f}",
-            flush=True,
-        )
-
-
 def _bf16(t):
     return t.bfloat16().float()
 
@@ -263,13 +195,11 @@ def _forward(conv, plan: str, weight: str):
         return lambda x: _winograd(x, conv.weight, conv.bias, d, pad, m)
     if plan == "plan + F0/N kernel 3":  # as if the predictor's convs were the generator's
         weight = weight.replace("p_predictor_", bf16.OWNER)
-    how = bf16.method(*shape, stride=conv.stride[0], weight=weight)
-    if plan == "float32 tiles in bf16" or (plan == "kernels 7 and 11 only" and k not in (7, 11)):
+    if plan == "kernels 7 and 11 only" and k == 3:
         return None
-    if how == "fft":
+    fft = bf16.method(*shape, stride=conv.stride[0], weight=weight) == "fft"
+    if plan != "float32 tiles in bf16" and fft:
         return lambda x: _fft(x, conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
-    if how == "direct":
-        return lambda x: conv._conv_forward(_bf16(x), _bf16(conv.weight), conv.bias)
     return None
 
 
@@ -367,11 +297,9 @@ def main() -> None:
     ap.add_argument("--fidelity", action="store_true")
     ap.add_argument("--phonemes", default="30,100")
     ap.add_argument("--voice", default="af_heart")
-    ap.add_argument("--body", action="store_true", help="the decoder body's convs instead")
-    ap.add_argument("--frames", type=int, default=1077)
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
-    fidelity(args) if args.fidelity else body(args) if args.body else kernels(args)
+    fidelity(args) if args.fidelity else kernels(args)
 
 
 if __name__ == "__main__":

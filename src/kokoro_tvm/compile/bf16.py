@@ -33,23 +33,19 @@ LANES = 16
 MIN_CHANNELS_OUT = 64
 #: Kernel sizes computed in bf16 (through ``bf16_fft``).
 FFT_TAPS = (3, 7, 11)
-#: Whose convs take bf16 products, by the name torch.export gives a conv's weight (``p_`` and the
-#: module path): kokoro's generator (``bf16_fft``) and the decoder body (``bf16_direct``). The
-#: prosody predictor's F0 and N blocks, compiled with the decoder, turn bf16 products into pitch
-#: errors whatever the algorithm, and their kernel-3 convs have shapes the generator's also have,
-#: so a shape alone cannot tell them apart (docs/precision.md). A weight of no known name stays
-#: float32.
+#: Whose convs take bf16 products: kokoro's generator, by the name torch.export gives a conv's
+#: weight (``p_`` and the module path). The prosody predictor's F0 and N blocks, compiled with the
+#: decoder, turn bf16 products into pitch errors whatever the algorithm, and their kernel-3 convs
+#: have shapes the generator's also have, so a shape alone cannot tell them apart
+#: (docs/precision.md). A weight of no known name stays float32.
 OWNER = "p_decoder_generator_"
-DIRECT_OWNERS = ("p_decoder_encode_", "p_decoder_decode_")
-#: Kernel sizes the decoder body's convs have (``bf16_direct``).
-DIRECT_TAPS = (1, 3)
 #: Channels up to which a conv takes these kernels: their transformed weights take 2.9x (kernel 11),
 #: 4.6x (7) and 10.7x (3) a conv's own float32 ones, too much for wider convs (as
 #: ``winograd.MAX_CHANNELS``).
 MAX_CHANNELS = 256
 
 #: ``hand_written.MAKER`` names of the bf16 kernels (``compile/retarget.py`` checks their target).
-MAKERS = ("bf16_fft_conv1d", "bf16_direct_conv1d")
+MAKERS = ("bf16_fft_conv1d",)
 DOT = "kokoro_dpbf16ps"
 TRANSPOSE = "kokoro_transpose16"
 
@@ -111,21 +107,19 @@ def method(
     stride: int = 1,
     weight: str = "",
 ) -> str | None:
-    """How a conv is computed in bf16 (``"fft"``, ``"direct"``), else None (float32); ``weight``:
-    the name of the conv's weight parameter (``OWNER``, ``DIRECT_OWNERS``)."""
+    """``"fft"`` for a conv computed in bf16, else None (float32); ``weight``: the name of the
+    conv's weight parameter (``OWNER``)."""
     if (
-        stride != 1
+        not weight.startswith(OWNER)
+        or stride != 1
         or groups != 1
         or channels_in % 2
         or channels_out < MIN_CHANNELS_OUT
         or channels_out % (2 * LANES)
+        or max(channels_in, channels_out) > MAX_CHANNELS
     ):
         return None
-    if weight.startswith(OWNER) and max(channels_in, channels_out) <= MAX_CHANNELS:
-        return "fft" if taps in FFT_TAPS else None
-    if weight.startswith(DIRECT_OWNERS) and taps in DIRECT_TAPS:
-        return "direct"
-    return None
+    return "fft" if taps in FFT_TAPS else None
 
 
 def helpers(T):

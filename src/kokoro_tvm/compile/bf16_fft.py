@@ -1,11 +1,11 @@
-"""Convolutions through real FFTs with bf16 products (``compile.bf16``): kernel sizes 7 and 11.
+"""Convolutions through real FFTs with bf16 products (``compile.bf16``): the generator's.
 
 Winograd's transforms amplify bf16 rounding with their points' powers; a Fourier transform is
 orthogonal and amplifies none, so a long kernel keeps a long tile: overlap-save with ``N``-point
 FFTs computes ``N - r + 1`` outputs of a tile from ``N/2`` complex products per channel pair, 4
 real multiplications each (22 outputs of an 11-tap conv with 64 bf16 multiplications at ``N = 32``,
-where float32 Winograd's F(4, 11) takes 77 float32 ones), and its error is a direct bf16 conv's
-(docs/precision.md).
+where float32 Winograd's F(4, 11) takes 77 float32 ones; 30 outputs of a 3-tap one, where F(6, 3)
+takes 40), and its error is a direct bf16 conv's (docs/precision.md).
 
 A complex product fits ``vdpbf16ps``'s pairs: with ``X = a + ib`` (a tile's transform) and
 ``W = p + iq`` (the weights'), the correlation's ``X conj(W)`` is ``(a, b).(p, q)`` real and

@@ -9,8 +9,8 @@ transform ``U = G g`` as ``[a, C/2, O]`` pairs (``pack_weights``), the block's t
 Rounding the transformed operands to bf16's 8 bits is what limits the tile: ``A^T`` amplifies it
 with the points' powers. F(6, 3) (8 points, ``TILE``) loses 1 % of a random conv's output, five
 times a direct bf16 conv's 0.2 %; float32's F(4, 7) and F(4, 11) lose 4 % and 30 %
-(``tests/test_bf16.py``). The kernel-7 and -11 convs therefore go through ``bf16_fft``, and the
-kernel-3 ones stay float32 (``bf16.method``; docs/precision.md).
+(``tests/test_bf16.py``). The generator's convs therefore go through ``bf16_fft``, kernel 3
+included (``bf16.method``; docs/precision.md).
 """
 
 from __future__ import annotations

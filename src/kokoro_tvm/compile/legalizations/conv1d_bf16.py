@@ -1,16 +1,15 @@
 """``relax.nn.conv1d`` with bf16 products (``compile/bf16.py``), for a library of precision bf16.
 
-A stride-1 conv that ``bf16.method`` takes, known by its weight parameter's name, becomes a call
-to a bf16 kernel on its weights' bf16 pairs, which ``LiftTransformParams`` moves to load time:
-``bf16_fft``'s on their spectra (the generator's convs of kernel 3, 7 and 11), ``bf16_direct``'s
-on the input's channel pairs (the decoder body's). Every other conv is legalized as a
+A stride-1 conv that ``bf16.method`` takes (the generator's convs of kernel 3, 7 and 11, known by
+their weight parameter's name) becomes a call to ``bf16_fft``'s kernel on its weights' bf16
+spectra, which ``LiftTransformParams`` moves to load time. Every other conv is legalized as a
 float32 library legalizes it (``conv1d.conv1d_strided_space_to_depth``), so that, with
 ``precision`` fp32, nothing of this module is reached.
 """
 
 from __future__ import annotations
 
-from .. import bf16, bf16_direct, bf16_fft
+from .. import bf16, bf16_fft
 from ..hand_written import find_made
 from . import conv1d
 
@@ -25,32 +24,28 @@ def conv1d_bf16(bb, call):
         int(x.ty.shape[1])
     except TypeError:
         return conv1d.conv1d_strided_space_to_depth(bb, call)
-    how = bf16.method(taps, c_in, c_out, int(attrs.groups), int(attrs.strides[0]), _name(w))
-    d = int(attrs.dilation[0])
-    pad_left, pad_right = (int(v) for v in attrs.padding)
     if (
-        how is None
+        bf16.method(taps, c_in, c_out, int(attrs.groups), int(attrs.strides[0]), _name(w)) is None
         or attrs.data_layout != "NCW"
         or attrs.kernel_layout != "OIW"
         or (attrs.out_layout and attrs.out_layout != "NCW")
         or str(call.ty.dtype) != "float32"
         or str(x.ty.dtype) != "float32"
-        or (how == "direct" and pad_left + pad_right != d * (taps - 1))  # width kept
     ):
         return conv1d.conv1d_strided_space_to_depth(bb, call)
-    out = relax.TensorType(call.ty.shape, "float32")
-    sizes = dict(channels_in=c_in, channels_out=c_out, taps=taps, dilation=d)
-    if how == "direct":
-        gv = find_made(bb.get(), bf16_direct.MAKER_NAME, **sizes) or bb.add_func(
-            bf16_direct.kernel_for(**sizes), f"{bf16_direct.MAKER_NAME}_{c_in}x{c_out}_k{taps}"
-        )
-        xp = bf16_direct.pack_input(bb, x, taps, d, pad_left)
-        return relax.call_tir(gv, [xp, bf16_direct.weight_transform(bb, w)], out)
-    sizes["pad_left"] = pad_left
+    d = int(attrs.dilation[0])
+    sizes = dict(
+        channels_in=c_in,
+        channels_out=c_out,
+        taps=taps,
+        dilation=d,
+        pad_left=int(attrs.padding[0]),
+    )
     gv = find_made(bb.get(), bf16_fft.MAKER_NAME, **sizes) or bb.add_func(
         bf16_fft.kernel_for(**sizes), f"{bf16_fft.MAKER_NAME}_{c_in}x{c_out}_k{taps}_d{d}"
     )
-    return relax.call_tir(gv, [x, bf16_fft.weight_transform(bb, w)], out)
+    weights = bf16_fft.weight_transform(bb, w)
+    return relax.call_tir(gv, [x, weights], relax.TensorType(call.ty.shape, "float32"))
 
 
 def _name(w) -> str:

@@ -361,7 +361,7 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
     import shutil
 
     from kokoro_tvm.devices.isa import requirements
-    from kokoro_tvm.runtime.built import load_built
+    from kokoro_tvm.runtime.built import Built, load_built
 
     art = project / artifacts.ROOT
     component, bucket, target = LIB
@@ -381,12 +381,12 @@ def test_library_for_a_cpu_this_machine_lacks_is_refused_before_loading(project)
         match=r"target 'alien' needs CPU features this machine lacks \(arch aarch64\)"
         r".*params.yaml 'devices'",
     ):
-        load_built(art, component, bucket, "alien")
+        load_built(art, Built(component, bucket, "alien"))
     artifacts.write_json(
         artifacts.build_info_file(component, bucket, "alien", art),
         {**info, "needs": requirements({"kind": "llvm"})},
     )
-    assert load_built(art, component, bucket, "alien").entry.target == "alien"
+    assert load_built(art, Built(component, bucket, "alien")).entry.target == "alien"
 
 
 def test_export_failures_name_what_failed_and_restore_the_log_level():

@@ -262,7 +262,7 @@ def test_emulated_validation_can_fail(arm_artifacts):
     from kokoro_tvm.devices.session import open_session
     from kokoro_tvm.eval import verdicts
     from kokoro_tvm.eval.case_files import cases_from_arrays
-    from kokoro_tvm.runtime.built import load_built
+    from kokoro_tvm.runtime.built import Built, load_built
 
     cfg = json.loads(A.model_config_file(arm_artifacts).read_text())
     with np.load(A.reference_file("text_encoder", 6, arm_artifacts)) as z:
@@ -272,7 +272,7 @@ def test_emulated_validation_can_fail(arm_artifacts):
     bad = good | {"r64": [r * 1.01 for r in good["r64"]], "r32": [r * 1.01 for r in good["r32"]]}
     record = json.loads(A.device_file("aarch64", arm_artifacts).read_text())
     with open_session(record) as session:
-        lib = load_built(arm_artifacts, "text_encoder", 6, "aarch64", session=session)
+        lib = load_built(arm_artifacts, Built("text_encoder", 6, "aarch64"), session=session)
         rows = verdicts.check_cases(lib, "text_encoder", {1: good, 2: bad})
     assert rows[1]["ok"] and not rows[2]["ok"]
 

@@ -47,7 +47,7 @@ def main() -> None:
     from kokoro_tvm.config import load_model_config
     from kokoro_tvm.eval.timing import apply_threads, cpu_name, time_interleaved
     from kokoro_tvm.model.inputs import example_inputs
-    from kokoro_tvm.runtime.built import load_built
+    from kokoro_tvm.runtime.built import Built, load_built
     from kokoro_tvm.spec import lookup
 
     apply_threads(a.threads)
@@ -67,11 +67,11 @@ def main() -> None:
                 f"{buckets(a.padded, comp, a.target)}"
             )
         top = ladder[-1]
-        largest = load_built(a.bounded, comp, top, a.target)
+        largest = load_built(a.bounded, Built(comp, top, a.target))
         for B in ladder:
             libs = {
-                "padded": load_built(a.padded, comp, B, a.target),
-                "bounded": load_built(a.bounded, comp, B, a.target),
+                "padded": load_built(a.padded, Built(comp, B, a.target)),
+                "bounded": load_built(a.bounded, Built(comp, B, a.target)),
             }
             if (libs["padded"].bounded, libs["bounded"].bounded) != (False, True):
                 raise SystemExit(f"{comp}-{B}: --padded/--bounded libraries have the other shapes")

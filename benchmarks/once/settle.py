@@ -45,11 +45,11 @@ def main() -> None:
     from kokoro_tvm.eval.timing import time_interleaved, timed_call
     from kokoro_tvm.model.checkpoint import load as load_model
     from kokoro_tvm.model.inputs import example_inputs
-    from kokoro_tvm.runtime.built import load_built
+    from kokoro_tvm.runtime.built import Built, load_built
 
     torch.set_num_threads(a.threads)
     prm = params.load(a.params)
-    lib = load_built(Path(a.artifacts), a.component, a.bucket, a.target)
+    lib = load_built(Path(a.artifacts), Built(a.component, a.bucket, a.target))
     cfg, km = load_model(prm.model.config, prm.model.checkpoint, prm.model.seed)
     inputs = example_inputs(a.component, a.bucket, cfg)
     runners = {

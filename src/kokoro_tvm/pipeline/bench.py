@@ -27,7 +27,7 @@ from ..eval.cases import Case
 from ..eval.eager import load_kokoro
 from ..eval.timing import apply_threads, cpu_name, time_interleaved
 from ..params import Params
-from ..runtime.built import load_built
+from ..runtime.built import Built, load_built
 from ..spec import FP32, lookup
 
 
@@ -75,7 +75,7 @@ def on_host(
     ``model`` = ``(cfg, km)`` skips loading kokoro when the caller already has it."""
     lookup(component)  # an unknown name, and below a missing library, fail before the slow part
     threads = apply_threads(prm.runtime.num_threads)  # before the first TVM call
-    lib = load_built(root, component, bucket, target, validated=True)
+    lib = load_built(root, Built(component, bucket, target), validated=True)
     cfg, km = model or load_kokoro(
         artifacts.kokoro_checkpoint_file(root), artifacts.model_config_file(root)
     )
@@ -120,7 +120,7 @@ def on_board(
     cfg = artifacts.read_json(artifacts.model_config_file(root), "model config")
     inputs = full_bucket_case(component, bucket, cfg, root)["inputs"]
     with open_session(device) as session:
-        lib = load_built(root, component, bucket, target, validated=True, session=session)
+        lib = load_built(root, Built(component, bucket, target), validated=True, session=session)
         ms = latency.board_ms(lib, inputs, prm.bench.repeats)
     return {
         "component": component,
@@ -163,8 +163,8 @@ def against_fp32(
         why = check.get("reason") or f"{target} runs on {device['device']}: timed on this CPU only"
         return record | {"timed": False, "reason": why}
     threads = apply_threads(prm.runtime.num_threads)  # before the first TVM call
-    narrow = load_built(root, component, bucket, target, validated=True, precision=precision)
-    wide = load_built(root, component, bucket, target, validated=True)
+    narrow = load_built(root, Built(component, bucket, target, precision), validated=True)
+    wide = load_built(root, Built(component, bucket, target), validated=True)
     cfg = artifacts.read_json(artifacts.model_config_file(root), "model config")
     inputs = full_bucket_case(component, bucket, cfg, root)["inputs"]
     samples = time_interleaved(

@@ -29,7 +29,7 @@ from ..eval.case_files import cases_from_arrays
 from ..eval.cases import lengths_for
 from ..eval.languages import english_text
 from ..params import Params
-from ..runtime.built import load_built
+from ..runtime.built import Built, load_built
 from ..spec import FP32
 
 
@@ -59,7 +59,9 @@ def run(prm: Params, component: str, bucket: int, target: str, precision: str = 
     # target runs at full speed (the host or a board)
     named = {} if emulated else {k: c for k, c in cases.items() if isinstance(k, str)}
     with open_session(device) as session:
-        lib = load_built(artifacts.ROOT, component, bucket, target, session=session, **at)
+        lib = load_built(
+            artifacts.ROOT, Built(component, bucket, target, precision), session=session
+        )
         rows = verdicts.check_cases(lib, component, {n: cases[n] for n in lengths}, precision)
         languages = verdicts.check_cases(
             lib, component, named, precision, {k: english_text(k) for k in named}

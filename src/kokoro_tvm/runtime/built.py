@@ -3,7 +3,7 @@ run before the manifest exists, and from a manifest entry, for tests and benchma
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 
 from .. import artifacts
@@ -29,15 +29,19 @@ def load_component(
     return CompiledComponent(root, entry, weights or manifest.weights[component])
 
 
+@dataclass(frozen=True)
+class Built:
+    """Which build outputs: the library of ``component`` at ``bucket`` for ``target``, in
+    ``precision`` (``artifacts.library_name``)."""
+
+    component: str
+    bucket: int
+    target: str
+    precision: str = FP32
+
+
 def load_built(
-    root: Path,
-    component: str,
-    bucket: int,
-    target: str,
-    validated: bool = False,
-    session=None,
-    *,
-    precision: str = FP32,
+    root: Path, which: Built, validated: bool = False, session=None
 ) -> CompiledComponent:
     """One library straight from its build outputs, for the stages that run before the manifest.
 
@@ -45,9 +49,9 @@ def load_built(
     validated libraries, and depending on it would rerun every one of those stages whenever a
     bucket is added. The library must be the bytes its build recorded (build info ``sha256``);
     with ``validated``, also the bytes its validation ran, with the same weights. ``session``:
-    the device to run it on (``devices.session``; default this CPU). ``precision``: which of
-    the library's builds (``artifacts.library_name``).
+    the device to run it on (``devices.session``; default this CPU).
     """
+    component, bucket, target, precision = astuple(which)
     at = {"precision": precision}
     lib = artifacts.library_file(component, bucket, target, root, **at)
     if not lib.exists():

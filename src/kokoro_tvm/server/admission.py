@@ -59,20 +59,22 @@ class Demand:
     needs: list[Need] = field(default_factory=list)
 
 
+class Newcomer(NamedTuple):
+    """A stream asking to open: ``chars`` input characters at ``speed``, ``first_chars`` of them
+    in its first chunk (0: unknown; the model's first chunks then)."""
+
+    chars: int
+    speed: float
+    first_chars: int = 0
+
+
 def fits(
-    streams: list[Stream],
-    chars: int,
-    speed: float,
-    now: float,
-    model: CostModel,
-    config: SchedulerConfig,
-    first_chars: int = 0,
+    streams: list[Stream], new: Newcomer, now: float, model: CostModel, config: SchedulerConfig
 ) -> bool:
-    """EDF's processor-demand test over the open ``streams`` and a new one of ``chars`` input
-    characters at ``speed``, ``first_chars`` of them in its first chunk (0: unknown; the model's
-    first chunks then) (module docstring)."""
+    """EDF's processor-demand test over the open ``streams`` and the ``new`` one (module
+    docstring)."""
     demand = open_demand(streams, now, model, config)
-    first, rest, step = split_first(model, chars, speed, first_chars)
+    first, rest, step = split_first(model, new.chars, new.speed, new.first_chars)
     demand.firsts += model.cost(first)
     # its first audio is due at ``first_audio``, less the time its input takes to prepare
     # before its first chunk can start; or, for a first sentence longer than that, when its

@@ -353,7 +353,8 @@ class Scheduler:
     def _fits(
         self, open_streams: list[Stream], chars: int, speed: float, now: float, first_chars: int = 0
     ) -> bool:
-        return admission.fits(open_streams, chars, speed, now, self.model, self.config, first_chars)
+        new = admission.Newcomer(chars, speed, first_chars)
+        return admission.fits(open_streams, new, now, self.model, self.config)
 
     def margin(self) -> float:
         """The cost model's margin for the metrics page: 0 before it has one."""

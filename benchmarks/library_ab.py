@@ -82,7 +82,7 @@ def main() -> None:
     from kokoro_tvm.eval import samples
     from kokoro_tvm.eval.timing import time_interleaved
     from kokoro_tvm.runtime import planner
-    from kokoro_tvm.runtime.built import load_built
+    from kokoro_tvm.runtime.built import Built, load_built
 
     tts = KokoroTVM.from_manifest(ROOT / artifacts.ROOT, num_threads=a.threads)
     pack = tts.voice_pack("jf_alpha")
@@ -93,7 +93,8 @@ def main() -> None:
             if a.new_rev
             else ROOT / artifacts.ROOT,
         }
-        libs = {k: load_built(r, a.component, a.bucket, a.target) for k, r in roots.items()}
+        which = Built(a.component, a.bucket, a.target)
+        libs = {k: load_built(r, which) for k, r in roots.items()}
         for n in a.phonemes:
             (chunk,) = tts.plan(samples.phonemes(n), pack)
             ids = planner.token_input(chunk.input_ids, libs["old"])

@@ -13,7 +13,9 @@ MAX_PARAMETERS = 6
 
 def too_long(source: str, name: str) -> list[str]:
     """``name:line function (count)`` for each function in ``source`` with more than
-    ``MAX_PARAMETERS`` parameters, ``self`` and ``cls`` not counted."""
+    ``MAX_PARAMETERS`` parameters, ``self`` and ``cls`` not counted, nor ``*args`` and
+    ``**kwargs`` (a pass-through such as kokoro-onnx's ``create(..., **fields)`` is no row of
+    arguments a caller must carry)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -26,10 +28,12 @@ def too_long(source: str, name: str) -> list[str]:
 
 
 def test_runtime_and_server_functions_take_at_most_six_parameters():
+    folders = [PACKAGE / "runtime", PACKAGE / "server"]
+    paths = [p for folder in folders for p in sorted(folder.rglob("*.py"))]
+    assert len(paths) > 20  # the folders are where this test looks
     found = [
         hit
-        for folder in ("runtime", "server")
-        for path in sorted((PACKAGE / folder).rglob("*.py"))
+        for path in paths
         for hit in too_long(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE)))
     ]
     assert not found, found

@@ -38,7 +38,7 @@ from kokoro_tvm.runtime import tvm_import
 tvm_import.prefer_runtime_only()
 tvm = tvm_import.import_tvm()
 from kokoro_tvm import artifacts, packed
-from kokoro_tvm.runtime.built import load_built
+from kokoro_tvm.runtime.built import Built, load_built
 entry = json.loads(artifacts.manifest_file(Path(root)).read_text())
 lib_entry = next(e for e in entry["libraries"]
                  if (e["component"], e["bucket"], e["target"]) == (comp, int(bucket), target))
@@ -46,7 +46,7 @@ from tvm.runtime.vm import VirtualMachine
 before = rss()
 t0 = time.perf_counter()
 if mode == "raw_npz":  # the raw weights read, then transformed by the library at load
-    params = load_built(Path(root), comp, int(bucket), target).params
+    params = load_built(Path(root), Built(comp, int(bucket), target)).params
 else:
     vm = VirtualMachine(tvm.runtime.load_module(str(Path(root) / lib_entry["path"])), tvm.cpu())
     if mode == "mapped":

@@ -1,7 +1,8 @@
 """The bf16 conv kernels against float32 Winograd's, and what bf16 costs kokoro's audio.
 
     python benchmarks/bf16_convs.py [--rounds 7] [--threads 1]   # kernels, interleaved
-    python benchmarks/bf16_convs.py --fidelity [--phonemes 30,100] [--voice af_heart]
+    python benchmarks/bf16_convs.py --fidelity [--phonemes 30,100] [--voice af_heart] [--plans P,Q]
+    python benchmarks/bf16_convs.py --fidelity --slow [--plans P,Q]   # validation's slow speech
 
 Kernels: each decoder generator conv shape (widths of 400 and 96 frames) built once as the float32
 kernel an x86-64-v4 library runs (``compile/winograd.py``, its AVX-512 tile) and once as its bf16
@@ -191,6 +192,9 @@ def _forward(conv, plan: str, weight: str):
     if plan == "plan + kernel 3 F(6,3)" and winograd_tile and k == 3:
         m = bf16_winograd.TILE[0]
         return lambda x: _winograd(x, conv.weight, conv.bias, d, pad, m)
+    body = tuple(f"p_decoder_{part}_" for part in BODY_PARTS.get(plan, ()))
+    if body and weight.startswith(body) and k in (1, 3) and conv.groups == 1:
+        return lambda x: conv._conv_forward(_bf16(x), _bf16(conv.weight), conv.bias)
     if plan == "plan + F0/N kernel 3":  # as if the predictor's convs were the generator's
         weight = weight.replace("p_predictor_", bf16.OWNER)
     if plan == "kernels 7 and 11 only" and k == 3:
@@ -214,11 +218,19 @@ def _plan(module, plan: str, path: str) -> None:
                 conv.forward = forward  # weight norm's pre-hook still sets the weight first
 
 
+#: Plans that add direct bf16 convs in the decoder body (kernel 1 and 3) to the plan: measured
+#: and left out, they fail the listener's criterion on slow speech (``--slow``).
+BODY_PARTS = {
+    "plan + body direct bf16": ("encode", "decode"),
+    "plan + encode direct bf16": ("encode",),
+    "plan + decode direct bf16": ("decode",),
+}
 PLANS = (
     "plan",
     "kernels 7 and 11 only",
     "plan + F0/N kernel 3",
     "plan + kernel 3 F(6,3)",
+    *BODY_PARTS,
     "direct bf16",
     "float32 tiles in bf16",
 )
@@ -245,7 +257,11 @@ def fidelity(args) -> None:
     row = {v["name"]: v["row"] for v in voices["voices"]}[args.voice]
     pack = np.load(artifacts.voices_dir() / voices["file"], mmap_mode="r")[row]
     models = {"float32": km}
-    for plan in PLANS:
+    plans = args.plans.split(",") if args.plans else PLANS
+    unknown = sorted(set(plans) - set(PLANS))
+    if unknown:
+        raise SystemExit(f"unknown plans {unknown}; the plans: {', '.join(PLANS)}")
+    for plan in plans:
         models[plan] = copy.deepcopy(km)
         _plan(models[plan].decoder, plan, "decoder")
         for part in ("F0", "N", "F0_proj", "N_proj"):  # F0Ntrain: compiled with the decoder
@@ -258,6 +274,9 @@ def fidelity(args) -> None:
         return audio.reshape(-1).double().numpy()
 
     print(f"{args.voice}; against float64 kokoro; 'plan' is compile/bf16.py's choice of kernels")
+    if args.slow:
+        slow(models, cfg, km64, pack)
+        return
     for n in (int(v) for v in args.phonemes.split(",")):
         ps = sample_phonemes(n)
         ids = torch.tensor([[0, *(cfg["vocab"][c] for c in ps if c in cfg["vocab"]), 0]])
@@ -286,6 +305,32 @@ def fidelity(args) -> None:
             )
 
 
+def slow(models: dict, cfg: dict, km64, pack: np.ndarray) -> None:
+    """Each model's decoder on validation's 1536-frame case (``eval.cases``: 510 tokens of English
+    held over 1536 frames, a slow speaker), against float64 kokoro's."""
+    import torch
+
+    from kokoro_tvm.eval.cases import inputs_for
+    from kokoro_tvm.eval.eager import reference
+    from kokoro_tvm.eval.verdicts import audio_verdict
+
+    frames = 1536
+    inputs = inputs_for("decoder", frames, frames, cfg, pack, km64)
+
+    def audio(model) -> np.ndarray:
+        with torch.no_grad():
+            return reference("decoder", model, inputs, frames, cfg)[0].reshape(-1).double().numpy()
+
+    r64, f32 = audio(km64), audio(models["float32"])
+    for name, model in models.items():
+        v = audio_verdict(r64, f32, f32 if name == "float32" else audio(model))
+        print(
+            f"  validation's slow case, {frames} frames  {name:<26} log-mel SNR "
+            f"{v['log_mel_snr_db']:6.2f} dB  MCD {v['mcd_db']:.3f} dB",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -295,6 +340,10 @@ def main() -> None:
     ap.add_argument("--fidelity", action="store_true")
     ap.add_argument("--phonemes", default="30,100")
     ap.add_argument("--voice", default="af_heart")
+    ap.add_argument("--plans", default="", help="comma-separated plans (default: all)")
+    ap.add_argument(
+        "--slow", action="store_true", help="validation's 1536-frame case instead of --phonemes"
+    )
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     fidelity(args) if args.fidelity else kernels(args)

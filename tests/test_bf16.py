@@ -191,10 +191,12 @@ def _exported_conv(
     dilation: int,
     bound: int,
     at: str = "decoder.generator.resblocks.0.convs1.0",
+    residual: bool = False,
 ):
     """A ``Conv1d`` at the module path ``at`` (which names its weight parameter on export)
     exported with a symbolic width up to ``bound`` (the bounded decoder's form) and imported:
-    ``(module, Relax module, its weights)``."""
+    ``(module, Relax module, its weights)``; with ``residual``, the module adds its input to the
+    conv's output (a resblock's second conv)."""
     import torch
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
@@ -214,33 +216,54 @@ def _exported_conv(
             parent.add_module(at.split(".")[-1], module)
 
         def forward(self, x):
-            return self.get_submodule(at)(x)
+            y = self.get_submodule(at)(x)
+            return y + x if residual else y
 
     n = torch.export.Dim("n", min=2, max=bound)
     ep = torch.export.export(At(), (torch.randn(1, channels_in, 64),), dynamic_shapes=({2: n},))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-    return module, mod, [p.numpy() for p in params["main"]]
+    return (At().eval() if residual else module), mod, [p.numpy() for p in params["main"]]
 
 
 def _kernel_names(mod) -> list[str]:
     return [gv.name_hint for gv in mod.functions if "conv1d" in gv.name_hint]
 
 
-@pytest.mark.parametrize("taps, dilation", [(7, 1), (11, 5), (3, 3)])
-def test_a_bf16_library_computes_a_generator_conv_with_bf16_products(taps, dilation):
-    """``legalize(..., precision="bf16")``: the conv takes the bf16 FFT kernel, its weights' bf16
-    spectra are computed at load time, and the built library's output is within a direct bf16
-    conv's rounding of float64 at every width."""
+def _library(legal, params):
+    """``legal`` built for ``BF16_TARGET`` with ``params`` bound: ``x -> y`` in numpy."""
+    from tvm import relax
+
+    from kokoro_tvm.compile.phases import build
+    from kokoro_tvm.runtime.vm import bind_params
+
+    ex, _, _ = build(legal, BF16_TARGET)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    bound = bind_params(vm, params)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        got = vm["main"](tvm.runtime.tensor(x), *bound)
+        return (got if hasattr(got, "numpy") else got[0]).numpy()
+
+    return run
+
+
+@pytest.mark.parametrize("taps, dilation, residual", [(7, 1, False), (11, 5, True), (3, 3, False)])
+def test_a_bf16_library_computes_a_generator_conv_with_bf16_products(taps, dilation, residual):
+    """``legalize(..., precision="bf16")``: the conv takes the bf16 FFT kernel, with its bias (and
+    a residual add) as the kernel's epilogue, its weights' bf16 spectra are computed at load
+    time, and the built library's output is within a direct bf16 conv's rounding of float64 at
+    every width."""
     import torch
     from tvm import relax
 
     from kokoro_tvm.compile.phases import build, legalize
     from kokoro_tvm.runtime.vm import bind_params
 
-    module, mod, params = _exported_conv(64, 64, taps, dilation, 6000)
+    module, mod, params = _exported_conv(64, 64, taps, dilation, 6000, residual=residual)
     legal = legalize(mod, precision="bf16")
     names = _kernel_names(legal)
-    assert [n for n in names if n.startswith("bf16_fft")], names
+    epilogue = "_bias_res" if residual else "_bias"
+    assert [n for n in names if n.startswith("bf16_fft") and n.endswith(epilogue)], names
     assert not [n for n in names if n.startswith("winograd") or n.startswith("fused_conv1d")]
     lifted = legal["main_transform_params"].script()
     assert "bf16_pairs" not in legal["main"].script() and "weights" in lifted
@@ -258,6 +281,30 @@ def test_a_bf16_library_computes_a_generator_conv_with_bf16_products(taps, dilat
             module.float()
         assert got.shape == want.shape
         assert _rms(got, want) < 5e-3, width  # a direct bf16 conv: ~2.3e-3
+
+
+def test_an_fft_convs_epilogue_rounds_as_the_separate_adds():
+    """The bias and residual adds folded into the FFT kernel (``fft_epilogue``) give the outputs
+    the same library gives with them as kernels of their own, bit for bit, at every width (each
+    block's edge included); without the fold the adds are separate kernels (the control)."""
+    from unittest import mock
+
+    from kokoro_tvm.compile import fft_epilogue
+    from kokoro_tvm.compile.phases import legalize
+
+    _, mod, params = _exported_conv(64, 64, 11, 3, 6000, residual=True)
+    folded = legalize(mod, precision="bf16")
+    with mock.patch.object(fft_epilogue, "fold", lambda m: m):
+        apart = legalize(mod, precision="bf16")
+    adds = [gv.name_hint for gv in apart.functions if "add" in gv.name_hint]
+    assert adds and not [gv for gv in folded.functions if "add" in gv.name_hint], adds
+    if not _runs_bf16():
+        pytest.skip("this CPU has no AVX512_BF16: the libraries are built, not run")
+    one, other = _library(folded, params), _library(apart, params)
+    rng = np.random.default_rng(3)
+    for width in WIDTHS:
+        x = rng.standard_normal((1, 64, width)).astype(np.float32)
+        assert np.array_equal(one(x), other(x)), width
 
 
 def test_precision_fp32_is_the_default_and_bf16_needs_its_isa():

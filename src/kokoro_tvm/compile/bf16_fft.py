@@ -189,6 +189,8 @@ def kernel(
     taps: int,
     dilation: int,
     pad_left: int,
+    bias: int = 0,
+    residual: int = 0,
     n: int = POINTS,
     rows: int = ROWS,
     vectors: int = VECTORS,
@@ -196,6 +198,9 @@ def kernel(
     """TIR kernel ``(x [1, C, L], w [n/2, C, 2, O] uint32) -> y [1, O, W]`` for any ``L`` and
     ``W``: the conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
     ``[pad_left, pad_left + L)``, by overlap-save ``n``-point FFTs on ``pack_weights``' pairs.
+    With ``bias``, an argument ``b [1, O, 1]`` after ``w``; with ``residual``, one ``r [1, O, W]``
+    after that: ``y = (conv + b) + r``, rounded as the separate adds round, added while the
+    outputs are in registers or cache (``fft_epilogue``: each add was one more pass over memory).
 
     Tile ``(p, q)`` of a block holds outputs ``t0 + p + d (i + m q)``, ``i < m = n - taps + 1``,
     and reads inputs ``t0 + p + d v``, ``v < n`` (as ``compile.winograd.kernel``'s tiles): the
@@ -245,6 +250,10 @@ def kernel(
             length, width = T.int64(), T.int64()
             x = T.match_buffer(T.arg("x", T.handle()), (1, c_in, length), "float32")
             w = T.match_buffer(T.arg("w", T.handle()), (h, c_in, 2, c_out), "uint32")
+            if bias:
+                b = T.match_buffer(T.arg("b", T.handle()), (1, c_out, 1), "float32")
+            if residual:
+                r = T.match_buffer(T.arg("r", T.handle()), (1, c_out, width), "float32")
             y = T.match_buffer(T.arg("y", T.handle()), (1, c_out, width), "float32")
             T.func_attr(
                 {
@@ -263,6 +272,8 @@ def kernel(
                 products = T.alloc_buffer((padded, h, 2, channels), "float32")
                 acc = T.alloc_buffer((2, rows, channels), "float32", scope="local")
                 run = T.alloc_buffer((d * max(n, m), lanes), "float32", scope="local")
+                if residual:
+                    added = T.alloc_buffer((d * m, lanes), "float32", scope="local")
                 edge_in = T.alloc_buffer((reach,), "float32")
                 edge_out = T.alloc_buffer((channels, span), "float32")
 
@@ -288,12 +299,22 @@ def kernel(
 
                 def scatter(ot, edge: bool):  # d m outputs of 16 channels into y's rows
                     with T.grid(q_tiles, vectors) as (q, vec):
+                        o0 = ot * channels + vec * lanes
                         with T.serial(0, d) as p:
                             with T.vectorized(0, lanes) as ol:
                                 values = inverse(p * q_tiles + q, vec * lanes + ol)
+                                if bias:
+                                    shift = T.bind(b[0, o0 + ol, 0])
+                                    values = [value + shift for value in values]
                                 for i in range(m):
                                     T.buffer_store(run, values[i], [p + d * i, ol])
-                        o0 = ot * channels + vec * lanes
+                        if residual and not edge:  # r's rows transposed as run's, then added
+                            t1 = t0 + d * m * q
+                            for u0 in _starts(d * m, lanes):
+                                bf16.transpose16(T, r[0, o0, t1 + u0], width, added[u0, 0], lanes)
+                            with T.serial(0, d * m) as s_:
+                                with T.vectorized(0, lanes) as ol:
+                                    T.buffer_store(run, run[s_, ol] + added[s_, ol], [s_, ol])
                         for u0 in _starts(d * m, lanes):
                             if edge:
                                 at, stride = edge_out[vec * lanes, d * m * q + u0], span
@@ -301,8 +322,10 @@ def kernel(
                                 at, stride = y[0, o0, t0 + d * m * q + u0], width
                             bf16.transpose16(T, run[u0, 0], lanes, at, stride)
                     if edge:  # the last block: outputs past W are not stored
-                        with T.grid(channels, T.min(span, width - t0)) as (r, s_):
-                            T.buffer_store(y, edge_out[r, s_], [0, ot * channels + r, t0 + s_])
+                        with T.grid(channels, T.min(span, width - t0)) as (c_, s_):
+                            o, t = ot * channels + c_, t0 + s_
+                            out = edge_out[c_, s_] + r[0, o, t] if residual else edge_out[c_, s_]
+                            T.buffer_store(y, out, [0, o, t])
 
                 def either(condition, fast, slow):
                     """``fast()`` where ``condition`` holds, else ``slow()``."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from . import attention, batch_matmul, symbolic
+from ..spec import FP32
+from . import attention, batch_matmul, fft_epilogue, symbolic
 from .legalizations import legalize_map
 
 
@@ -25,6 +26,18 @@ class FuseAttention:
 
     def transform_module(self, mod, _ctx):
         return attention.fuse_attention(mod)
+
+
+@tvm.transform.module_pass(opt_level=0, name="FoldFFTEpilogues")
+class FoldFFTEpilogues:
+    """bf16: a generator conv's bias and residual adds into its FFT kernel's call
+    (``fft_epilogue``); nothing in a float32 library."""
+
+    def __init__(self, precision: str) -> None:
+        self.precision = precision
+
+    def transform_module(self, mod, _ctx):
+        return mod if self.precision == FP32 else fft_epilogue.fold(mod)
 
 
 @tvm.transform.module_pass(opt_level=0, name="LegalizeOps")
@@ -77,6 +90,7 @@ def phase(precision: str = "fp32") -> tvm.transform.Sequential:
             FoldBatchMatmulReshapes(),
             FuseAttention(),
             t.EliminateCommonSubexpr(),
+            FoldFFTEpilogues(precision),
             LegalizeOps(precision),
             t.LiftTransformParams(),
             t.AnnotateTIROpPattern(),

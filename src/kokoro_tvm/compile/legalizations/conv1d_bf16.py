@@ -4,7 +4,8 @@ A stride-1 conv that ``bf16.method`` takes (the generator's convs of kernel 3, 7
 their weight parameter's name) becomes a call to ``bf16_fft``'s kernel on its weights' bf16
 spectra, which ``LiftTransformParams`` moves to load time. Every other conv is legalized as a
 float32 library legalizes it (``conv1d.conv1d_strided_space_to_depth``), so that, with
-``precision`` fp32, nothing of this module is reached.
+``precision`` fp32, nothing of this module is reached. ``compile.fft_epilogue`` calls the same
+kernel with the conv's bias and residual adds before legalization.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ from ..hand_written import find_made
 from . import conv1d
 
 
-def conv1d_bf16(bb, call):
-    from tvm import relax
-
+def fft_sizes(call) -> dict[str, int] | None:
+    """The sizes of the ``bf16_fft`` kernel that computes the ``relax.nn.conv1d`` ``call``, or
+    None for a conv that stays float32."""
     attrs = call.attrs
     x, w = call.args
     try:
         c_out, c_in, taps = (int(v) for v in w.ty.shape)
         int(x.ty.shape[1])
     except TypeError:
-        return conv1d.conv1d_strided_space_to_depth(bb, call)
+        return None
     if (
         bf16.method(taps, c_in, c_out, int(attrs.groups), int(attrs.strides[0]), _name(w)) is None
         or attrs.data_layout != "NCW"
@@ -32,20 +33,39 @@ def conv1d_bf16(bb, call):
         or str(call.ty.dtype) != "float32"
         or str(x.ty.dtype) != "float32"
     ):
-        return conv1d.conv1d_strided_space_to_depth(bb, call)
-    d = int(attrs.dilation[0])
-    sizes = dict(
+        return None
+    return dict(
         channels_in=c_in,
         channels_out=c_out,
         taps=taps,
-        dilation=d,
+        dilation=int(attrs.dilation[0]),
         pad_left=int(attrs.padding[0]),
     )
+
+
+def fft_call(bb, call, sizes: dict[str, int], bias=None, residual=None):
+    """``call`` (a conv ``fft_sizes`` took), plus ``bias`` ``[1, O, 1]`` and then ``residual``
+    (its shape) where given, as one call of the kernel; the kernel is added to ``bb``'s module
+    once per shape and epilogue."""
+    from tvm import relax
+
+    x, w = call.args
+    sizes = dict(sizes, bias=int(bias is not None), residual=int(residual is not None))
+    c_in, c_out, taps, d = (sizes[k] for k in ("channels_in", "channels_out", "taps", "dilation"))
+    suffix = "_bias" * sizes["bias"] + "_res" * sizes["residual"]
     gv = find_made(bb.get(), bf16_fft.MAKER_NAME, **sizes) or bb.add_func(
-        bf16_fft.kernel_for(**sizes), f"{bf16_fft.MAKER_NAME}_{c_in}x{c_out}_k{taps}_d{d}"
+        bf16_fft.kernel_for(**sizes), f"{bf16_fft.MAKER_NAME}_{c_in}x{c_out}_k{taps}_d{d}{suffix}"
     )
     weights = bf16_fft.weight_transform(bb, w)
-    return relax.call_tir(gv, [x, weights], relax.TensorType(call.ty.shape, "float32"))
+    args = [x, weights, *(a for a in (bias, residual) if a is not None)]
+    return relax.call_tir(gv, args, relax.TensorType(call.ty.shape, "float32"))
+
+
+def conv1d_bf16(bb, call):
+    sizes = fft_sizes(call)
+    if sizes is None:
+        return conv1d.conv1d_strided_space_to_depth(bb, call)
+    return fft_call(bb, call, sizes)
 
 
 def _name(w) -> str:

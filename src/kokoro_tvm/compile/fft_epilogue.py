@@ -1,0 +1,113 @@
+"""A bf16 FFT conv's bias and residual adds, computed by its kernel (``bf16_fft``) as it stores.
+
+torch.export gives a conv with bias as ``add(conv1d(x, w), reshape(b, [1, O, 1]))``, and a
+resblock's second conv adds its input after that. The FFT kernel is an opaque ``call_tir``, so
+``FuseOps`` cannot take those adds into it: each ran as a kernel of its own, one more read and
+write of the conv's output, which at the generator's last stage is larger than the caches. Here,
+before ``LegalizeOps``, ``add(conv, b)`` and ``add(add(conv, b), r)`` of a conv the kernel takes
+(``conv1d_bf16.fft_sizes``) become one call of the kernel with its epilogue; the adds are
+rounded as before ((conv + b) + r), so the outputs do not change.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from .legalizations import conv1d_bf16
+
+_ADD = tvm.ir.Op.get("relax.add")
+_CONV1D = tvm.ir.Op.get("relax.nn.conv1d")
+
+
+def _shape(expr: relax.Expr) -> list[int] | None:
+    """``expr``'s static shape, or None where an axis is symbolic."""
+    try:
+        return [int(v) for v in expr.ty.shape]
+    except (AttributeError, TypeError):
+        return None
+
+
+class _Chains:
+    """The function's foldable adds, found before rewriting: per ``add`` call, the conv it
+    follows and its epilogue operands."""
+
+    def __init__(self, func: relax.Function) -> None:
+        self.bindings = relax.analysis.get_var2val(func)
+        self.uses: dict[relax.Var, int] = {}
+        for block in func.body.blocks:
+            if isinstance(block, relax.DataflowBlock):
+                for var, users in relax.analysis.udchain(block).items():
+                    self.uses[var] = len(users)
+        #: add call -> (conv call, its kernel's sizes, bias, residual or None)
+        self.folds: dict[relax.Call, tuple] = {}
+        absorbed = []
+        for value in self.bindings.values():
+            if (biased := self._biased(value)) is not None:
+                self.folds.setdefault(value, (*biased, None))
+            for inner, residual in self._operands(value):
+                add = self._only_use(inner)
+                if (biased := self._biased(add)) is not None and _shape(residual) == _shape(value):
+                    self.folds[value] = (*biased, residual)
+                    absorbed.append(add)
+        for add in absorbed:  # folded into the residual add that is its one use
+            self.folds.pop(add, None)
+
+    def _only_use(self, var) -> relax.Call | None:
+        """The value of ``var`` where only one binding uses it inside its block."""
+        if not isinstance(var, relax.DataflowVar) or self.uses.get(var) != 1:
+            return None
+        return self.bindings.get(var)
+
+    @staticmethod
+    def _operands(value) -> list[tuple[relax.Expr, relax.Expr]]:
+        """``(a, b)`` and ``(b, a)`` of an ``add(a, b)``, else none."""
+        if not (isinstance(value, relax.Call) and value.op.same_as(_ADD)):
+            return []
+        a, b = value.args
+        return [(a, b), (b, a)]
+
+    def _biased(self, value) -> tuple | None:
+        """``(conv, sizes, bias)`` where ``value`` is ``add(conv, bias)`` of a conv the kernel
+        takes, used only there, and a ``[1, O, 1]`` bias."""
+        for conv_var, bias in self._operands(value):
+            conv = self._only_use(conv_var)
+            if not (isinstance(conv, relax.Call) and conv.op.same_as(_CONV1D)):
+                continue
+            sizes = conv1d_bf16.fft_sizes(conv)
+            if sizes is not None and _shape(bias) == [1, sizes["channels_out"], 1]:
+                return conv, sizes, bias
+        return None
+
+
+@mutator
+class _Fold(PyExprMutator):
+    def __init__(self, mod: tvm.IRModule, chains: _Chains) -> None:
+        super().__init__(mod)
+        self.chains = chains
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        fold = self.chains.folds.get(call)
+        if fold is None:
+            return super().visit_call_(call)
+        conv, sizes, bias, residual = fold
+        conv = relax.Call(conv.op, [self.visit_expr(a) for a in conv.args], conv.attrs)
+        conv = self.builder_.normalize(conv)
+        return conv1d_bf16.fft_call(
+            self.builder_,
+            conv,
+            sizes,
+            self.visit_expr(bias),
+            None if residual is None else self.visit_expr(residual),
+        )
+
+
+def fold(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with each foldable add of ``main`` computed by its conv's kernel; the convs and adds
+    it replaced are dropped."""
+    folder = _Fold(mod, _Chains(mod["main"]))
+    main = folder.visit_expr(mod["main"])
+    out = folder.builder_.get()  # with the kernels the folds added
+    out["main"] = main
+    return relax.transform.DeadCodeElimination()(out)

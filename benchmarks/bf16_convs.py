@@ -3,6 +3,7 @@
     python benchmarks/bf16_convs.py [--rounds 7] [--threads 1]   # kernels, interleaved
     python benchmarks/bf16_convs.py --fidelity [--phonemes 30,100] [--voice af_heart] [--plans P,Q]
     python benchmarks/bf16_convs.py --fidelity --slow [--plans P,Q]   # validation's slow speech
+    python benchmarks/bf16_convs.py --tiles 8:256,12:768 --threads 2  # FFT kernel variants
 
 Kernels: each decoder generator conv shape (widths of 400 and 96 frames) built once as the float32
 kernel an x86-64-v4 library runs (``compile/winograd.py``, its AVX-512 tile) and once as its bf16
@@ -17,13 +18,19 @@ each kernel's relative RMS error against float64.
 decoder's convs computed as each bf16 plan computes them (transformed operands rounded to bf16,
 products summed in float32), against float64 kokoro with its durations and draws replayed; log-mel
 SNR and mel-cepstral distortion (``eval.verdicts.audio_verdict``), float32 kokoro's beside them.
+
+``--tiles ROWS:KB,...``: the FFT kernel with each register tile (``bf16_fft.ROWS``) and block size
+(``bf16_fft.BLOCK_BYTES`` in KiB) against the others, interleaved, at decoder-1536's widths (the
+generator's convs at 1536 frames: 128 channels over 184320 samples, 256 over 30720).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import time
+from unittest import mock
 
 import numpy as np
 
@@ -112,6 +119,40 @@ def kernels(args) -> None:
             f"load {os.getloadavg()[0]:.2f}",
             flush=True,
         )
+
+
+#: (channels, width) of the generator's stages at 1536 frames
+DECODER_1536 = ((128, 184320), (256, 30720))
+
+
+def tiles(args) -> None:
+    import tvm
+
+    from kokoro_tvm.compile import bf16_fft
+
+    variants = [tuple(int(v) for v in spec.split(":")) for spec in args.tiles.split(",")]
+    target = tvm.target.Target(BF16_TARGET)
+    print(f"{BF16_TARGET} threads={args.threads}: median wall ms per call, ROWS:KiB")
+    for (c, width), k, d in itertools.product(DECODER_1536, (3, 7, 11), (1, 3, 5)):
+        rng = np.random.default_rng(k * 10 + d)
+        w = (rng.standard_normal((c, c, k)) / np.sqrt(c * k)).astype(np.float32)
+        x = rng.standard_normal((1, c, width)).astype(np.float32)
+        tensors = [tvm.runtime.tensor(a) for a in (x, bf16_fft.pack_weights(w))]
+        tensors.append(tvm.runtime.tensor(np.zeros((1, c, width), np.float32)))
+        runs = []
+        for rows, kib in variants:
+            with mock.patch.object(bf16_fft, "BLOCK_BYTES", kib * 1024):
+                func = bf16_fft.kernel(c, c, k, d, d * (k - 1) // 2, rows=rows)
+            mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+            runs.append(tvm.compile(mod, target).mod.time_evaluator("main", tvm.cpu(), number=1))
+        samples: list[list[float]] = [[] for _ in runs]
+        for r in range(args.rounds):
+            for i in range(len(runs)) if r % 2 == 0 else reversed(range(len(runs))):
+                samples[i].append(runs[i](*tensors).mean)
+        cells = "  ".join(
+            f"{rows}:{kib} {np.median(t) * 1e3:6.2f}" for (rows, kib), t in zip(variants, samples)
+        )
+        print(f"  conv {c:3} k{k:<2} d{d} x{width:6}: {cells}  load {os.getloadavg()[0]:.2f}")
 
 
 def _bf16(t):
@@ -344,9 +385,13 @@ def main() -> None:
     ap.add_argument(
         "--slow", action="store_true", help="validation's 1536-frame case instead of --phonemes"
     )
+    ap.add_argument("--tiles", default="", help="ROWS:KiB,... FFT kernel variants")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
-    fidelity(args) if args.fidelity else kernels(args)
+    if args.tiles:
+        tiles(args)
+    else:
+        fidelity(args) if args.fidelity else kernels(args)
 
 
 if __name__ == "__main__":

@@ -33,15 +33,17 @@ from .hand_written import FLOPS, made_by
 
 #: FFT points per tile.
 POINTS = 32
-#: Tiles per register tile and vectors of 16 output channels: 2 x 8 accumulators (real and
-#: imaginary), 2 weight vectors and a broadcast. One vector of channels keeps a slot's weight panel
-#: and a channel tile's products small; it ran faster than 4 x 2 and 6 x 2 (docs/precision.md).
-ROWS = 8
+#: Tiles per register tile and vectors of 16 output channels: 2 x 12 accumulators (real and
+#: imaginary), 2 weight vectors and a broadcast of the 32 registers. One vector of channels keeps a
+#: slot's weight panel and a channel tile's products small; 4 x 2 and 6 x 2 ran slower, and 8, 10,
+#: 14 and 16 rows too (docs/measurements.md, "bf16 convolutions").
+ROWS = 12
 VECTORS = 1
 #: Tiles a block holds a multiple of: 16 tiles' inputs are one transpose.
 QUAD = 16
-#: A parallel block's transformed input, at most.
-BLOCK_BYTES = 256 * 1024
+#: A parallel block's transformed input, at most. A block streams every weight once, so larger
+#: blocks read them less often; past the L2 cache's size the spectra fall out of it.
+BLOCK_BYTES = 768 * 1024
 MAKER_NAME = bf16.MAKERS[0]
 
 Complex = tuple[Any, Any]

@@ -191,12 +191,13 @@ def _exported_conv(
     dilation: int,
     bound: int,
     at: str = "decoder.generator.resblocks.0.convs1.0",
-    residual: bool = False,
+    residual: bool | str = False,
 ):
     """A ``Conv1d`` at the module path ``at`` (which names its weight parameter on export)
     exported with a symbolic width up to ``bound`` (the bounded decoder's form) and imported:
     ``(module, Relax module, its weights)``; with ``residual``, the module adds its input to the
-    conv's output (a resblock's second conv)."""
+    conv's output (a resblock's second conv), with ``"broadcast"`` its first sample of each
+    channel."""
     import torch
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
@@ -217,6 +218,8 @@ def _exported_conv(
 
         def forward(self, x):
             y = self.get_submodule(at)(x)
+            if residual == "broadcast":
+                return y + x[:, :, :1]
             return y + x if residual else y
 
     n = torch.export.Dim("n", min=2, max=bound)
@@ -298,6 +301,10 @@ def test_an_fft_convs_epilogue_rounds_as_the_separate_adds():
         apart = legalize(mod, precision="bf16")
     adds = [gv.name_hint for gv in apart.functions if "add" in gv.name_hint]
     assert adds and not [gv for gv in folded.functions if "add" in gv.name_hint], adds
+    _, broadcast, _ = _exported_conv(64, 64, 11, 3, 6000, residual="broadcast")
+    names = [gv.name_hint for gv in legalize(broadcast, precision="bf16").functions]
+    assert [n for n in names if n.endswith("_bias")], names  # the broadcast add stays outside
+    assert not [n for n in names if n.endswith("_res")], names
     if not _runs_bf16():
         pytest.skip("this CPU has no AVX512_BF16: the libraries are built, not run")
     one, other = _library(folded, params), _library(apart, params)

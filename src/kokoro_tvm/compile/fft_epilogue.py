@@ -16,17 +16,22 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from .legalizations import conv1d_bf16
+from .symbolic import same_shape, static_dim
 
 _ADD = tvm.ir.Op.get("relax.add")
 _CONV1D = tvm.ir.Op.get("relax.nn.conv1d")
 
 
-def _shape(expr: relax.Expr) -> list[int] | None:
-    """``expr``'s static shape, or None where an axis is symbolic."""
-    try:
-        return [int(v) for v in expr.ty.shape]
-    except (AttributeError, TypeError):
-        return None
+def _same_shape(a: relax.Expr, b: relax.Expr) -> bool:
+    """The two tensors' shapes are provably equal, symbolic axes included."""
+    shapes = [getattr(e.ty, "shape", None) for e in (a, b)]
+    return None not in shapes and same_shape(list(shapes[0]), list(shapes[1]))
+
+
+def _is_bias(bias: relax.Expr, channels: int) -> bool:
+    """``bias`` is ``[1, channels, 1]``."""
+    shape = getattr(bias.ty, "shape", None)
+    return shape is not None and [static_dim(v) for v in shape] == [1, channels, 1]
 
 
 class _Chains:
@@ -48,7 +53,9 @@ class _Chains:
                 self.folds.setdefault(value, (*biased, None))
             for inner, residual in self._operands(value):
                 add = self._only_use(inner)
-                if (biased := self._biased(add)) is not None and _shape(residual) == _shape(value):
+                if (biased := self._biased(add)) is not None and all(
+                    _same_shape(biased[0], e) for e in (value, residual)
+                ):  # the residual neither broadcasts nor is broadcast
                     self.folds[value] = (*biased, residual)
                     absorbed.append(add)
         for add in absorbed:  # folded into the residual add that is its one use
@@ -76,7 +83,7 @@ class _Chains:
             if not (isinstance(conv, relax.Call) and conv.op.same_as(_CONV1D)):
                 continue
             sizes = conv1d_bf16.fft_sizes(conv)
-            if sizes is not None and _shape(bias) == [1, sizes["channels_out"], 1]:
+            if sizes is not None and _is_bias(bias, sizes["channels_out"]):
                 return conv, sizes, bias
         return None
 

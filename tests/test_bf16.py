@@ -118,20 +118,31 @@ def test_only_the_generators_convs_are_computed_in_bf16():
     assert bf16.method(3, 128, 128, stride=2, weight=GENERATOR) is None
 
 
-def _run(func, x: np.ndarray, packed: np.ndarray, channels_out: int) -> np.ndarray:
+def _runner(func, packed: np.ndarray, channels_out: int):
+    """The kernel ``func`` built once, as ``x [C, L] -> y [O, L]`` on the weights ``packed``."""
     lib = _build(func, BF16_TARGET)
     assert "vdpbf16ps" in lib.mod.inspect_source("asm")  # the helper was inlined, no call left
     if not _runs_bf16():
         pytest.skip("this CPU has no AVX512_BF16: the kernel is built, not run")
-    y = tvm.runtime.tensor(np.zeros((1, channels_out, x.shape[1]), np.float32))
-    lib["main"](tvm.runtime.tensor(x[None]), tvm.runtime.tensor(packed), y)
-    return y.numpy()[0]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        y = tvm.runtime.tensor(np.zeros((1, channels_out, x.shape[1]), np.float32))
+        lib["main"](tvm.runtime.tensor(x[None]), tvm.runtime.tensor(packed), y)
+        return y.numpy()[0]
+
+    return run
 
 
 #: Widths shorter than the kernel's reach, within one block, and over blocks with a partial last
 #: block: the bounds-checked copies and stores of the edge blocks, and the inner blocks' unchecked
-#: ones (the FFT kernel's transposed reads and writes).
-WIDTHS = (2, 9, 150, 517, 5000)
+#: ones (the FFT kernel's transposed reads and writes). ``_spans_blocks`` checks the last.
+WIDTHS = (2, 9, 150, 517, 20000)
+
+
+def _spans_blocks(channels_in: int, taps: int, dilation: int) -> None:
+    """The widest width covers two of the FFT kernel's blocks and part of a third."""
+    span = dilation * (bf16_fft.POINTS - taps + 1) * bf16_fft.block_tiles(channels_in, dilation)
+    assert 2 * span < max(WIDTHS) and max(WIDTHS) % span, (span, max(WIDTHS))
 
 
 @pytest.mark.parametrize("taps, dilation", [(7, 1), (11, 3), (7, 5)])
@@ -141,11 +152,12 @@ def test_an_fft_conv_loses_what_rounding_its_operands_to_bf16_loses(taps, dilati
     channels_in, channels_out = 48, 64
     rng, w = _case(channels_in, channels_out, taps, taps + dilation)
     pad = dilation * (taps - 1) // 2
+    _spans_blocks(channels_in, taps, dilation)
     func = bf16_fft.kernel(channels_in, channels_out, taps, dilation, pad)
     xs = [rng.standard_normal((channels_in, width)).astype(np.float32) for width in WIDTHS]
-    packed = bf16_fft.pack_weights(w)
+    run = _runner(func, bf16_fft.pack_weights(w), channels_out)
     for x in xs:
-        got = _run(func, x, packed, channels_out)
+        got = run(x)
         want = _conv64(x, w, dilation, pad)
         assert _rms(got, want) < 2 * _direct_bf16_rms(x, w, dilation, pad), x.shape
 
@@ -157,11 +169,11 @@ def _winograd_rms(m: int, taps: int, dilation: int, widths=WIDTHS) -> tuple[floa
     rng, w = _case(channels_in, channels_out, taps, taps + dilation)
     pad = dilation * (taps - 1) // 2
     func = bf16_winograd.kernel(channels_in, channels_out, taps, dilation, pad, m)
-    packed = bf16_winograd.pack_weights(w, m)
+    run = _runner(func, bf16_winograd.pack_weights(w, m), channels_out)
     worst = direct = 0.0
     for width in widths:
         x = rng.standard_normal((channels_in, width)).astype(np.float32)
-        worst = max(worst, _rms(_run(func, x, packed, channels_out), _conv64(x, w, dilation, pad)))
+        worst = max(worst, _rms(run(x), _conv64(x, w, dilation, pad)))
         direct = max(direct, _direct_bf16_rms(x, w, dilation, pad))
     return worst, direct
 
@@ -257,12 +269,10 @@ def test_a_bf16_library_computes_a_generator_conv_with_bf16_products(taps, dilat
     time, and the built library's output is within a direct bf16 conv's rounding of float64 at
     every width."""
     import torch
-    from tvm import relax
 
-    from kokoro_tvm.compile.phases import build, legalize
-    from kokoro_tvm.runtime.vm import bind_params
+    from kokoro_tvm.compile.phases import legalize
 
-    module, mod, params = _exported_conv(64, 64, taps, dilation, 6000, residual=residual)
+    module, mod, params = _exported_conv(64, 64, taps, dilation, max(WIDTHS), residual=residual)
     legal = legalize(mod, precision="bf16")
     names = _kernel_names(legal)
     epilogue = "_bias_res" if residual else "_bias"
@@ -270,15 +280,12 @@ def test_a_bf16_library_computes_a_generator_conv_with_bf16_products(taps, dilat
     assert not [n for n in names if n.startswith("winograd") or n.startswith("fused_conv1d")]
     lifted = legal["main_transform_params"].script()
     assert "bf16_pairs" not in legal["main"].script() and "weights" in lifted
-    ex, _, _ = build(legal, BF16_TARGET)
+    run = _library(legal, params)  # built on any CPU
     if not _runs_bf16():
         pytest.skip("this CPU has no AVX512_BF16: the library is built, not run")
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    bound = bind_params(vm, params)
     for width in WIDTHS:
         x = torch.randn(1, 64, width)
-        got = vm["main"](tvm.runtime.tensor(x.numpy()), *bound)
-        got = (got if hasattr(got, "numpy") else got[0]).numpy()
+        got = run(x.numpy())
         with torch.no_grad():
             want = module.double()(x.double()).numpy()
             module.float()
@@ -295,7 +302,8 @@ def test_an_fft_convs_epilogue_rounds_as_the_separate_adds():
     from kokoro_tvm.compile import fft_epilogue
     from kokoro_tvm.compile.phases import legalize
 
-    _, mod, params = _exported_conv(64, 64, 11, 3, 6000, residual=True)
+    _spans_blocks(64, 11, 3)
+    _, mod, params = _exported_conv(64, 64, 11, 3, 20000, residual=True)
     folded = legalize(mod, precision="bf16")
     with mock.patch.object(fft_epilogue, "fold", lambda m: m):
         apart = legalize(mod, precision="bf16")

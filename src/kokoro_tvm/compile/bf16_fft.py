@@ -180,6 +180,13 @@ def weight_transform(bb, w, n: int = POINTS):
     return bb.emit_te(packed, re, im, primfunc_name_hint="bf16_fft_weights")
 
 
+def block_tiles(channels_in: int, dilation: int, n: int = POINTS) -> int:
+    """Tiles of each of a block's ``dilation`` phases: the most whole transposes (``QUAD``) whose
+    spectra fit ``BLOCK_BYTES``, at least one. A block computes ``dilation * (n - taps + 1)``
+    outputs per tile."""
+    return QUAD * max(1, BLOCK_BYTES // (4 * slots(n) * channels_in * dilation * QUAD))
+
+
 def kernel_for(**sizes: int):
     """``kernel`` marked with its maker (``hand_written.made_by``): one per shape in a module."""
     return made_by(kernel(**sizes), MAKER_NAME, **sizes)
@@ -220,9 +227,9 @@ def kernel(
     channels = vectors * lanes
     m = n - taps + 1
     h = slots(n)
-    if m < lanes or n % lanes or c_out % channels:
+    if m < lanes or n % lanes or n & (n - 1) or c_out % channels:
         raise ValueError(f"an FFT conv {c_in} -> {c_out}, {taps} taps in {n} points")
-    q_tiles = QUAD * max(1, BLOCK_BYTES // (4 * h * c_in * d * QUAD))  # whole transposes
+    q_tiles = block_tiles(c_in, d, n)
     tiles = d * q_tiles
     padded = -(-tiles // rows) * rows  # whole register tiles; the GEMM's extra tiles are zeros
     span = d * m * q_tiles
@@ -305,7 +312,8 @@ def kernel(
                         with T.serial(0, d) as p:
                             with T.vectorized(0, lanes) as ol:
                                 values = inverse(p * q_tiles + q, vec * lanes + ol)
-                                if bias:
+                                if bias:  # the last product, x 1/h, is exact (h a power of 2),
+                                    # so an FMA LLVM contracts it into rounds as the lone add
                                     shift = T.bind(b[0, o0 + ol, 0])
                                     values = [value + shift for value in values]
                                 for i in range(m):

@@ -113,8 +113,12 @@ class _Fold(PyExprMutator):
 def fold(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod`` with each foldable add of ``main`` computed by its conv's kernel; the convs and adds
     it replaced are dropped."""
-    folder = _Fold(mod, _Chains(mod["main"]))
+    chains = _Chains(mod["main"])
+    if not chains.folds:
+        return mod
+    folder = _Fold(mod, chains)
     main = folder.visit_expr(mod["main"])
-    out = folder.builder_.get()  # with the kernels the folds added
+    added = folder.builder_.get()  # the kernels the folds added; a copy is changed, never ``mod``
+    out = tvm.IRModule(dict(added.functions.items()), attrs=mod.attrs)
     out["main"] = main
     return relax.transform.DeadCodeElimination()(out)

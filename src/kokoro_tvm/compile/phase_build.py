@@ -8,7 +8,7 @@ from typing import Any
 
 import tvm
 
-from . import metaschedule, prepack, retarget, schedule, symbolic, tvm_fixes
+from . import metaschedule, prepack, retarget, schedule, storage_plan, symbolic, tvm_fixes
 
 
 @tvm.transform.module_pass(opt_level=0, name="ReshapesAsViews")
@@ -81,11 +81,32 @@ def phase(target, tune_db: Path | None = None) -> tvm.transform.Sequential:
 
 def relax_pipeline():
     """What ``tvm.compile`` runs on the Relax functions after the build phase: TVM's default
-    pipeline, then ``MarkNoAlias`` on every kernel and ``SortShapeFuncStores`` (``tvm_fixes``)."""
-    from tvm import relax
+    pipeline (``relax.pipeline.default_build_pipeline``, its passes written out here so that
+    ``ShareStorageAcrossDtypes`` (``storage_plan``) can follow ``StaticPlanBlockMemory``), then
+    ``MarkNoAlias`` on every kernel and ``SortShapeFuncStores`` (``tvm_fixes``)."""
+    from tvm.relax import backend, transform
 
     return tvm.transform.Sequential(
-        [relax.get_pipeline("default"), tvm_fixes.mark_noalias(), tvm_fixes.sorted_shape_stores()]
+        [
+            backend.DispatchSampling(),
+            backend.DispatchSortScan(),
+            transform.LegalizeOps(),
+            transform.RewriteDataflowReshape(),
+            transform.ToNonDataflow(),
+            transform.RemovePurityChecking(),
+            transform.CallTIRRewrite(),
+            transform.StaticPlanBlockMemory(),
+            storage_plan.share_storage(),
+            transform.RewriteCUDAGraph(),
+            transform.LowerAllocTensor(),
+            transform.KillAfterLastUse(),
+            transform.LowerRuntimeBuiltin(),
+            transform.ComputePrimValue(),
+            transform.VMShapeLower(),
+            transform.AttachGlobalSymbol(),
+            tvm_fixes.mark_noalias(),
+            tvm_fixes.sorted_shape_stores(),
+        ]
     )
 
 

@@ -104,8 +104,9 @@ def describe() -> str:
         for name in names(phase):
             lines.append(f"{phase.info.name:<9} {name:<26} {_doc(name)}")
     lines.append(
-        f"{'build':<9} {'tvm.compile':<26} TVM's default Relax pipeline, MarkNoAlias, "
-        "SortShapeFuncStores; TVM's TIR lowering, OrderMinMaxOperands."
+        f"{'build':<9} {'tvm.compile':<26} TVM's default Relax pipeline (with "
+        "ShareStorageAcrossDtypes), MarkNoAlias, SortShapeFuncStores; TVM's TIR lowering, "
+        "OrderMinMaxOperands."
     )
     return "\n".join(lines)
 

@@ -22,6 +22,7 @@ import json
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 
 def main() -> int:
@@ -59,11 +60,11 @@ def main() -> int:
     for n in args.lengths:
         ps = samples.phonemes(n)
         (chunk,) = tts.plan(ps, pack)
-        decoder.decode(libs, chunk, np.random.default_rng(0))
+        decoded = decoder.decode(libs, chunk, np.random.default_rng(0))
         dur, te, dec = (
             libs.get("duration", chunk.token_bucket),
             libs.get("text_encoder", chunk.token_bucket),
-            libs.get("decoder", chunk.frame_bucket),
+            libs.get("decoder", decoded.frame_bucket),
         )
         ids = planner.token_input(chunk.input_ids, dur)
         t = np.array([chunk.n_tokens])
@@ -72,7 +73,7 @@ def main() -> int:
         en = alignment.expand(chunk.d, chunk.durations, None)
         asr = alignment.expand(t_en[:, :, : chunk.n_tokens], chunk.durations, None)
         dec_args = dec.device_args(
-            en, asr, np.array([chunk.n_frames]), style, chunk.rand_ini, chunk.noise
+            en, asr, np.array([chunk.n_frames]), style, decoded.rand_ini, decoded.noise
         )
         spent: dict[str, float] = {}
         hooks = []
@@ -103,7 +104,7 @@ def main() -> int:
         def eager():
             spent.clear()
             with torch.inference_mode():
-                e2e.eager_chunk(km, chunk, 1.0)
+                e2e.eager_chunk(km, SimpleNamespace(chunk=chunk, decoded=decoded), 1.0)
             for k, v in spent.items():
                 if not k.endswith("@"):
                     eager_parts.setdefault(k, []).append(v)
@@ -124,7 +125,11 @@ def main() -> int:
         eager_ms = {
             k: 1e3 * float(np.median(v[1:] if len(v) > 1 else v)) for k, v in eager_parts.items()
         }
-        legal = artifacts.load_ir(artifacts.legalized_file("decoder", chunk.frame_bucket, root))
+        legal = artifacts.load_ir(
+            artifacts.legalized_file(
+                "decoder", decoded.frame_bucket, root, precision=dec.entry.precision
+            )
+        )
         prof = roofline.kernel_profile(dec.vm, runners["decoder"], legal, peak["gflops"], top=8)
         host = ms["synthesize"] - ms["duration"] - ms["text_encoder"] - ms["decoder"]
         row = {

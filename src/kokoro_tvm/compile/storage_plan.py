@@ -7,11 +7,12 @@ float64 while everything between them is float32, so their storages (a few tenso
 whole call: about a fifth of a long call's memory, and of the page faults of its first call.
 
 ``share_storage`` runs after that pass, on its output: it reads each planned tensor's lifetime
-(from its ``alloc_tensor`` to the last use of it or of any value that may alias it), then assigns
-the tensors to storages again in program order, any dtype with any, as TVM's planner does within
-one dtype (a freed storage whose size fits best; else the largest smaller one, grown; else a new
-one). Storages it cannot read whole (a symbolic size, an offset, a use other than
-``alloc_tensor``, a function with nested blocks) stay as they were.
+(from its ``alloc_tensor`` to the last use of it or of any value that may alias it) and its size
+at its dims' upper bounds, then assigns the tensors to storages again, any dtype with any:
+largest first, each into the first storage holding no tensor whose lifetime overlaps its own.
+Storages it cannot read whole (a symbolic size, an offset, another scope or device, a use other
+than a plain ``alloc_tensor`` binding) stay as they were, and so does a function with control
+flow or a dataflow block.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class _Plan(NamedTuple):
     replaced: set[int]  # binding indices of the alloc_storage calls it replaces
     storage_of: dict[int, int]  # alloc_tensor binding index -> new storage number
     sizes: list[int]  # bytes of each new storage
-    dtypes: list[str]  # each new storage's dtype hint: its largest tensor's
+    dtypes: list[str]  # each new storage's dtype hint, its largest tensor's (the VM allocates
+    # bytes: lowering makes every hint uint8)
 
 
 def _op(name: str) -> tvm.ir.Op:
@@ -59,7 +61,8 @@ def _upper_bytes(call: relax.Call, bounds: tvm.sym.Analyzer, storage_bytes: int)
     shape = call.args[2]
     if not isinstance(shape, relax.ShapeExpr):
         return storage_bytes
-    n = tvm.runtime.DataType(str(call.args[3].value)).bits // 8
+    dtype = tvm.runtime.DataType(str(call.args[3].value))
+    n = (dtype.bits * dtype.lanes + 7) // 8
     for dim in shape.values:
         bound = bounds.const_int_bound(dim)
         if bound.max_value >= bound.POS_INF:
@@ -88,12 +91,14 @@ def _plan(bindings: list, body, bounds: tvm.sym.Analyzer) -> _Plan | None:
 
     for i, b in enumerate(bindings):
         value = b.value
-        if (call := _call_of(value, alloc_storage)) is not None:
+        call = _call_of(value, alloc_storage) if isinstance(b, relax.VarBinding) else None
+        if call is not None:
             size, device, scope = _const_int(call.args[0]), _const_int(call.args[1]), call.args[2]
             if size is not None and device == 0 and str(scope.value) == "global":
                 storages[b.var] = (i, size)
             continue
-        if (call := _call_of(value, alloc_tensor)) is not None and call.args[0] in storages:
+        call = _call_of(value, alloc_tensor) if isinstance(b, relax.VarBinding) else None
+        if call is not None and call.args[0] in storages:
             storage = call.args[0]
             if _const_int(call.args[1]) != 0:  # an offset: leave this storage as it is
                 refused.add(storage)
@@ -106,6 +111,7 @@ def _plan(bindings: list, body, bounds: tvm.sym.Analyzer) -> _Plan | None:
         # conservatively, a binding may alias every planned tensor its value names
         roots[b.var] = use(value, i)
     use(body, len(bindings))  # what the function returns lives to its end
+    refused.update(v for v in relax.analysis.free_vars(body) if v in storages)
     for t in [t for t, storage in on.items() if storage in refused]:
         del tensors[t]
     replaced = {i: size for var, (i, size) in storages.items() if var not in refused}
@@ -140,15 +146,20 @@ def _plan(bindings: list, body, bounds: tvm.sym.Analyzer) -> _Plan | None:
 
 
 def _bounded(func: relax.Function) -> tvm.sym.Analyzer:
-    """An analyzer that knows each symbolic variable's ``tir_var_lower_bound`` and
-    ``tir_var_upper_bound``."""
+    """An analyzer that knows the ``tir_var_lower_bound`` and ``tir_var_upper_bound`` of each
+    symbolic variable the parameters define (as TVM's planner, which bounds only those)."""
     attrs = func.attrs or {}
     lower, upper = (
         {str(k): int(v) for k, v in dict(attrs.get(key, {})).items()}
         for key in ("tir_var_lower_bound", "tir_var_upper_bound")
     )
     analyzer = tvm.sym.Analyzer()
-    for var in relax.analysis.defined_symbolic_vars(func):
+    signature = {
+        var.name: var
+        for p in func.params
+        for var in relax.analysis.definable_tir_vars_in_type(p.ty)
+    }
+    for var in signature.values():
         if var.name in upper:
             lo, hi = lower.get(var.name, 0), upper[var.name]
             analyzer.bind(
@@ -160,7 +171,9 @@ def _bounded(func: relax.Function) -> tvm.sym.Analyzer:
 def _rewrite(func: relax.Function) -> relax.Function:
     body = func.body
     if not isinstance(body, relax.SeqExpr) or any(
-        isinstance(b.value, (relax.If, relax.SeqExpr)) for blk in body.blocks for b in blk.bindings
+        isinstance(blk, relax.DataflowBlock)
+        or any(isinstance(b.value, (relax.If, relax.SeqExpr)) for b in blk.bindings)
+        for blk in body.blocks
     ):
         return func
     bindings = [b for blk in body.blocks for b in blk.bindings]

@@ -1,7 +1,7 @@
 """What does a bounded library hold live at its peak, for one input length?
 
 usage: python benchmarks/once/activation_peak.py [--component decoder] [--bucket 1536]
-           [--precision bf16] [--length 1077] [--top 12] [--artifacts artifacts]
+           [--precision bf16] [--length 1077] [--top 12] [--artifacts artifacts] [--planned]
 
 Walks ``main`` of the legalize stage's module binding by binding, with every symbolic length set
 to ``--length`` (frames for the decoder; 510 phonemes took 1077 frames in ``bench_e2e``): a
@@ -10,6 +10,10 @@ no storage). Prints the peak's total, the binding where it happens and the large
 there. It reads the IR before ``tvm.compile``, so it bounds what the VM's memory plan can do
 without reordering: fused kernels decide the lifetimes (a fused kernel that takes six inputs
 keeps all six alive until it runs).
+
+``--planned``: what the build's memory plan allocates instead, at the full bucket: TVM's Relax
+passes up to ``StaticPlanBlockMemory`` (as ``phase_build.relax_pipeline``), then
+``storage_plan.share_storage``, and the bytes of ``main``'s storages after each.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=1077)
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--artifacts", default="artifacts")
+    ap.add_argument("--planned", action="store_true", help="the memory plan's storages")
     args = ap.parse_args()
 
     import tvm
@@ -36,6 +41,8 @@ def main() -> None:
     path = artifacts.legalized_file(
         args.component, args.bucket, Path(args.artifacts), precision=args.precision
     )
+    if args.planned:
+        return planned(artifacts.load_ir(path), path)
     main_fn = artifacts.load_ir(path)["main"]
 
     def value(expr) -> int:
@@ -83,6 +90,31 @@ def main() -> None:
     for n, name in largest[: args.top]:
         if n >= mb // 10:
             print(f"  {n / mb:8.1f} MB  {name}")
+
+
+def planned(mod, path: Path) -> None:
+    import tvm
+    from tvm import relax
+
+    from kokoro_tvm.compile import storage_plan, symbolic
+
+    t = relax.transform
+    passes = [
+        t.RewriteDataflowReshape(),
+        t.ToNonDataflow(),
+        t.RemovePurityChecking(),
+        t.CallTIRRewrite(),
+        t.StaticPlanBlockMemory(),
+    ]
+    tvms = tvm.transform.Sequential(passes)(symbolic.reshapes_as_views(mod))
+    for name, m in (("TVM's plan", tvms), ("shared", storage_plan.share_storage()(tvms))):
+        sizes = [
+            int(b.value.args[0].values[0])
+            for block in m["main"].body.blocks
+            for b in block.bindings
+            if getattr(getattr(b.value, "op", None), "name", "") == "relax.memory.alloc_storage"
+        ]
+        print(f"{path}: {name:<10} {sum(sizes) / 1e6:8.1f} MB in {len(sizes)} storages")
 
 
 if __name__ == "__main__":

@@ -338,8 +338,10 @@ class S3Remote:
         )
 
 
-@pytest.fixture(scope="session")
-def s3(tmp_path_factory) -> S3Server:
-    server = S3Server(tmp_path_factory.mktemp("s3") / "data")
+@pytest.fixture
+def s3(tmp_path) -> S3Server:
+    """A server of the test's own, in its temp dir: each test pushes the whole project into a
+    bucket, which goes with the test when it passes (a server kept all run kept every bucket)."""
+    server = S3Server(tmp_path / "s3")
     yield server
     server.stop()

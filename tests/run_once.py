@@ -45,5 +45,18 @@ def once(
     if not copy:
         return tree
     root = into if into is not None else tmp_path_factory.mktemp(name)
-    shutil.copytree(tree, root, symlinks=True, dirs_exist_ok=True)
+    shutil.copytree(tree, root, symlinks=True, dirs_exist_ok=True, copy_function=_link_objects)
     return root
+
+
+def _link_objects(src: str, dst: str) -> str:
+    """Copy a file, but hard-link a content-addressed object: DVC's cache and its remotes keep
+    each file under ``files/md5/`` named by its hash and only ever add or delete one, never
+    rewrite it, so every copy of a tree can share them (they are most of its bytes)."""
+    if f"{os.sep}files{os.sep}md5{os.sep}" in src:
+        try:
+            os.link(src, dst)
+            return dst
+        except OSError:  # another filesystem, or links not allowed: a copy does the same
+            pass
+    return shutil.copy2(src, dst)

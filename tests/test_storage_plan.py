@@ -50,14 +50,7 @@ def _planned(mod, share: bool) -> list[tuple[int, str, set[str]]]:
     import tvm
     from tvm import relax
 
-    t = relax.transform
-    passes = [
-        t.RewriteDataflowReshape(),
-        t.ToNonDataflow(),
-        t.RemovePurityChecking(),
-        t.CallTIRRewrite(),
-        t.StaticPlanBlockMemory(),
-    ]
+    passes = phase_build.memory_planning_passes()
     out = tvm.transform.Sequential(passes + ([storage_plan.share_storage()] if share else []))(mod)
     relax.analysis.well_formed(out)  # raises where it is not
     storages: dict = {}

@@ -94,18 +94,10 @@ def main() -> None:
 
 def planned(mod, path: Path) -> None:
     import tvm
-    from tvm import relax
 
-    from kokoro_tvm.compile import storage_plan, symbolic
+    from kokoro_tvm.compile import phase_build, storage_plan, symbolic
 
-    t = relax.transform
-    passes = [
-        t.RewriteDataflowReshape(),
-        t.ToNonDataflow(),
-        t.RemovePurityChecking(),
-        t.CallTIRRewrite(),
-        t.StaticPlanBlockMemory(),
-    ]
+    passes = phase_build.memory_planning_passes()
     tvms = tvm.transform.Sequential(passes)(symbolic.reshapes_as_views(mod))
     for name, m in (("TVM's plan", tvms), ("shared", storage_plan.share_storage()(tvms))):
         sizes = [

@@ -79,6 +79,21 @@ def phase(target, tune_db: Path | None = None) -> tvm.transform.Sequential:
     )
 
 
+def memory_planning_passes() -> list:
+    """TVM's default Relax pipeline from dataflow to planned storages, in its order: what
+    ``storage_plan.share_storage`` follows (``relax_pipeline``) and what its measurements and
+    tests plan with."""
+    from tvm.relax import transform
+
+    return [
+        transform.RewriteDataflowReshape(),
+        transform.ToNonDataflow(),
+        transform.RemovePurityChecking(),
+        transform.CallTIRRewrite(),
+        transform.StaticPlanBlockMemory(),
+    ]
+
+
 def relax_pipeline():
     """What ``tvm.compile`` runs on the Relax functions after the build phase: TVM's default
     pipeline (``relax.pipeline.default_build_pipeline``, its passes written out here so that
@@ -91,11 +106,7 @@ def relax_pipeline():
             backend.DispatchSampling(),
             backend.DispatchSortScan(),
             transform.LegalizeOps(),
-            transform.RewriteDataflowReshape(),
-            transform.ToNonDataflow(),
-            transform.RemovePurityChecking(),
-            transform.CallTIRRewrite(),
-            transform.StaticPlanBlockMemory(),
+            *memory_planning_passes(),
             storage_plan.share_storage(),
             transform.RewriteCUDAGraph(),
             transform.LowerAllocTensor(),

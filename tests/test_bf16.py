@@ -344,3 +344,29 @@ def test_precision_fp32_is_the_default_and_bf16_needs_its_isa():
         legalize(mod, precision="fp16")
     with pytest.raises(ValueError, match=r"lacks avx512bf16.*mattr"):
         build(legalize(mod, precision="bf16"), {"kind": "llvm", "mcpu": "x86-64-v4"})
+
+
+def test_a_bins_second_weight_pair_is_made_exactly_from_its_first():
+    """The FFT kernel keeps one bf16 pair per bin, ``(p, q)``, and makes ``(-q, p)`` in registers
+    (``bf16_fft._rotated``): the same bits as rounding ``-q`` and ``p`` to bf16 would give, zeros,
+    signs and rounding ties included; swapping the halves alone (the control) is not."""
+    from tvm import te
+
+    rng = np.random.default_rng(7)
+    re = rng.standard_normal(4096).astype(np.float32)
+    im = rng.standard_normal(4096).astype(np.float32)
+    im[:64] = 0.0
+    re[64:128] = -0.0
+    im[128:192] = np.float32(1.0) + np.float32(2.0**-8)  # a tie: rounds to even
+    x = te.placeholder((4096,), "uint32", name="x")
+    rotated = te.compute((4096,), lambda i: bf16_fft._rotated(x[i]), name="rotated")
+    swapped = te.compute((4096,), lambda i: (x[i] << 16) | (x[i] >> 16), name="swapped")
+    got = []
+    for out in (rotated, swapped):
+        f = _build(te.create_prim_func([x, out]), {"kind": "llvm"})
+        y = tvm.runtime.tensor(np.zeros(4096, np.uint32))
+        f["main"](tvm.runtime.tensor(bf16.pack_pairs(re, im)), y)
+        got.append(y.numpy())
+    want = bf16.pack_pairs(-im, re)
+    assert np.array_equal(got[0], want)
+    assert not np.array_equal(got[1], want)

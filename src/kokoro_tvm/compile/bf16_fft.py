@@ -9,9 +9,12 @@ takes 40), and its error is a direct bf16 conv's (docs/precision.md).
 
 A complex product fits ``vdpbf16ps``'s pairs: with ``X = a + ib`` (a tile's transform) and
 ``W = p + iq`` (the weights'), the correlation's ``X conj(W)`` is ``(a, b).(p, q)`` real and
-``(a, b).(-q, p)`` imaginary, so the activation pair is one bin ``(a, b)`` and the weights hold two
-pairs per bin (``pack_weights``); the real bins 0 and ``N/2`` share a slot, ``(X_0, X_N/2)``
-against ``(W_0, 0)`` and ``(0, W_N/2)``.
+``(a, b).(-q, p)`` imaginary, so the activation pair is one bin ``(a, b)`` against two weight
+pairs; the real bins 0 and ``N/2`` share a slot, ``(X_0, X_N/2)`` against ``(W_0, 0)`` and
+``(0, W_N/2)``. The weights keep one pair per bin, ``(p, q)`` (``pack_weights``), and the kernel
+makes ``(-q, p)`` from it in registers (``_rotated``: a rotate and a sign flip, beside 24 dot
+products), so they take half the memory; slot 0's second pair, ``(0, W_N/2)``, is kept as one
+slot more.
 
 Per parallel block of tiles: gather its input (as ``compile.winograd.kernel``), each tile's real
 FFT (vectors along the tiles; every butterfly a ``Bind``, so that no subexpression is computed
@@ -130,18 +133,29 @@ def slots(n: int) -> int:
 
 
 def pack_weights(w: np.ndarray, n: int = POINTS) -> np.ndarray:
-    """``w [O, C, r]`` -> ``[n/2, C, 2, O]`` bf16 pairs (``uint32``): per slot and input channel,
-    the pairs that give the real and the imaginary part of ``X conj(W)``."""
+    """``w [O, C, r]`` -> ``[n/2 + 1, C, O]`` bf16 pairs (``uint32``): per slot and input channel,
+    the pair that gives the real part of ``X conj(W)``, ``(Re W_k, Im W_k)``, ``(W_0, 0)`` in
+    slot 0; then slot 0's imaginary one, ``(0, W_n/2)`` (the kernel makes the others)."""
     spectrum = np.fft.rfft(w.astype(np.float64), n=n, axis=-1).transpose(2, 1, 0)  # bin, C, O
     h = slots(n)
     re, im = spectrum.real.astype(np.float32), spectrum.imag.astype(np.float32)
     zero = np.zeros_like(re[0])
-    out = np.empty((h, w.shape[1], 2, w.shape[0]), np.uint32)
-    out[0, :, 0] = bf16.pack_pairs(re[0], zero)
-    out[0, :, 1] = bf16.pack_pairs(zero, re[h])
-    out[1:, :, 0] = bf16.pack_pairs(re[1:h], im[1:h])
-    out[1:, :, 1] = bf16.pack_pairs(-im[1:h], re[1:h])
+    out = np.empty((h + 1, w.shape[1], w.shape[0]), np.uint32)
+    out[0] = bf16.pack_pairs(re[0], zero)
+    out[1:h] = bf16.pack_pairs(re[1:h], im[1:h])
+    out[h] = bf16.pack_pairs(zero, re[h])
     return out
+
+
+def _rotated(pair):
+    """``(-q, p)`` of the ``uint32`` bf16 pair(s) ``(p, q)``: the halves swapped and the low one's
+    sign flipped, which is exact (bf16 rounding is symmetric in the sign)."""
+    from tvm import tirx
+
+    def u32(v: int):
+        return tirx.const(v, "uint32")
+
+    return ((pair << u32(16)) | (pair >> u32(16))) ^ u32(0x8000)
 
 
 def weight_transform(bb, w, n: int = POINTS):
@@ -164,18 +178,12 @@ def weight_transform(bb, w, n: int = POINTS):
     zero = tirx.const(0.0, "float32")
 
     def packed(re, im):
-        def pair(k, cc, part, oo):
-            dc, nyquist = re[oo, cc, 0], re[oo, cc, h]
-            real, imag = re[oo, cc, k], im[oo, cc, k]
-            lo = tirx.Select(
-                part == 0, tirx.Select(k == 0, dc, real), tirx.Select(k == 0, zero, -imag)
-            )
-            hi = tirx.Select(
-                part == 0, tirx.Select(k == 0, zero, imag), tirx.Select(k == 0, nyquist, real)
-            )
+        def pair(k, cc, oo):  # re[.., 0] is W_0 and re[.., h] is W_n/2: slot 0's two pairs
+            lo = tirx.Select(k == h, zero, re[oo, cc, k])
+            hi = tirx.Select(k == 0, zero, tirx.Select(k == h, re[oo, cc, h], im[oo, cc, k]))
             return bf16.pairs(lo, hi)
 
-        return te.compute((h, c, 2, o), pair, name="bf16_pairs")
+        return te.compute((h + 1, c, o), pair, name="bf16_pairs")
 
     return bb.emit_te(packed, re, im, primfunc_name_hint="bf16_fft_weights")
 
@@ -204,7 +212,7 @@ def kernel(
     rows: int = ROWS,
     vectors: int = VECTORS,
 ):
-    """TIR kernel ``(x [1, C, L], w [n/2, C, 2, O] uint32) -> y [1, O, W]`` for any ``L`` and
+    """TIR kernel ``(x [1, C, L], w [n/2 + 1, C, O] uint32) -> y [1, O, W]`` for any ``L`` and
     ``W``: the conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
     ``[pad_left, pad_left + L)``, by overlap-save ``n``-point FFTs on ``pack_weights``' pairs.
     With ``bias``, an argument ``b [1, O, 1]`` after ``w``; with ``residual``, one ``r [1, O, W]``
@@ -258,7 +266,7 @@ def kernel(
         with T.prim_func(private=True):
             length, width = T.int64(), T.int64()
             x = T.match_buffer(T.arg("x", T.handle()), (1, c_in, length), "float32")
-            w = T.match_buffer(T.arg("w", T.handle()), (h, c_in, 2, c_out), "uint32")
+            w = T.match_buffer(T.arg("w", T.handle()), (h + 1, c_in, c_out), "uint32")
             if bias:
                 b = T.match_buffer(T.arg("b", T.handle()), (1, c_out, 1), "float32")
             if residual:
@@ -350,24 +358,35 @@ def kernel(
                     lambda: gather(edge=False),
                     lambda: gather(edge=True),
                 )
+
+                def products_of(ot, slot, jt, zeroth: bool):  # one slot's complex GEMM
+                    with T.serial(0, c_in) as c:
+                        weights = []  # per vector of channels, its (real, imaginary) pairs
+                        for vec in range(vectors):
+                            o = T.Ramp(ot * channels + vec * lanes, 1, lanes)
+                            real = T.bind(w[slot, c, o])
+                            weights.append((real, T.bind(w[h, c, o] if zeroth else _rotated(real))))
+                        with T.unroll(0, rows) as rr:
+                            wide = T.Broadcast(spectra[slot, c, jt * rows + rr], lanes)
+                            for part in range(2):
+                                for vec in range(vectors):
+                                    ramp = T.Ramp(vec * lanes, 1, lanes)
+                                    T.buffer_store(
+                                        acc,
+                                        bf16.dot(T, acc[part, rr, ramp], weights[vec][part], wide),
+                                        [part, rr, ramp],
+                                    )
+
                 with T.serial(0, c_out // channels) as ot:
                     with T.grid(h, padded // rows) as (slot, jt):
                         with T.grid(2, rows) as (part, rr):
                             with T.vectorized(0, channels) as oo:
                                 T.buffer_store(acc, f32(0), [part, rr, oo])
-                        with T.serial(0, c_in) as c:
-                            with T.unroll(0, rows) as rr:
-                                wide = T.Broadcast(spectra[slot, c, jt * rows + rr], lanes)
-                                for part in range(2):
-                                    for vec in range(vectors):
-                                        ramp = T.Ramp(vec * lanes, 1, lanes)
-                                        o0 = ot * channels + vec * lanes
-                                        weights = w[slot, c, part, T.Ramp(o0, 1, lanes)]
-                                        T.buffer_store(
-                                            acc,
-                                            bf16.dot(T, acc[part, rr, ramp], weights, wide),
-                                            [part, rr, ramp],
-                                        )
+                        either(
+                            slot == 0,
+                            lambda: products_of(ot, slot, jt, zeroth=True),
+                            lambda: products_of(ot, slot, jt, zeroth=False),
+                        )
                         with T.grid(2, rows) as (part, rr):
                             with T.vectorized(0, channels) as oo:
                                 at = [jt * rows + rr, slot, part, oo]

@@ -12,9 +12,9 @@ A complex product fits ``vdpbf16ps``'s pairs: with ``X = a + ib`` (a tile's tran
 ``(a, b).(-q, p)`` imaginary, so the activation pair is one bin ``(a, b)`` against two weight
 pairs; the real bins 0 and ``N/2`` share a slot, ``(X_0, X_N/2)`` against ``(W_0, 0)`` and
 ``(0, W_N/2)``. The weights keep one pair per bin, ``(p, q)`` (``pack_weights``), and the kernel
-makes ``(-q, p)`` from it in registers (``_rotated``: a rotate and a sign flip, beside 24 dot
-products), so they take half the memory; slot 0's second pair, ``(0, W_N/2)``, is kept as one
-slot more.
+makes ``(-q, p)`` from it in registers (``_rotated``: a rotate and a sign flip per channel,
+beside its ``2 * ROWS`` dot products), so they take half the memory; slot 0's second pair,
+``(0, W_N/2)``, is kept as one slot more.
 
 Per parallel block of tiles: gather its input (as ``compile.winograd.kernel``), each tile's real
 FFT (vectors along the tiles; every butterfly a ``Bind``, so that no subexpression is computed

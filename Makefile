@@ -31,7 +31,7 @@ repro: setup  # dvc.lock pruned of removed stages' entries (DVC keeps them) befo
 # module-scoped fixtures are built once (tests/run_once.py builds what several workers need
 # once). TEST_WORKERS=0 runs every test in this process, one after another.
 TEST_WORKERS ?= auto
-XDIST = -n $(TEST_WORKERS) --dist loadscope
+XDIST = -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 test: setup  # everything CI runs
 	$(PY) -m pytest $(XDIST)

@@ -37,6 +37,39 @@ TINY_PARAMS = {
 }
 
 
+#: Modules handed out first, in this order (the rest follow in pytest's order). ``make test``
+#: gives whole modules to its workers in collection order (``--dist loadscope
+#: --no-loadscope-reorder``), the next to whichever worker is down to its last two tests.
+#: xdist's own order (most tests first) had left the longest module, one test, for last, on one
+#: worker while the other sat idle. The two modules that build what others share come first (the
+#: DVC project, ``build_tiny``, minutes; the runtime's artifacts), then the longest, with the
+#: DVC project's other users placed after what the second worker takes while the first builds.
+SCHEDULE_FIRST = (
+    "test_dvc_graph.py",  # builds the DVC project, then runs on it, on the first worker
+    "test_text_normalize.py",  # builds the runtime's artifacts
+    "test_cross_qemu.py",
+    "test_stream_memory.py",
+    "test_tune.py",
+    "test_dvc_targets.py",  # the DVC project's by now
+    "test_ci.py",
+    "test_text_input.py",
+    "test_precision_stages.py",
+    "test_schedule.py",
+    "test_server_hardening.py",
+    "test_bench_cold.py",
+    "test_server.py",
+    "test_cut_cost.py",
+    "test_targets.py",
+    "test_server_fastapi.py",
+    "test_bf16.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SCHEDULE_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable within a module
+
+
 class Project:
     """A git + DVC checkout of the pipeline in a temp dir."""
 

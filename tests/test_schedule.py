@@ -526,6 +526,43 @@ def test_row_sum_with_a_tail_is_vectorized_and_exact(extent):
     assert np.allclose(out.numpy()[0, 0::2, 0], ref, rtol=1e-5, atol=1e-3)
 
 
+class AdaINSnake(torch.nn.Module):
+    """The generator's ``Snake(AdaIN(x))``, as every resblock conv reads it."""
+
+    def __init__(self, channels=8):
+        super().__init__()
+        self.norm = torch.nn.InstanceNorm1d(channels, affine=False)
+        self.alpha = torch.nn.Parameter(torch.rand(1, channels, 1) + 0.5)
+
+    def forward(self, x, gamma, beta):
+        y = (1 + gamma) * self.norm(x) + beta
+        return y + (1 / self.alpha) * torch.sin(self.alpha * y) ** 2
+
+
+@pytest.mark.parametrize("width", [121, 640, 15361])
+@pytest.mark.parametrize("target", [V3, {"kind": "llvm", "mcpu": "x86-64-v4"}], ids=["v3", "v4"])
+def test_a_norm_and_its_snake_read_each_row_once(width, target):
+    """The instance norm, its affine and the Snake are one kernel (no mean kernel before it)
+    scheduled by ``rows``: each row's sums inside the loop over rows, then the row. Widths
+    with a partial last group of sums (121, 15361: 57 and 1 past 64) and without (640); odd rows
+    of 1e30 catch a read past the end of a row (the next row's values would swamp its sums)."""
+    if target["mcpu"] == "x86-64-v4" and not runs_here(target):
+        pytest.skip("this CPU has no AVX-512")
+    torch.manual_seed(0)
+    module = AdaINSnake()
+    x = torch.randn(1, 8, width) * 3 + 0.5
+    x[0, 1::2] = 1e30
+    gamma, beta = torch.randn(1, 8, 1), torch.randn(1, 8, 1)
+    got, _, report = _run(module, (x, gamma, beta), target)
+    kernels = {name: rule for name, rule in report.functions.items() if rule != "injective"}
+    assert list(kernels.values()) == ["rows"], report.functions
+    (kernel,) = kernels
+    assert "normalized" in kernel and "sin" in kernel and "mean" not in kernel
+    with torch.no_grad():
+        ref = module.double()(x.double(), gamma.double(), beta.double()).numpy()
+    assert _rel(got[:, 0::2], ref[:, 0::2]) <= 1e-5
+
+
 class Snake(torch.nn.Module):
     """The generator's Snake activation: ``sin`` goes through ``legalizations.sin.sin_poly``."""
 

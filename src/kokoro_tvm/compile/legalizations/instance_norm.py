@@ -10,12 +10,13 @@ def instance_norm_two_pass(bb, call):
     already) missed validation at 1024 frames (docs/measurements.md, "Centred instance-norm
     variance").
 
-    Over the last axis (every norm of kokoro's AdaIN, batch one) the variance is one reduction
-    that reads ``x`` and its mean (``centred_var``): written as Relax ops, ``x - mean`` and its
-    square were each a full-size tensor, stored and read back, at the generator's widest 128 x
-    120m samples, and both were alive beside ``x``. ``FuseOps`` then merges that reduction with
-    the normalization after it, ``(x - mean) * rsqrt(var + eps)``, the affine and AdaIN's scale
-    and shift, as it merged the Relax form's variance.
+    Over the last axis (every norm of kokoro's AdaIN, batch one) the mean, the variance of the
+    centred values and ``(x - mean) * rsqrt(var + eps)`` are one TE function (``normalized``):
+    ``FuseOps`` merges the affine, AdaIN's scale and shift and the Snake after it into that
+    kernel, and the schedule rule ``rows`` computes each row's statistics and then the row, while
+    the row is in cache. As separate Relax ops the mean was a kernel of its own and the variance
+    a reduction of its own inside the next one: three reads of ``x`` from memory, at the
+    generator's widest 128 x 120m samples, where one does.
     """
     from tvm import relax
 
@@ -23,16 +24,20 @@ def instance_norm_two_pass(bb, call):
     attrs = call.attrs
     ndim = len(x.ty.shape)
     axes = sorted(int(a) % ndim for a in attrs.axes)
-    mean = relax.op.mean(x, axis=axes, keepdims=True)
+    eps = relax.const(float(attrs.epsilon), str(x.ty.dtype))
     if _over_last_axis(x, axes):
-        mean = bb.emit(mean)
-        var = bb.emit_te(centred_var, x, mean, primfunc_name_hint="centred_var")
-        centred = relax.op.subtract(x, mean)
+        out = bb.emit_te(
+            normalized,
+            x,
+            float(attrs.epsilon),
+            primfunc_name_hint="normalized",
+            primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
+        )
     else:  # not kokoro's: the same arithmetic as plain Relax ops
+        mean = relax.op.mean(x, axis=axes, keepdims=True)
         centred = relax.op.subtract(x, mean)
         var = relax.op.mean(relax.op.multiply(centred, centred), axis=axes, keepdims=True)
-    eps = relax.const(float(attrs.epsilon), str(x.ty.dtype))
-    out = relax.op.multiply(centred, relax.op.rsqrt(relax.op.add(var, eps)))
+        out = relax.op.multiply(centred, relax.op.rsqrt(relax.op.add(var, eps)))
     channel = int(attrs.channel_axis)
     per_channel = [1 if i != channel else -1 for i in range(ndim)]
     if attrs.scale:
@@ -40,6 +45,14 @@ def instance_norm_two_pass(bb, call):
     if attrs.center:
         out = relax.op.add(out, relax.op.reshape(beta, per_channel))
     return out
+
+
+#: ``relax.analysis`` OpPatternKind of a kernel whose output takes elementwise epilogues. TVM
+#: 0.27's ``AnnotateTIROpPattern`` calls ``normalized`` opaque (a partial sum reads
+#: ``x[j * PARTS + p]``, an index it does not classify), and ``FuseOps`` then left AdaIN's scale
+#: and shift and the Snake a kernel of their own, another pass over memory; the pass keeps a
+#: pattern already set (``emit_te``'s ``primfunc_attrs``).
+OUT_ELEMWISE_FUSABLE = 4
 
 
 def _over_last_axis(x, axes: list[int]) -> bool:
@@ -57,20 +70,66 @@ def _over_last_axis(x, axes: list[int]) -> bool:
     )
 
 
-def centred_var(x, mean):
-    """TE: the mean of ``(x - mean)^2`` over the last axis, ``[.., 1]`` (biased, as
-    ``InstanceNorm``): a sum divided by the length, as ``relax.op.mean``."""
-    from tvm import te
+#: Partial sums per row: ``x[k]`` goes to sum ``k % PARTS``, as the reduction rule's rfactor
+#: splits an AVX-512 row (4 vectors of 16 lanes: independent add chains hide the add latency), so
+#: these kernels sum in the order the separate mean kernel did; a multiple of every target's lanes.
+PARTS = 64
+
+
+def row_sum(x, value, name: str):
+    """TE: ``sum(value(row, k))`` over the last axis, ``[.., 1]``, in ``PARTS`` partial sums
+    (``k = j * PARTS + p``; the last, partial, group added to the first ``width % PARTS``) and
+    then across them. The split is written out, not left to a schedule's rfactor: TVM 0.27's
+    ``compute_at`` drops the predicate of a split whose extent does not divide (the generator's
+    120m + 1 samples), and these sums run inside each row's loop (``schedule/rows.py``)."""
+    from tvm import te, tirx
 
     *lead, width = x.shape
-    k = te.reduce_axis((0, width), "k")
+    whole = tirx.floordiv(width, PARTS)
+    j = te.reduce_axis((0, whole), f"{name}_j")
+    parts = te.compute(
+        (*lead, PARTS),
+        lambda *i: te.sum(value(i[:-1], j * PARTS + i[-1]), axis=j),
+        name=f"{name}_parts",
+    )
+    zero = tirx.const(0, x.dtype)
+    last = tirx.floormod(width, PARTS)
+    with_tail = te.compute(
+        (*lead, PARTS),
+        lambda *i: (
+            parts(*i) + tirx.if_then_else(i[-1] < last, value(i[:-1], whole * PARTS + i[-1]), zero)
+        ),
+        name=f"{name}_tail",
+    )
+    p = te.reduce_axis((0, PARTS), f"{name}_p")
+    return te.compute(
+        (*lead, 1), lambda *i: te.sum(with_tail(*i[:-1], p), axis=p), name=f"{name}_sum"
+    )
 
-    def squared(*i):
-        d = x[(*i[:-1], k)] - mean(*i)
-        return te.sum(d * d, axis=k)
 
-    total = te.compute((*lead, 1), squared, name="sq_sum")
-    return te.compute((*lead, 1), lambda *i: total(*i) / width.astype(x.dtype), name="var")
+def normalized(x, eps: float):
+    """TE: ``(x - mean) * rsqrt(var + eps)`` over the last axis, the variance that of the
+    centred values (biased, as ``InstanceNorm``), each a sum divided by the length as
+    ``relax.op.mean``."""
+    from tvm import te, tirx
+
+    *lead, width = x.shape
+    length = width.astype(x.dtype)
+    total = row_sum(x, lambda row, k: x[(*row, k)], "x")
+    mean = te.compute((*lead, 1), lambda *i: total(*i) / length, name="mean")
+
+    def squared(row, k):
+        d = x[(*row, k)] - mean(*row, 0)
+        return d * d
+
+    squares = row_sum(x, squared, "sq")
+    var = te.compute((*lead, 1), lambda *i: squares(*i) / length, name="var")
+    scale = te.compute(
+        (*lead, 1), lambda *i: tirx.rsqrt(var(*i) + tirx.const(eps, x.dtype)), name="inv_std"
+    )
+    return te.compute(
+        x.shape, lambda *i: (x(*i) - mean(*i[:-1], 0)) * scale(*i[:-1], 0), name="normalized"
+    )
 
 
 LEGALIZATIONS = {"relax.nn.instance_norm": instance_norm_two_pass}

@@ -7,6 +7,8 @@ that matches its structure:
 ========== ==============================================================================
 rule       structure it matches
 ========== ==============================================================================
+rows       sums per row (written as partial sums) read by one output over those rows:
+           each row's sums inside the output's row loop (the instance norm and its epilogue)
 conv       one reduction ``[n, f, y | r...]`` streaming a row of the data along ``y``
            (conv1d, conv_transpose1d, with producers such as pad and fused epilogues)
 matmul     one reduction ``[..., i, j | k]`` streaming ``B[.., k, j]`` (dense, matmul, LSTM
@@ -37,7 +39,7 @@ import tvm
 from tvm import s_tir, tirx
 
 from ..symbolic import upper_bounds
-from . import conv, generic, injective, matmul, reduction
+from . import conv, generic, injective, matmul, reduction, rows
 from .analysis import CPU, RuleMismatch, assume_bounds, is_scheduled
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
 #: Tried in order; the first that returns a schedule owns the function. A rule takes the
 #: PrimFunc and the CPU and returns its schedule, or None where it does not apply.
 RULES = {
+    "rows": rows.schedule,
     "conv": conv.schedule,
     "matmul": matmul.schedule,
     "reduction": reduction.schedule,

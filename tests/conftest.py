@@ -42,7 +42,7 @@ TINY_PARAMS = {
 #: --no-loadscope-reorder``), the next to whichever worker is down to its last two tests.
 #: xdist's own order (most tests first) had left the longest module, one test, for last, on one
 #: worker while the other sat idle. The two modules that build what others share come first (the
-#: DVC project, ``build_tiny``, minutes; the runtime's artifacts), then the longest, with the
+#: DVC project, ``build_tiny``; the runtime's artifacts), then the longest, with the
 #: DVC project's other users placed after what the second worker takes while the first builds.
 SCHEDULE_FIRST = (
     "test_dvc_graph.py",  # builds the DVC project, then runs on it, on the first worker
@@ -66,6 +66,9 @@ SCHEDULE_FIRST = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    gone = [name for name in SCHEDULE_FIRST if not (Path(__file__).parent / name).exists()]
+    if gone:  # a renamed module would silently lose its place
+        raise pytest.UsageError(f"tests/conftest.py SCHEDULE_FIRST names no module {gone}")
     rank = {name: i for i, name in enumerate(SCHEDULE_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable within a module
 

@@ -176,9 +176,8 @@ def test_instance_norm_legalizes_with_a_centred_variance():
     from kokoro_tvm.compile.legalizations import LEGALIZE_MAP
 
     rng = np.random.default_rng(0)
-    x = (40 + rng.standard_normal((1, 2, 120_001))).astype(
-        np.float32
-    )  # a generator stage, 120m + 1
+    # a generator stage's width, 120m + 1: a partial last group of the norm's partial sums
+    x = (40 + rng.standard_normal((1, 2, 120_001))).astype(np.float32)
     gamma, beta = np.ones(2, np.float32), np.zeros(2, np.float32)
     want = torch.nn.functional.instance_norm(torch.from_numpy(x).double(), eps=1e-5).numpy()
     bb = relax.BlockBuilder()

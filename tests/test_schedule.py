@@ -310,7 +310,7 @@ CASES = [
     (ConvLeaky(8, 1, 5), (1, 8, 45), "conv"),  # one output channel (F0/N projections, iSTFT)
     (ConvT(), (1, 16, 9), "conv"),
     (Linear(), (1, 7, 40), "matmul"),
-    (Norm(), (1, 12, 50), "reduction"),
+    (Norm(), (1, 12, 50), "rows"),
     (Elementwise(), (1, 8, 64), "injective"),
 ]
 
@@ -539,13 +539,16 @@ class AdaINSnake(torch.nn.Module):
         return y + (1 / self.alpha) * torch.sin(self.alpha * y) ** 2
 
 
-@pytest.mark.parametrize("width", [121, 640, 15361])
+@pytest.mark.parametrize("width", [40, 121, 640, 15361])
 @pytest.mark.parametrize("target", [V3, {"kind": "llvm", "mcpu": "x86-64-v4"}], ids=["v3", "v4"])
 def test_a_norm_and_its_snake_read_each_row_once(width, target):
     """The instance norm, its affine and the Snake are one kernel (no mean kernel before it)
     scheduled by ``rows``: each row's sums inside the loop over rows, then the row. Widths
-    with a partial last group of sums (121, 15361: 57 and 1 past 64) and without (640); odd rows
-    of 1e30 catch a read past the end of a row (the next row's values would swamp its sums)."""
+    with a partial last group of sums (121, 15361: 57 and 1 past 64), without (640), and with no
+    whole group at all (40: the partial sums start at zero and take only the last group); odd
+    rows of 1e30 catch a read past the end of a row (the next row's values would swamp its
+    sums)."""
+
     if target["mcpu"] == "x86-64-v4" and not runs_here(target):
         pytest.skip("this CPU has no AVX-512")
     torch.manual_seed(0)

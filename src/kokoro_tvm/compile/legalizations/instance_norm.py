@@ -72,8 +72,11 @@ def _over_last_axis(x, axes: list[int]) -> bool:
 
 #: Partial sums per row: ``x[k]`` goes to sum ``k % PARTS``, as the reduction rule's rfactor
 #: splits an AVX-512 row (4 vectors of 16 lanes: independent add chains hide the add latency), so
-#: these kernels sum in the order the separate mean kernel did; a multiple of every target's lanes.
+#: on AVX-512 these kernels sum in the order the separate mean kernel did; a multiple of every
+#: target's lanes.
 PARTS = 64
+#: The partial-sum blocks' name suffix: what ``schedule/rows.py`` recognizes this construction by.
+PARTS_BLOCK = "_parts"
 
 
 def row_sum(x, value, name: str):
@@ -81,7 +84,10 @@ def row_sum(x, value, name: str):
     (``k = j * PARTS + p``; the last, partial, group added to the first ``width % PARTS``) and
     then across them. The split is written out, not left to a schedule's rfactor: TVM 0.27's
     ``compute_at`` drops the predicate of a split whose extent does not divide (the generator's
-    120m + 1 samples), and these sums run inside each row's loop (``schedule/rows.py``)."""
+    120m + 1 samples), and these sums run inside each row's loop (``schedule/rows.py``). Below
+    ``PARTS`` samples there is no whole group: the partial sums are then their initialization
+    alone, which ``rows`` decomposes out of their (empty) loop; a rule that left TIR's
+    ``T.init()`` inside it would leave them unset."""
     from tvm import te, tirx
 
     *lead, width = x.shape
@@ -90,7 +96,7 @@ def row_sum(x, value, name: str):
     parts = te.compute(
         (*lead, PARTS),
         lambda *i: te.sum(value(i[:-1], j * PARTS + i[-1]), axis=j),
-        name=f"{name}_parts",
+        name=f"{name}{PARTS_BLOCK}",
     )
     zero = tirx.const(0, x.dtype)
     last = tirx.floormod(width, PARTS)

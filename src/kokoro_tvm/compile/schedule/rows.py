@@ -9,14 +9,15 @@ nest of its own over every row, a pass over memory each.
 
 Per row (the rows parallel): the partial sums as one vector loop per step of the row (their
 ``PARTS`` axis vectorized, the reduction axis outside it), the sums across them as short scalar
-loops, then the output row as one vectorized loop (a symbolic width's tail partitioned off,
-``split_with_tail``).
+loops, then the output row as one vectorized loop (the tail of a width that is symbolic or does
+not divide partitioned off, ``split_with_tail``).
 """
 
 from __future__ import annotations
 
 from tvm import s_tir, tirx
 
+from ..legalizations.instance_norm import PARTS_BLOCK
 from .analysis import CPU, RuleMismatch, extent_of, new_schedule, root_blocks, split_with_tail
 from .common import PARALLEL_MIN, inline_all
 
@@ -28,6 +29,8 @@ def schedule(func: tirx.PrimFunc, cpu: CPU) -> s_tir.Schedule | None:
         return None
     if not all(b.is_spatial or b.is_reduction for b in blocks):
         return None
+    if not any(b.is_reduction and b.stmt.name_hint.endswith(PARTS_BLOCK) for b in blocks):
+        return None  # not ``row_sum``'s construction: no inlining tried (it can crash TVM 0.27)
     # the sums, and the per-row values made of them (a mean, a scale): computed once per row
     # here, not inlined into every element that reads them
     keep = {b.stmt.name_hint for b in blocks if b.is_reduction or _per_row_value(b)}

@@ -81,11 +81,6 @@ def _per_row(stats, out, rows: int) -> bool:
             return False
         if n_sp == rows + 1 and blk.extents[rows] is None:
             return False
-    parts = [
-        b for b in stats if b.is_reduction and len(b.kinds) - len(b.kinds.lstrip("S")) == rows + 1
-    ]
-    if not any((b.extents[rows] or 0) > 1 for b in parts):
-        return False  # no partial sums: not a row-sum construction (TOPI's norms, softmax)
     read_by_out = {r.source.name for r in out.stmt.reads}
     return any(r.source.name in read_by_out for blk in stats for r in blk.stmt.reads)
 

@@ -52,14 +52,14 @@ def _stream(tts: KokoroTVM, repeats: int, keep: list | None = None) -> int:
 
 def test_a_stream_ten_times_longer_peaks_no_higher(tts):
     _stream(tts, 2)  # load every library before measuring
-    short, n_short = _peak(lambda: _stream(tts, 6))
-    long, n_long = _peak(lambda: _stream(tts, 60))
+    short, n_short = _peak(lambda: _stream(tts, 3))
+    long, n_long = _peak(lambda: _stream(tts, 30))
     assert n_long >= 10 * n_short // 2 and n_long >= 40
     per_chunk = short / n_short
     assert long - short < 2 * per_chunk, (short, long, n_short, n_long)
     # negative control: a consumer that keeps every chunk (what the CLI did) grows with length
     kept: list = []
-    grown, _ = _peak(lambda: _stream(tts, 60, kept))
+    grown, _ = _peak(lambda: _stream(tts, 30, kept))
     assert grown - short > 10 * per_chunk
 
 
@@ -80,6 +80,6 @@ def test_cli_stdout_stream_peaks_no_higher(tts, monkeypatch):
         return repeats
 
     run(2)
-    short, _ = _peak(lambda: run(6))
-    long, _ = _peak(lambda: run(60))
+    short, _ = _peak(lambda: run(3))
+    long, _ = _peak(lambda: run(30))
     assert long - short < short, (short, long)

@@ -79,6 +79,22 @@ CHILD_TIMEOUT_S = 600.0
 MB = 1024.0
 
 
+def sentence(max_phonemes: int) -> str:
+    """``SENTENCE`` as one utterance of at most ``max_phonemes``: its words up to the last that
+    fits (the first word at least). Cold start is timed on what one library call speaks; a model
+    whose largest token bucket is smaller (the tests' tiny config) would otherwise time the
+    planner's many cuts, not a start."""
+    if len(SENTENCE) <= max_phonemes:
+        return SENTENCE
+    words = SENTENCE.split(" ")
+    kept = words[:1]
+    for word in words[1:]:
+        if len(" ".join([*kept, word])) > max_phonemes:
+            break
+        kept.append(word)
+    return " ".join(kept)
+
+
 class ColdStartError(KokoroTVMError, RuntimeError):
     """A timed process failed, or produced no audio: nothing is recorded for it."""
 

@@ -66,7 +66,7 @@ def run(
     root: Path = artifacts.ROOT,
     out: Path | None = None,
     rounds: int | None = None,
-    phonemes: str = cold_start.SENTENCE,
+    phonemes: str | None = None,
     voice: str | None = None,
     onnx_voice: str = cold_start.VOICE,
     runtime_python: Path | None = None,
@@ -74,7 +74,8 @@ def run(
 ) -> dict[str, Any]:
     """Measure and write the metrics (``out``, default ``artifacts/bench_cold.json``).
 
-    ``voice`` is the runtime's (default: see the module docstring); kokoro-onnx gets
+    ``phonemes`` default to ``cold_start.SENTENCE``, cut to one utterance of the largest token
+    bucket. ``voice`` is the runtime's (default: see the module docstring); kokoro-onnx gets
     ``onnx_voice`` from the registry's voices file. ``root`` is the artifact directory the
     runtime loads."""
     root = Path(root).resolve()
@@ -82,6 +83,8 @@ def run(
     target, why = explain_pick(manifest)
     precisions, precision_why = runtime_precisions(manifest, target)
     runtime_python = Path(runtime_python or sys.executable)
+    if phonemes is None:
+        phonemes = cold_start.sentence(max(manifest.buckets["tokens"]) - 2)  # BOS and EOS
     if voice is None:
         voice = cold_start.VOICE if manifest.model.config == "kokoro-82m" else "random"
     rounds = rounds or prm.bench.repeats

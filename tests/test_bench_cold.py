@@ -324,3 +324,15 @@ def test_ratio_is_the_median_of_per_round_ratios():
 def test_user_env_drops_what_only_the_pipeline_sets():
     env = cold_start.user_env({"TVM_NUM_THREADS": "2", "TVM_USE_RUNTIME_LIB": "1", "HOME": "/h"})
     assert env == {"HOME": "/h"}
+
+
+def test_the_sentence_is_cut_to_one_utterance_at_a_word():
+    """The stage's default input: the whole sentence where the largest token bucket holds it, else
+    its words that fit, never part of a word."""
+    whole = cold_start.SENTENCE
+    assert cold_start.sentence(510) == cold_start.sentence(len(whole)) == whole
+    for limit in (len(whole) - 1, 20, 6):
+        cut = cold_start.sentence(limit)
+        assert len(cut) <= limit and whole.startswith(cut + " ")
+        assert len(" ".join(whole.split(" ")[: len(cut.split(" ")) + 1])) > limit  # the next word
+    assert cold_start.sentence(1) == whole.split(" ")[0]  # a word at least

@@ -14,6 +14,7 @@ import yaml
 from conftest import TINY_PARAMS, Project
 
 from kokoro_tvm import artifacts as A
+from kokoro_tvm.eval import cold_start
 from kokoro_tvm.pipeline.code import kinds
 
 pytestmark = pytest.mark.pipeline  # whole-project tests: `make test`, not `make test-fast`
@@ -47,6 +48,14 @@ def test_manifest_lists_every_library(built_project: Project):
         so = built_project.root / A.ROOT / lib["path"]
         # weights are inputs: a library is far smaller than its component's weights file
         assert so.stat().st_size < m["weights"][lib["component"]]["bytes"] / 4
+
+
+def test_bench_cold_times_one_utterance_of_the_largest_bucket(built_project: Project):
+    """The tiny model's 8-token bucket holds 6 phonemes of the cold-start sentence: it speaks
+    those words, one utterance, not the whole sentence cut into bucket-sized pieces."""
+    spoken = json.loads(A.bench_cold_file(built_project.root / A.ROOT).read_text())["input"]
+    (tokens,) = built_project.params["buckets"]["tokens"]
+    assert spoken["phonemes"] == cold_start.sentence(tokens - 2) != cold_start.SENTENCE
 
 
 def _changed(proj: Project) -> set[str]:

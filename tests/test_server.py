@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import base64
 import json
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -123,10 +125,10 @@ def check_audio(fmt: str, data: bytes, ref: np.ndarray) -> None:
         if fmt == "wav":  # the runtime's reader takes a streamed WAV too
             from kokoro_tvm.runtime.wav import read_wav
 
-            path = f"/tmp/kokoro-server-test-{threading.get_ident()}.wav"
-            with open(path, "wb") as f:
-                f.write(data)
-            y, rate = read_wav(path)
+            with tempfile.TemporaryDirectory(prefix="kokoro-server-test-") as tmp:
+                path = Path(tmp) / "streamed.wav"
+                path.write_bytes(data)
+                y, rate = read_wav(path)
             assert rate == 24000 and np.array_equal(np.round(y * 32767).astype(np.int16), want)
         return
     floor, extra = LOSSY[fmt]
@@ -471,19 +473,18 @@ def test_serve_options_are_checked_before_loading(artifacts, capsys):
         assert rc == 1 and err.startswith("error: ") and needle in err, err
 
 
-def test_readme_serve_examples_run(server):
+def test_readme_serve_examples_run(server, tmp_path):
     """The README's curl line and openai example, as written but for the address."""
     import re
     import shlex
     import subprocess
-    from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Serve\n", 1)[1].split("\n## ", 1)[0]
     bash = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     curl = re.search(r"^curl .*\n(?:  .*\n)*", bash, re.M).group(0)
     curl = curl.replace("\\\n", " ").replace("localhost:8880", server.url.split("//")[1])
-    out = Path(f"/tmp/kokoro-server-readme-{threading.get_ident()}")
+    out = tmp_path / "hello.mp3"
     argv = [a if a != "hello.mp3" else str(out) for a in shlex.split(curl)]
     argv = [a.replace('"af_heart"', '"random"') for a in argv]  # this build's voice
     subprocess.run(argv, check=True, timeout=120)

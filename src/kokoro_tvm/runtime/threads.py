@@ -92,24 +92,3 @@ def use_threads(n: int) -> None:
     from . import tvm_runtime
 
     tvm_runtime.config_threadpool(check_count(n) or available_cores())
-
-
-def idle_class_available() -> bool:
-    """Whether the OS can run a thread only on cores nothing else wants (Linux's
-    ``SCHED_IDLE``)."""
-    return hasattr(os, "SCHED_IDLE") and hasattr(os, "sched_setscheduler")
-
-
-def run_when_idle() -> bool:
-    """Put the calling thread in the idle scheduling class: it runs only on cores no other
-    thread wants, so any normal thread preempts it at once, in the middle of a kernel. Call it
-    before the thread makes its TVM pool: the pool's threads inherit the class when they are
-    made, and only a thread in it lets other work through. False where the OS refused or has no
-    such class."""
-    if not idle_class_available():
-        return False
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except OSError:
-        return False
-    return True

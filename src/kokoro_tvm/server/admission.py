@@ -6,14 +6,13 @@ condition of EDF scheduling: the compute of every chunk due by t (each chunk is 
 audio before it has played; the new stream's first within ``first_audio`` less recent requests'
 preparation time, or, when its first sentence alone takes longer than that, when it alone can
 be ready: others must not delay it, but refusing it would not make it sooner; a chunk being
-made counts as its remaining time, by every t, or, on the background worker that any first
-chunk preempts (``preempt``), by when its own listener runs dry; first chunks not yet started
-count by every t, since the workers run them before any other) must fit in ``workers *
-load_factor * t`` (up to the newcomer's first audio: ``workers * t`` over the model's recent
-error). When it does not, the request is refused (503 with ``Retry-After``, ``Overloaded``)
-instead of making every stream late. A chunk's compute is predicted from its length: the new
-stream's first chunk from its own first sentence (``cost_model.first_chunk_chars``), a chunk in
-the making from what is left of its stream's text (``Stream.next_audio``).
+made counts as its remaining time; first chunks not yet started count by every t, since the
+workers run them before any other) must fit in ``workers * load_factor * t`` (up to the
+newcomer's first audio: ``workers * t`` over the model's recent error). When it does not, the
+request is refused (503 with ``Retry-After``, ``Overloaded``) instead of making every stream
+late. A chunk's compute is predicted from its length: the new stream's first chunk from its own
+first sentence (``cost_model.first_chunk_chars``), a chunk in the making from what is left of
+its stream's text (``Stream.next_audio``).
 """
 
 from __future__ import annotations
@@ -55,8 +54,6 @@ class Demand:
     """What the open streams ask of the workers."""
 
     busy: float = 0.0  # what the chunks in the making still need, as the model predicts them
-    #: chunks in the making that first chunks preempt: (when due, what they still need)
-    preemptible: list[tuple[float, float]] = field(default_factory=list)
     firsts: float = 0.0  # first chunks not yet started: due by every deadline (first first)
     waiting: list[float] = field(default_factory=list)  # those first chunks' own deadlines
     needs: list[Need] = field(default_factory=list)
@@ -114,11 +111,7 @@ def open_demand(
         # a chunk being made is the ``busy`` time: its audio is as good as produced
         inflight = s.next_audio(model) if s.running else 0
         if s.running:
-            left = max(0.0, model.cost(inflight) - (now - s.run_started))
-            if s.preemptible:  # due when its listener runs dry; first chunks go before it
-                d.preemptible.append((max(s.buffered(now), 1e-3), left))
-            else:
-                d.busy += left
+            d.busy += max(0.0, model.cost(inflight) - (now - s.run_started))
         remaining -= inflight
         chunk = min(remaining, model.chunk_audio(s.produced + bool(s.running)) / s.speed)
         # its first audio's deadline, as ``fits`` set it when it was admitted
@@ -165,7 +158,6 @@ def first_overload(
             [
                 np.maximum((start + k)[k < audio], 1e-3),
                 [first_due, *(max(t, 1e-3) for t in d.waiting)],
-                [due for due, _ in d.preemptible],
             ]
         )
     )
@@ -175,9 +167,6 @@ def first_overload(
     need = np.minimum(audio, due * step)
     terms = np.where(t < start, 0.0, model.r * need + model.c0 * np.ceil(need / step))
     # summed left to right from the work already due, as a running total
-    if d.preemptible:  # each due by its own deadline
-        due_at, left = np.array(d.preemptible).T
-        terms = np.concatenate([terms, np.where(t >= due_at, left, 0.0)], axis=1)
     terms = np.concatenate([np.full((len(horizons), 1), d.busy + d.firsts), terms], axis=1)
     demand = np.add.accumulate(terms, axis=1)[:, -1]
     limit = np.where(horizons <= first_due, first_capacity(model, config), capacity) * horizons

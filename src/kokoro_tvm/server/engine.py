@@ -46,8 +46,6 @@ class ServerConfig:
     precision: str = "auto"  # what the libraries compute in (``KokoroTVM.from_manifest``)
     workers: int = 1
     threads: int | None = None  # TVM threads per worker; None: the process's cores shared out
-    #: with one worker, a background twin in the idle scheduling class (``scheduler.py``)
-    preempt: bool = True
     max_input_chars: int = 4096  # OpenAI's limit
     max_streams: int = 32
     request_timeout: float = 900.0  # seconds one response may take, start to end
@@ -107,7 +105,6 @@ class Engine:
             first_slack=config.first_slack,
             load_factor=config.load_factor,
             admission=config.admission,
-            preempt=config.preempt and workers == 1 and threads.idle_class_available(),
             chunk_limits=config.cuts.limits or (chunking.MAX_PHONEMES,),
         )
         self.scheduler = Scheduler(

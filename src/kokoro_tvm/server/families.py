@@ -20,7 +20,6 @@ class SchedulerState(Protocol):
     model: CostModel
 
     def queue_depth(self) -> int: ...
-    def worker_count(self) -> int: ...
     def open_streams(self) -> int: ...
     def margin(self) -> float: ...
 
@@ -48,12 +47,7 @@ def declare_scheduler(m: Metrics, state: SchedulerState) -> None:
     m.gauge("queue_depth", "Streams whose next chunk waits for a worker.", state.queue_depth)
     m.gauge("streams_open", "Streams open (admitted and not yet closed).", state.open_streams)
     m.gauge("workers_busy", "Workers synthesizing a chunk now.", lambda: state.busy)
-    m.gauge("workers", "Worker threads.", state.worker_count)
-    m.counter(
-        "preemptions_total",
-        "Chunks the front worker started while the background worker's chunk ran (the OS "
-        "paused that one meanwhile; serve's preemption, on by default).",
-    )
+    m.gauge("workers", "Worker threads.", lambda: state.config.workers)
     m.gauge(
         "real_time_factor",
         "Compute seconds per second of audio for one worker, as the cost model has learned "

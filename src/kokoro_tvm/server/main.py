@@ -57,11 +57,10 @@ def run(config: ServerConfig, http: HttpConfig = HttpConfig()) -> None:
     engine = Engine(config)
     warning_log.count_in(engine.metrics)
     log.info(
-        "target %s; %d worker(s) x %d TVM thread(s)%s; cuts: %s",
+        "target %s; %d worker(s) x %d TVM thread(s); cuts: %s",
         engine.tts.target,
         engine.scheduler.config.workers,
         engine.scheduler.config.threads_per_worker,
-        ", and one in the background" if engine.scheduler.config.preempt else "",
         config.cuts.name,
     )
     engine.start()

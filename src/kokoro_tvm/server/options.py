@@ -53,13 +53,6 @@ def add_arguments(p: argparse.ArgumentParser, default_artifacts: str) -> None:
     )
     p.add_argument("--threads", type=int, help="TVM threads per worker (default: cores / workers)")
     p.add_argument(
-        "--no-preempt",
-        action="store_true",
-        help="no background worker: with one worker (the default), a second one in the OS's "
-        "idle scheduling class runs streams ahead and a newcomer's first chunk preempts it "
-        "(Linux)",
-    )
-    p.add_argument(
         "--max-input-chars", type=int, default=4096, help="longest input (default 4096, OpenAI's)"
     )
     p.add_argument(
@@ -184,7 +177,6 @@ def config(args: argparse.Namespace) -> ServerConfig:
         precision=args.precision,
         workers=args.workers,
         threads=args.threads,
-        preempt=not args.no_preempt,
         max_input_chars=args.max_input_chars,
         max_streams=args.max_streams,
         request_timeout=args.request_timeout,

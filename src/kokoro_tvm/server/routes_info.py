@@ -53,7 +53,7 @@ def _health(engine: Engine) -> dict[str, Any]:
     missing = []
     if engine.text_ready is not None:
         missing.append(f"English text input (G2P): {engine.text_ready}")
-    workers, alive = s.worker_count(), s.workers_alive()
+    workers, alive = s.config.workers, s.workers_alive()
     if alive < workers:
         missing.append(f"{workers - alive} of {workers} workers have stopped")
     elif s.warm < workers:

@@ -10,14 +10,6 @@ newcomer's way later; holding chunks back until they must start made crowds' fir
 docs/measurements.md, "Workers run ahead"), but does not start a chunk that can wait while a
 newcomer's input is still being prepared (``_hold``).
 
-With ``preempt`` there are two workers over the same cores, each with a pool of all of them: the
-front one, which takes newcomers' first chunks (and a chunk that must start now while the other
-is busy), and a background one in the OS's idle scheduling class, which runs everything else
-ahead. A background chunk is preempted by the kernel, mid-kernel, whenever the front worker
-runs, and resumes where it was: a newcomer waits for no run-ahead chunk, only for first chunks
-that came before it. A background chunk's compute is its time less the front worker's time
-meanwhile (``_lend``).
-
 The unit of work is one ``next()`` of a runtime stream: it plans and decodes exactly one chunk.
 One stream is advanced by one worker at a time (it is either queued, running or waiting for its
 consumer); different streams run on different workers at once, over the one shared model. Each
@@ -49,7 +41,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..runtime import threads
 from . import admission
 from .admission import Overloaded
 from .cost_model import CostModel
@@ -59,9 +50,6 @@ from .streams import Item, SchedulerConfig, Stream
 
 #: seconds below which a worker does not wait for a newcomer before the queue's head
 HOLD_MIN = 0.001
-
-#: the two workers' roles with ``preempt`` (``None``: a worker of equals, without it)
-FRONT, BACK = "front", "back"
 
 
 class Scheduler:
@@ -88,25 +76,16 @@ class Scheduler:
         self._start_error: BaseException | None = None
         self._admission = ThreadPoolExecutor(1, thread_name_prefix="kokoro-admit")
         self.warm = 0  # workers that have run a chunk (the warm-up's, or a request's)
-        self.lanes: list[str | None] = (
-            [FRONT, BACK] if self.config.preempt else [None] * self.config.workers
-        )
-        self._front_since: float | None = None  # when the front worker's chunk started
-        self._back: Stream | None = None  # the stream whose chunk the background worker runs
-        self._front_warm = threading.Event()  # warm-ups one after the other: their times teach
         declare_scheduler(metrics, self)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, warmup: Callable[[], Iterator[Any]] | None = None) -> None:
         """Start the workers; each first runs ``warmup()`` (a runtime stream) to the end, so its
         VMs and thread pool exist and the cost model has data before the first request."""
-        ready = threading.Barrier(len(self.lanes) + 1)
-        for i, lane in enumerate(self.lanes):
+        ready = threading.Barrier(self.config.workers + 1)
+        for i in range(self.config.workers):
             t = threading.Thread(
-                target=self._work,
-                args=(warmup, ready, lane),
-                name=f"kokoro-worker-{lane or i}",
-                daemon=True,
+                target=self._work, args=(warmup, ready), name=f"kokoro-worker-{i}", daemon=True
             )
             t.start()
             self._threads.append(t)
@@ -127,10 +106,6 @@ class Scheduler:
 
     def workers_alive(self) -> int:
         return sum(t.is_alive() for t in self._threads)
-
-    def worker_count(self) -> int:
-        """Worker threads: ``workers``, or the front and background ones with ``preempt``."""
-        return len(self.lanes)
 
     # -- streams -----------------------------------------------------------------------------
     async def admit(self, chars: int, speed: float, first_chars: int = 0) -> Stream:
@@ -232,14 +207,9 @@ class Scheduler:
         s.token += 1
         key = s.deadline(self.config.first_slack) - self.model.cost(s.next_audio(self.model))
         heapq.heappush(self._heap, (key, next(self._seq), s.token, s))
-        if self.config.preempt:  # the two workers take different chunks: both must look
-            self._cond.notify_all()
-        else:
-            self._cond.notify()
+        self._cond.notify()
 
-    def _pop(self, lane: str | None) -> Stream | None:
-        if lane is not None:
-            return self._pop_lane(lane)
+    def _pop(self) -> Stream | None:
         while not self._stopping:
             head = self._head()
             if head is None:
@@ -252,34 +222,6 @@ class Scheduler:
             heapq.heappop(self._heap)
             return head[1]
         return None
-
-    def _pop_lane(self, lane: str) -> Stream | None:
-        """The front worker's next chunk: the earliest first chunk, else, while the background
-        worker is busy, a chunk that must start now; the background worker's: the earliest
-        other chunk (first chunks wait for the front worker, which is never behind a run-ahead
-        chunk)."""
-        while not self._stopping:
-            now = time.monotonic()
-            queued = self._queued()
-            wait: float | None = None
-            for key, s in queued:
-                first = s.produced == 0
-                if lane == BACK and not first:
-                    return s
-                if lane == FRONT and first:
-                    return s
-                if lane == FRONT and self._back is not None:
-                    if key <= now:
-                        return s
-                    wait = key - now if wait is None else min(wait, key - now)
-            self._cond.wait(wait)
-        return None
-
-    def _queued(self) -> list[tuple[float, Stream]]:
-        """Every queued chunk, earliest latest start first (stale entries dropped)."""
-        self._heap = [e for e in self._heap if e[2] == e[3].token and e[3].runnable(self.config)]
-        heapq.heapify(self._heap)
-        return [(key, s) for key, _, _, s in sorted(self._heap)]
 
     def _head(self) -> tuple[float, Stream] | None:
         """The queued chunk with the earliest latest start (stale entries dropped)."""
@@ -330,15 +272,10 @@ class Scheduler:
             s.close_gen()
 
     # -- the workers -------------------------------------------------------------------------
-    def _work(self, warmup, ready: threading.Barrier, lane: str | None = None) -> None:
+    def _work(self, warmup, ready: threading.Barrier) -> None:
         try:
-            if lane == BACK and not threads.run_when_idle():
-                # at the front worker's priority it would not be preempted but share the cores
-                raise OSError("the OS refused the idle scheduling class; serve with --no-preempt")
             if self.worker_setup is not None:
                 self.worker_setup()
-            if lane == BACK:
-                self._front_warm.wait()
             if warmup is not None:
                 self._warm(warmup)
                 with self._cond:
@@ -346,20 +283,16 @@ class Scheduler:
         except Exception as e:
             self._start_error = e
         finally:
-            if lane == FRONT:
-                self._front_warm.set()
             ready.wait()
         if self._start_error is not None:
             return
         cold = warmup is None  # until it has run a request's chunk
         while True:
             with self._cond:
-                s = self._pop(lane)
+                s = self._pop()
                 if s is None:
                     return
                 s.running, s.run_started = True, time.monotonic()
-                s.preemptible = lane == BACK
-                self._begin(lane, s, s.run_started)
                 self.busy += 1
                 deadline = s.deadline(self.config.first_slack)
                 consumer_waiting = s.taken == s.produced
@@ -367,8 +300,6 @@ class Scheduler:
             with self._cond:
                 self.busy -= 1
                 s.running = False
-                if lane is not None:
-                    item.compute = self._end(lane, s, time.monotonic(), item.compute)
                 if cold and item.part is not None:
                     cold, self.warm = False, self.warm + 1
                 if item.part is not None:
@@ -384,36 +315,6 @@ class Scheduler:
                 elif s.runnable(self.config):
                     self._push(s)
             s.loop.call_soon_threadsafe(s.items.put_nowait, item)
-
-    def _begin(self, lane: str | None, s: Stream, now: float) -> None:
-        """A worker takes ``s``'s chunk (under the lock)."""
-        if lane == FRONT:
-            self._front_since = now
-            if self._back is not None:
-                self.metrics.inc("preemptions_total")
-        elif lane == BACK:
-            self._back = s
-        if lane is not None:  # what each worker may take changed
-            self._cond.notify_all()
-
-    def _end(self, lane: str, s: Stream, now: float, took: float) -> float:
-        """A worker finished ``s``'s chunk, which took ``took`` seconds: its compute, the
-        background's less the time the front worker ran meanwhile (under the lock)."""
-        if lane == FRONT:
-            self._lend(now)
-            self._front_since = None
-            return took
-        self._lend(now)
-        self._back = None
-        return now - s.run_started
-
-    def _lend(self, now: float) -> None:
-        """The front worker's time since ``_front_since`` was not the background chunk's: its
-        start moves later by it (so its progress and compute count only its own time)."""
-        b, since = self._back, self._front_since
-        if b is not None and since is not None:
-            b.run_started += now - max(since, b.run_started)
-            self._front_since = now
 
     def _account(self, s: Stream, item: Item, deadline: float, consumer_waiting: bool) -> None:
         now = time.monotonic()

@@ -36,10 +36,6 @@ class SchedulerConfig:
     first_slack: float = 0.0  # seconds after arrival a first chunk is due (its EDF deadline)
     load_factor: float = 0.9  # share of the workers' time admission may plan to use
     admission: bool = True
-    #: a second worker beside the one, in the idle scheduling class (``threads.run_when_idle``):
-    #: it runs ahead, and the first worker takes newcomers' first chunks at once, the OS pausing
-    #: the second's chunk meanwhile (``scheduler.py``)
-    preempt: bool = False
     #: phoneme limits of a stream's first chunks, the last for all later ones (the cost model's
     #: guess of a chunk's audio before chunks at its place ran); kokoro's one limit by default,
     #: as the server's whole sentences have
@@ -81,8 +77,7 @@ class Stream:
     finished: bool = False
     cancelled: bool = False
     token: int = 0  # invalidates older heap entries of this stream
-    run_started: float = 0.0  # when its chunk started, moved later by the time it was preempted
-    preemptible: bool = False  # its chunk runs on the background worker
+    run_started: float = 0.0
     paced: bool = False  # its response reports what its client has received (``received``)
     received: float = 0.0  # seconds of its audio the client has received
     delivery: Any = None  # the response's ``delivery.Delivery``, which tells it

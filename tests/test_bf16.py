@@ -370,3 +370,31 @@ def test_a_bins_second_weight_pair_is_made_exactly_from_its_first():
     want = bf16.pack_pairs(-im, re)
     assert np.array_equal(got[0], want)
     assert not np.array_equal(got[1], want)
+
+
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_few_odd_blocks_split_their_channels_into_two_tasks_of_the_same_bits(blocks):
+    """An odd count of blocks below ``SPLIT_BELOW`` runs as two tasks per block, half of the
+    output channels each: the same bits as one task per block, and every output written (the
+    output starts as NaN, so a half that no task computed would show)."""
+    channels_in, channels_out, taps, dilation = 48, 64, 11, 3
+    _, w = _case(channels_in, channels_out, taps, 7)
+    pad = dilation * (taps - 1) // 2
+    span = dilation * (bf16_fft.POINTS - taps + 1) * bf16_fft.block_tiles(channels_in, dilation)
+    width = (blocks - 1) * span + span // 2
+    assert -(-width // span) == blocks < bf16_fft.SPLIT_BELOW
+    x = np.random.default_rng(blocks).standard_normal((1, channels_in, width)).astype(np.float32)
+    outputs = []
+    for split_below in (bf16_fft.SPLIT_BELOW, 0):
+        func = bf16_fft.kernel(
+            channels_in, channels_out, taps, dilation, pad, split_below=split_below
+        )
+        lib = _build(func, BF16_TARGET)
+        if not _runs_bf16():
+            pytest.skip("this CPU has no AVX512_BF16: the kernel is built, not run")
+        y = tvm.runtime.tensor(np.full((1, channels_out, width), np.nan, np.float32))
+        lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(bf16_fft.pack_weights(w)), y)
+        outputs.append(y.numpy())
+    split, whole = outputs
+    assert not np.isnan(split).any()
+    assert np.array_equal(split, whole)

@@ -47,6 +47,11 @@ QUAD = 16
 #: A parallel block's transformed input, at most. A block streams every weight once, so larger
 #: blocks read them less often; past the L2 cache's size the spectra fall out of it.
 BLOCK_BYTES = 768 * 1024
+#: Fewer blocks than this, odd in number, are each split into two tasks of half the output
+#: channels, each transforming the block's input again: an odd count leaves a thread idle for a
+#: block's time, which at a short input is much of the call (docs/measurements.md, "bf16
+#: convolutions").
+SPLIT_BELOW = 8
 MAKER_NAME = bf16.MAKERS[0]
 
 Complex = tuple[Any, Any]
@@ -211,6 +216,7 @@ def kernel(
     n: int = POINTS,
     rows: int = ROWS,
     vectors: int = VECTORS,
+    split_below: int = SPLIT_BELOW,
 ):
     """TIR kernel ``(x [1, C, L], w [n/2 + 1, C, O] uint32) -> y [1, O, W]`` for any ``L`` and
     ``W``: the conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
@@ -225,7 +231,11 @@ def kernel(
     Blocks read those runs of 16 ``q`` and write them through 16 x 16 transposes in registers
     (``bf16.transpose16``: vectors along the tiles, then along the output channels); the edge
     blocks read from a zero-padded copy of each input row and write into a block of outputs
-    copied up to ``W``."""
+    copied up to ``W``.
+
+    The parallel tasks are the blocks, or, for an odd count below ``split_below``, each block's
+    two halves of the output channel tiles, half by half: a thread's consecutive tasks cover
+    every block."""
     from tvm import tirx
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script.builder import ir as T
@@ -278,7 +288,16 @@ def kernel(
                     FLOPS: 8 * h * c_in * c_out * tiles * ((width + span - 1) // span),
                 }
             )
-            with bf16.helpers(T), T.parallel(0, (width + span - 1) // span) as blk:
+            blocks = (width + span - 1) // span
+            out_tiles = c_out // channels
+            groups = tirx.const(1, "int64")  # tasks per block
+            if out_tiles % 2 == 0:
+                odd = tirx.all(blocks < split_below, blocks % 2 == 1)
+                groups = tirx.Select(odd, tirx.const(2, "int64"), groups)
+            with bf16.helpers(T), T.parallel(0, blocks * groups) as task:
+                blk = T.bind(task % blocks)
+                share = T.bind(out_tiles // groups)
+                group = T.bind(task // blocks)
                 t0 = blk * span
                 first = t0 - pad_left
                 spectra = T.alloc_buffer((h, c_in, padded), "uint32")
@@ -377,7 +396,7 @@ def kernel(
                                         [part, rr, ramp],
                                     )
 
-                with T.serial(0, c_out // channels) as ot:
+                with T.serial(group * share, group * share + share) as ot:
                     with T.grid(h, padded // rows) as (slot, jt):
                         with T.grid(2, rows) as (part, rr):
                             with T.vectorized(0, channels) as oo:

@@ -4,6 +4,7 @@
     python benchmarks/bf16_convs.py --fidelity [--phonemes 30,100] [--voice af_heart] [--plans P,Q]
     python benchmarks/bf16_convs.py --fidelity --slow [--plans P,Q]   # validation's slow speech
     python benchmarks/bf16_convs.py --tiles 8:256,12:768 --threads 2  # FFT kernel variants
+    python benchmarks/bf16_convs.py --tiles 12:768:0,12:768:8 --frames 84,180 --threads 2
 
 Kernels: each decoder generator conv shape (widths of 400 and 96 frames) built once as the float32
 kernel an x86-64-v4 library runs (``compile/winograd.py``, its AVX-512 tile) and once as its bf16
@@ -19,9 +20,11 @@ decoder's convs computed as each bf16 plan computes them (transformed operands r
 products summed in float32), against float64 kokoro with its durations and draws replayed; log-mel
 SNR and mel-cepstral distortion (``eval.verdicts.audio_verdict``), float32 kokoro's beside them.
 
-``--tiles ROWS:KB,...``: the FFT kernel with each register tile (``bf16_fft.ROWS``) and block size
-(``bf16_fft.BLOCK_BYTES`` in KiB) against the others, interleaved, at decoder-1536's widths (the
-generator's convs at 1536 frames: 128 channels over 184320 samples, 256 over 30720).
+``--tiles ROWS:KB[:SPLIT],...``: the FFT kernel with each register tile (``bf16_fft.ROWS``), block
+size (``bf16_fft.BLOCK_BYTES`` in KiB) and odd-block split (``bf16_fft.SPLIT_BELOW``; 0: none)
+against the others, interleaved, at the generator's widths for ``--frames`` (default 1536: 128
+channels over 184320 samples, 256 over 30720); the outputs of every variant must be the same bits
+where only the split differs.
 """
 
 from __future__ import annotations
@@ -121,8 +124,8 @@ def kernels(args) -> None:
         )
 
 
-#: (channels, width) of the generator's stages at 1536 frames
-DECODER_1536 = ((128, 184320), (256, 30720))
+#: (channels, samples per frame) of the generator's two stages
+GENERATOR_STAGES = ((128, 120), (256, 20))
 
 
 def tiles(args) -> None:
@@ -130,29 +133,45 @@ def tiles(args) -> None:
 
     from kokoro_tvm.compile import bf16_fft
 
-    variants = [tuple(int(v) for v in spec.split(":")) for spec in args.tiles.split(",")]
+    variants = [
+        (*(int(v) for v in spec.split(":")), bf16_fft.SPLIT_BELOW)[:3]
+        for spec in args.tiles.split(",")
+    ]
     target = tvm.target.Target(BF16_TARGET)
-    print(f"{BF16_TARGET} threads={args.threads}: median wall ms per call, ROWS:KiB")
-    for (c, width), k, d in itertools.product(DECODER_1536, (3, 7, 11), (1, 3, 5)):
+    print(f"{BF16_TARGET} threads={args.threads}: median wall ms per call, ROWS:KiB:SPLIT")
+    shapes = [
+        (c, frames * per_frame)
+        for frames in (int(f) for f in args.frames.split(","))
+        for c, per_frame in GENERATOR_STAGES
+    ]
+    totals = [0.0] * len(variants)
+    for (c, width), k, d in itertools.product(shapes, (3, 7, 11), (1, 3, 5)):
         rng = np.random.default_rng(k * 10 + d)
         w = (rng.standard_normal((c, c, k)) / np.sqrt(c * k)).astype(np.float32)
         x = rng.standard_normal((1, c, width)).astype(np.float32)
         tensors = [tvm.runtime.tensor(a) for a in (x, bf16_fft.pack_weights(w))]
         tensors.append(tvm.runtime.tensor(np.zeros((1, c, width), np.float32)))
-        runs = []
-        for rows, kib in variants:
+        runs, outputs = [], {}
+        for rows, kib, split in variants:
             with mock.patch.object(bf16_fft, "BLOCK_BYTES", kib * 1024):
-                func = bf16_fft.kernel(c, c, k, d, d * (k - 1) // 2, rows=rows)
+                func = bf16_fft.kernel(c, c, k, d, d * (k - 1) // 2, rows=rows, split_below=split)
             mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
-            runs.append(tvm.compile(mod, target).mod.time_evaluator("main", tvm.cpu(), number=1))
+            lib = tvm.compile(mod, target)
+            lib["main"](*tensors)
+            same = outputs.setdefault((rows, kib), tensors[2].numpy())
+            assert np.array_equal(same, tensors[2].numpy()), "the split changed the outputs"
+            runs.append(lib.mod.time_evaluator("main", tvm.cpu(), number=1))
         samples: list[list[float]] = [[] for _ in runs]
         for r in range(args.rounds):
             for i in range(len(runs)) if r % 2 == 0 else reversed(range(len(runs))):
                 samples[i].append(runs[i](*tensors).mean)
-        cells = "  ".join(
-            f"{rows}:{kib} {np.median(t) * 1e3:6.2f}" for (rows, kib), t in zip(variants, samples)
-        )
+        medians = [float(np.median(t)) * 1e3 for t in samples]
+        totals = [a + b for a, b in zip(totals, medians)]
+        cells = "  ".join(f"{':'.join(map(str, v))} {m:6.2f}" for v, m in zip(variants, medians))
         print(f"  conv {c:3} k{k:<2} d{d} x{width:6}: {cells}  load {os.getloadavg()[0]:.2f}")
+    print(
+        "  sum: " + "  ".join(f"{':'.join(map(str, v))} {t:7.2f}" for v, t in zip(variants, totals))
+    )
 
 
 def _bf16(t):
@@ -385,7 +404,8 @@ def main() -> None:
     ap.add_argument(
         "--slow", action="store_true", help="validation's 1536-frame case instead of --phonemes"
     )
-    ap.add_argument("--tiles", default="", help="ROWS:KiB,... FFT kernel variants")
+    ap.add_argument("--tiles", default="", help="ROWS:KiB[:SPLIT],... FFT kernel variants")
+    ap.add_argument("--frames", default="1536", help="--tiles: the decoder lengths, in frames")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     if args.tiles:

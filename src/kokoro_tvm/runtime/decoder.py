@@ -13,6 +13,7 @@ import numpy as np
 from . import alignment
 from .libraries import Libraries
 from .planner import Chunk, token_input
+from .transfer import aligned_empty
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,15 @@ def decode(libs: Libraries, chunk: Chunk, rng: np.random.Generator) -> Decoded:
     harmonics = int(dec.entry.input("rand_ini").shape[1])
     spf = libs.samples_per_frame
     rand_ini = rng.random((1, harmonics), dtype=np.float32)
-    noise = rng.standard_normal((1, m * spf, harmonics), dtype=np.float32)
+    # drawn where the library reads it: no copy of the call's largest input
+    noise = aligned_empty((1, m * spf, harmonics), np.float32)
+    rng.standard_normal(dtype=np.float32, out=noise)
     pad = None if dec.bounded else fb
     given = noise
     if pad is not None:
-        given = np.zeros((1, fb * spf, harmonics), np.float32)
+        given = aligned_empty((1, fb * spf, harmonics), np.float32)
         given[:, : m * spf] = noise
+        given[:, m * spf :] = 0
     en = alignment.expand(chunk.d, chunk.durations, pad)
     asr = alignment.expand(t_en[:, :, :t], chunk.durations, pad)
     (audio,) = dec(en, asr, np.array([m]), chunk.style, rand_ini, given)

@@ -372,16 +372,20 @@ def test_a_bins_second_weight_pair_is_made_exactly_from_its_first():
     assert not np.array_equal(got[1], want)
 
 
-@pytest.mark.parametrize("blocks", [1, 3])
-def test_few_odd_blocks_split_their_channels_into_two_tasks_of_the_same_bits(blocks):
-    """An odd count of blocks below ``SPLIT_BELOW`` runs as two tasks per block, half of the
-    output channels each: the same bits as one task per block, and every output written (the
-    output starts as NaN, so a half that no task computed would show)."""
-    channels_in, channels_out, taps, dilation = 48, 64, 11, 3
+@pytest.mark.parametrize("blocks, dilation, fill", [(1, 3, 2), (3, 3, 2), (2, 1, 5)])
+def test_few_odd_blocks_split_their_channels_into_two_tasks_of_the_same_bits(
+    blocks, dilation, fill
+):
+    """Fewer blocks than ``SPLIT_BELOW``, odd in number or (without dilation) with a last block
+    under half full, which computes only the tiles its outputs need, run as two tasks per block,
+    half of the output channels each: the same bits as one task per block, and every output
+    written (the output starts as NaN, so a half or a tile that no task computed would show).
+    The last block holds ``1 / fill`` of a block's outputs."""
+    channels_in, channels_out, taps = 48, 64, 11
     _, w = _case(channels_in, channels_out, taps, 7)
     pad = dilation * (taps - 1) // 2
     span = dilation * (bf16_fft.POINTS - taps + 1) * bf16_fft.block_tiles(channels_in, dilation)
-    width = (blocks - 1) * span + span // 2
+    width = (blocks - 1) * span + span // fill
     assert -(-width // span) == blocks < bf16_fft.SPLIT_BELOW
     x = np.random.default_rng(blocks).standard_normal((1, channels_in, width)).astype(np.float32)
     outputs = []

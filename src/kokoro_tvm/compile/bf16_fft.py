@@ -282,17 +282,16 @@ def kernel(
             if residual:
                 r = T.match_buffer(T.arg("r", T.handle()), (1, c_out, width), "float32")
             y = T.match_buffer(T.arg("y", T.handle()), (1, c_out, width), "float32")
-            T.func_attr(
-                {
-                    "tirx.noalias": True,
-                    FLOPS: 8 * h * c_in * c_out * tiles * ((width + span - 1) // span),
-                }
-            )
             blocks = (width + span - 1) // span
+            T.func_attr({"tirx.noalias": True, FLOPS: 8 * h * c_in * c_out * tiles * blocks})
             out_tiles = c_out // channels
             groups = tirx.const(1, "int64")  # tasks per block
             if out_tiles % 2 == 0:
-                odd = tirx.all(blocks < split_below, blocks % 2 == 1)
+                last = width - (blocks - 1) * span  # outputs in the last block
+                # a last block under half full is mostly skipped (``need``) where tiles of one
+                # phase are consecutive (no dilation): its halves then balance the threads
+                short = 2 * last < span if d == 1 else False
+                odd = tirx.all(blocks < split_below, tirx.any(blocks % 2 == 1, short))
                 groups = tirx.Select(odd, tirx.const(2, "int64"), groups)
             with bf16.helpers(T), T.parallel(0, blocks * groups) as task:
                 blk = T.bind(task % blocks)
@@ -300,6 +299,8 @@ def kernel(
                 group = T.bind(task // blocks)
                 t0 = blk * span
                 first = t0 - pad_left
+                # tiles per phase holding outputs below W: all but in the last block
+                need = T.bind(T.min(q_tiles, (width - t0 + d * m - 1) // (d * m)))
                 spectra = T.alloc_buffer((h, c_in, padded), "uint32")
                 if padded > tiles:
                     with T.grid(h, c_in, padded - tiles) as (k, c, e):
@@ -323,7 +324,7 @@ def kernel(
                                 0, T.max(T.min(first + reach, length) - first - lo, 0)
                             ) as s_:
                                 T.buffer_store(edge_in, x[0, c, first + lo + s_], [lo + s_])
-                        with T.serial(0, q_tiles // lanes) as qc:
+                        with T.serial(0, (need + lanes - 1) // lanes) as qc:
                             src = d * m * lanes * qc
                             for u0 in _starts(d * n, lanes):
                                 row = edge_in[src + u0] if edge else x[0, c, first + src + u0]
@@ -334,7 +335,7 @@ def kernel(
                                     store_spectrum(tile, c, p * q_tiles + qc * lanes + ql)
 
                 def scatter(ot, edge: bool):  # d m outputs of 16 channels into y's rows
-                    with T.grid(q_tiles, vectors) as (q, vec):
+                    with T.grid(need, vectors) as (q, vec):
                         o0 = ot * channels + vec * lanes
                         with T.serial(0, d) as p:
                             with T.vectorized(0, lanes) as ol:
@@ -398,18 +399,23 @@ def kernel(
 
                 with T.serial(group * share, group * share + share) as ot:
                     with T.grid(h, padded // rows) as (slot, jt):
-                        with T.grid(2, rows) as (part, rr):
-                            with T.vectorized(0, channels) as oo:
-                                T.buffer_store(acc, f32(0), [part, rr, oo])
-                        either(
-                            slot == 0,
-                            lambda: products_of(ot, slot, jt, zeroth=True),
-                            lambda: products_of(ot, slot, jt, zeroth=False),
-                        )
-                        with T.grid(2, rows) as (part, rr):
-                            with T.vectorized(0, channels) as oo:
-                                at = [jt * rows + rr, slot, part, oo]
-                                T.buffer_store(products, acc[part, rr, oo], at)
+                        # a register tile wholly past the last block's outputs is not computed
+                        q0 = (jt * rows) % q_tiles
+                        wanted = tirx.any(q0 < need, q0 + rows > q_tiles)
+                        with T.If(tirx.all(wanted, jt * rows < tiles)):
+                            with T.Then():
+                                with T.grid(2, rows) as (part, rr):
+                                    with T.vectorized(0, channels) as oo:
+                                        T.buffer_store(acc, f32(0), [part, rr, oo])
+                                either(
+                                    slot == 0,
+                                    lambda: products_of(ot, slot, jt, zeroth=True),
+                                    lambda: products_of(ot, slot, jt, zeroth=False),
+                                )
+                                with T.grid(2, rows) as (part, rr):
+                                    with T.vectorized(0, channels) as oo:
+                                        at = [jt * rows + rr, slot, part, oo]
+                                        T.buffer_store(products, acc[part, rr, oo], at)
                     either(
                         t0 + span <= width,
                         lambda: scatter(ot, edge=False),

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from runtime_project import runtime_artifacts
 
+from kokoro_tvm.packed import ALIGN
 from kokoro_tvm.runtime import component, transfer, tvm_runtime
 from kokoro_tvm.runtime.synthesizer import KokoroTVM
 
@@ -20,7 +21,7 @@ def _data(t) -> int:
 def test_aligned_empty_is_aligned_and_sized(dtype, shape):
     a = transfer.aligned_empty(shape, dtype)
     assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable
-    assert a.ctypes.data % transfer.ALIGNMENT == 0
+    assert a.ctypes.data % ALIGN == 0
 
 
 def test_an_aligned_input_is_shared_and_an_unaligned_one_copied():
@@ -35,7 +36,7 @@ def test_an_aligned_input_is_shared_and_an_unaligned_one_copied():
     b = raw[1:].reshape(3, 1001)  # 4 bytes past the alignment
     b[...] = a
     u = transfer.to_device(b, dev)
-    assert _data(u) != b.ctypes.data and _data(u) % transfer.ALIGNMENT == 0
+    assert _data(u) != b.ctypes.data and _data(u) % ALIGN == 0
     b += 1  # the copy is the tensor's own
     np.testing.assert_array_equal(transfer.to_host(u), a)
 

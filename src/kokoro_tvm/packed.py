@@ -11,7 +11,8 @@ until one is written, and kernels never write their weights.)
 
 Layout: ``MAGIC``, the header's length (little-endian uint64), a JSON header (each array's
 dtype, shape and byte offset), then the arrays, each at an offset aligned to ``ALIGN`` bytes (what
-TVM's kernels assume of a tensor's data); the header is padded so the data starts on a page.
+TVM's kernels assume of a tensor's data, and ``FromDLPack`` checks); the header is padded so the
+data starts on a page.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from .atomic import atomic_path
 from .errors import KokoroTVMError
 
 MAGIC = b"KTVMPRM1"
+#: TVM's ``kAllocAlignment``: a host array's data on it is handed to TVM as it is
+#: (``runtime/transfer.py``), one off it is refused by ``FromDLPack``
 ALIGN = 64
 PAGE = 4096
 

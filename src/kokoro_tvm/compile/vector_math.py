@@ -20,6 +20,8 @@ Range: ``exp`` saturates to [exp(-87), exp(88)] (no 0, no inf; no inputs here co
 
 from __future__ import annotations
 
+from . import vector_math64
+
 #: exp clamps its argument to this range: 2^n then stays a normal float32 (n in [-126, 127]).
 EXP_LO, EXP_HI = -87.0, 88.0
 _LOG2E = 1.4426950408889634
@@ -100,7 +102,10 @@ def _elementwise(fn, name: str):
         from tvm import ir, te
 
         x = call.args[0]
-        if str(x.ty.dtype) != "float32":
+        dtype = str(x.ty.dtype)
+        if dtype == "float64" and call.op.name in vector_math64.FLOAT64:
+            return vector_math64.FLOAT64[call.op.name](bb, call)
+        if dtype != "float32":
             return ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
         return bb.call_te(
             lambda t: te.compute(t.shape, lambda *i: fn(t(*i)), name=name),
@@ -109,7 +114,8 @@ def _elementwise(fn, name: str):
         )
 
     legalize.__doc__ = (
-        f"``{name}`` through ``vector_math.{fn.__name__}`` (float32; TVM's otherwise)."
+        f"``{name}`` through ``vector_math.{fn.__name__}`` (float32; float64 through "
+        "``vector_math64``, TVM's otherwise)."
     )
     return legalize
 

@@ -17,20 +17,18 @@ from typing import Any
 
 import numpy as np
 
+from ..packed import ALIGN
 from . import tvm_runtime
 
 _CPU = 1  # kDLCPU
-#: Bytes a host tensor's data must be aligned to for TVM to take it as it is (``kAllocAlignment``,
-#: which ``FromDLPack`` checks).
-ALIGNMENT = 64
 
 
 def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialized array whose data TVM can take without a copy (``to_device``)."""
     dtype = np.dtype(dtype)
     n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(n + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
+    raw = np.empty(n + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
     return raw[start : start + n].view(dtype).reshape(shape)
 
 
@@ -42,7 +40,7 @@ def to_device(x: np.ndarray, dev: Any) -> Any:
         import tvm
 
         return tvm.runtime.tensor(x, dev)
-    if x.flags.c_contiguous and x.flags.writeable and x.ctypes.data % ALIGNMENT == 0:
+    if x.flags.c_contiguous and x.flags.writeable and x.ctypes.data % ALIGN == 0:
         return tvm_runtime.from_dlpack(x)
     t = tvm_runtime.empty(x.shape, str(x.dtype), dev)
     np.from_dlpack(t)[...] = x

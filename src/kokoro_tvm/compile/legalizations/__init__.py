@@ -3,13 +3,14 @@
 machine (see each module), and falls back to TOPI's outside the cases it handles. The emitted
 ops are ordinary Relax ops or TE computes that ``LegalizeOps`` and the schedule rules take as
 any other. The vector-math ones (``exp``, ``tanh``, ``sigmoid``, ``softmax``, ``gelu_tanh``)
-live in ``compile.vector_math``, which the LSTM lowering shares.
+live in ``compile.vector_math``, which the LSTM lowering shares; their float64 forms (the
+harmonic source's and the STFT's) in ``compile.vector_math64``.
 """
 
 from __future__ import annotations
 
 from ...spec import FP32, PRECISIONS
-from .. import vector_math
+from .. import vector_math, vector_math64
 from . import conv1d, conv1d_bf16, conv1d_transpose, instance_norm, power, sin
 
 LEGALIZE_MAP = {
@@ -19,6 +20,7 @@ LEGALIZE_MAP = {
     **power.LEGALIZATIONS,
     **instance_norm.LEGALIZATIONS,
     **vector_math.LEGALIZATIONS,
+    **vector_math64.LEGALIZATIONS,
 }
 
 

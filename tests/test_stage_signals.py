@@ -22,8 +22,8 @@ from kokoro_tvm.pipeline.entry import main
 
 def body():
     helper = processes.spawn(["sleep", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    print(helper.pid, flush=True)
-    try:
+    try:  # the pid printed inside: a signal on its heels lands where ``finally`` runs
+        print(helper.pid, flush=True)
         {wait}
     finally:
         processes.stop(helper)

@@ -260,6 +260,8 @@ def _forward(conv, plan: str, weight: str):
     if plan == "kernels 7 and 11 only" and k == 3:
         return None
     fft = bf16.method(*shape, stride=conv.stride[0], weight=weight) == "fft"
+    if plan == "plan + FFT inputs in bf16" and fft:  # as if the Snake before wrote bf16
+        return lambda x: _fft(_bf16(x), conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
     if plan != "float32 tiles in bf16" and fft:
         return lambda x: _fft(x, conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
     return None
@@ -287,6 +289,7 @@ BODY_PARTS = {
 }
 PLANS = (
     "plan",
+    "plan + FFT inputs in bf16",
     "kernels 7 and 11 only",
     "plan + F0/N kernel 3",
     "plan + kernel 3 F(6,3)",

@@ -17,8 +17,9 @@ each kernel's relative RMS error against float64.
 
 ``--fidelity``: kokoro eager (the build's trained weights, artifacts from ``dvc repro``) with the
 decoder's convs computed as each bf16 plan computes them (transformed operands rounded to bf16,
-products summed in float32), against float64 kokoro with its durations and draws replayed; log-mel
-SNR and mel-cepstral distortion (``eval.verdicts.audio_verdict``), float32 kokoro's beside them.
+products summed in float32; the FFT convs' inputs rounded too, as the library rounds them),
+against float64 kokoro with its durations and draws replayed; log-mel SNR and mel-cepstral
+distortion (``eval.verdicts.audio_verdict``), float32 kokoro's beside them.
 
 ``--tiles ROWS:KB[:SPLIT],...``: the FFT kernel with each register tile (``bf16_fft.ROWS``), block
 size (``bf16_fft.BLOCK_BYTES`` in KiB) and odd-block split (``bf16_fft.SPLIT_BELOW``; 0: none)
@@ -260,10 +261,10 @@ def _forward(conv, plan: str, weight: str):
     if plan == "kernels 7 and 11 only" and k == 3:
         return None
     fft = bf16.method(*shape, stride=conv.stride[0], weight=weight) == "fft"
-    if plan == "plan + FFT inputs in bf16" and fft:  # as if the Snake before wrote bf16
-        return lambda x: _fft(_bf16(x), conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
-    if plan != "float32 tiles in bf16" and fft:
+    if plan == "plan with float32 FFT inputs" and fft:  # the library before its inputs in bf16
         return lambda x: _fft(x, conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
+    if plan != "float32 tiles in bf16" and fft:  # the library rounds each input (the Snake's)
+        return lambda x: _fft(_bf16(x), conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
     return None
 
 
@@ -289,7 +290,7 @@ BODY_PARTS = {
 }
 PLANS = (
     "plan",
-    "plan + FFT inputs in bf16",
+    "plan with float32 FFT inputs",
     "kernels 7 and 11 only",
     "plan + F0/N kernel 3",
     "plan + kernel 3 F(6,3)",

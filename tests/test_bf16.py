@@ -204,12 +204,14 @@ def _exported_conv(
     bound: int,
     at: str = "decoder.generator.resblocks.0.convs1.0",
     residual: bool | str = False,
+    snake: bool = False,
 ):
     """A ``Conv1d`` at the module path ``at`` (which names its weight parameter on export)
     exported with a symbolic width up to ``bound`` (the bounded decoder's form) and imported:
     ``(module, Relax module, its weights)``; with ``residual``, the module adds its input to the
     conv's output (a resblock's second conv), with ``"broadcast"`` its first sample of each
-    channel."""
+    channel; with ``snake``, the conv reads ``x + sin(x)^2`` (a Snake's shape, as in the
+    generator)."""
     import torch
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
@@ -229,7 +231,7 @@ def _exported_conv(
             parent.add_module(at.split(".")[-1], module)
 
         def forward(self, x):
-            y = self.get_submodule(at)(x)
+            y = self.get_submodule(at)(x + torch.sin(x) ** 2 if snake else x)
             if residual == "broadcast":
                 return y + x[:, :, :1]
             return y + x if residual else y
@@ -402,3 +404,66 @@ def test_few_odd_blocks_split_their_channels_into_two_tasks_of_the_same_bits(
     split, whole = outputs
     assert not np.isnan(split).any()
     assert np.array_equal(split, whole)
+
+
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to bf16 (nearest, ties to even), as ``uint16`` bits."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+@pytest.mark.parametrize("taps, dilation", [(11, 1), (7, 3), (3, 5)])
+def test_an_fft_conv_on_bf16_inputs_equals_it_on_their_float32_values(taps, dilation):
+    """``input_bf16``: the kernel reads bf16 inputs and widens them as it transposes them (the
+    edge blocks as they copy them): the same bits as the float32 kernel on the same values, at
+    every width (edge and inner blocks). Negative control: the float32 values unrounded differ."""
+    channels_in, channels_out = 48, 64
+    rng, w = _case(channels_in, channels_out, taps, taps + dilation)
+    pad = dilation * (taps - 1) // 2
+    packed = bf16_fft.pack_weights(w)
+    wide = _runner(bf16_fft.kernel(channels_in, channels_out, taps, dilation, pad), packed, 64)
+    narrow = _build(
+        bf16_fft.kernel(channels_in, channels_out, taps, dilation, pad, input_bf16=1), BF16_TARGET
+    )
+    for width in WIDTHS:
+        x = rng.standard_normal((channels_in, width)).astype(np.float32)
+        bits = _bf16_bits(x)
+        y = tvm.runtime.tensor(np.zeros((1, channels_out, width), np.float32))
+        narrow["main"](tvm.runtime.tensor(bits[None]), tvm.runtime.tensor(packed), y)
+        values = (bits.astype(np.uint32) << 16).view(np.float32)
+        assert np.array_equal(y.numpy()[0], wide(values)), width
+        assert not np.array_equal(y.numpy()[0], wide(x)), width
+
+
+def test_the_kernel_before_an_fft_conv_writes_its_input_in_bf16():
+    """The conv's input is rounded to bf16 before the FFT kernel (``bf16.rounded_bits``), and
+    ``FuseOps`` puts the rounding into the kernel that computes the input, which then writes
+    uint16: half the bytes of the generator's largest writes. Without an op before the conv (the
+    control) the rounding is a kernel of its own. The library stays within a direct bf16 conv's
+    rounding of float64."""
+    import torch
+
+    from kokoro_tvm.compile.phases import legalize
+
+    def rounding(legal) -> list:
+        return [
+            (gv.name_hint, f) for gv, f in legal.functions.items() if "bf16_bits" in gv.name_hint
+        ]
+
+    module, mod, params = _exported_conv(64, 64, 7, 1, max(WIDTHS), snake=True)
+    legal = legalize(mod, precision="bf16")
+    ((name, func),) = rounding(legal)
+    assert name.startswith("fused_") and "sin" in name, name
+    signature = next(line for line in func.script().splitlines() if "def main" in line)
+    assert signature.endswith('"uint16")):'), signature  # its output, the conv's input
+    _, plain, _ = _exported_conv(64, 64, 7, 1, 512)
+    assert [n for n, _ in rounding(legalize(plain, precision="bf16"))] == ["bf16_bits"]
+    run = _library(legal, params)
+    if not _runs_bf16():
+        pytest.skip("this CPU has no AVX512_BF16: the library is built, not run")
+    for width in WIDTHS:
+        x = torch.randn(1, 64, width)
+        with torch.no_grad():
+            want = module.double()((x + torch.sin(x) ** 2).double()).numpy()
+            module.float()
+        assert _rms(run(x.numpy()), want) < 5e-3, width

@@ -48,20 +48,33 @@ MAX_CHANNELS = 256
 MAKERS = ("bf16_fft_conv1d",)
 DOT = "kokoro_dpbf16ps"
 TRANSPOSE = "kokoro_transpose16"
+#: ``TRANSPOSE`` from rows of bf16 (``uint16``), each widened to float32 as it is loaded
+TRANSPOSE_BF16 = "kokoro_transpose16_bf16"
 
 
-def _transpose_ir() -> str:
-    """``TRANSPOSE(src, src_stride, dst, dst_stride)``: 16 rows of 16 float32 read at ``src``
-    (``src_stride`` floats apart) written transposed at ``dst``, in registers: four rounds of
-    swapping off-diagonal blocks (8, 4, 2, 1 wide) of row pairs, one two-vector shuffle each."""
-    lines = [f"define i32 @{TRANSPOSE}(ptr %src, i64 %ss, ptr %dst, i64 %ds) {{"]
+def _transpose_ir(name: str = TRANSPOSE, bf16_rows: bool = False) -> str:
+    """``name(src, src_stride, dst, dst_stride)``: 16 rows of 16 float32 read at ``src``
+    (``src_stride`` elements apart; with ``bf16_rows``, rows of bf16 widened to float32) written
+    transposed at ``dst``, in registers: four rounds of swapping off-diagonal blocks (8, 4, 2, 1
+    wide) of row pairs, one two-vector shuffle each."""
+    lines = [f"define i32 @{name}(ptr %src, i64 %ss, ptr %dst, i64 %ds) {{"]
     rows = []
     for r in range(16):
-        lines += [
-            f"  %so{r} = mul i64 %ss, {r}",
-            f"  %sp{r} = getelementptr float, ptr %src, i64 %so{r}",
-            f"  %l{r} = load <16 x float>, ptr %sp{r}, align 4",
-        ]
+        if bf16_rows:  # a bf16 is the high half of its float32: widen, shift, reinterpret
+            lines += [
+                f"  %so{r} = mul i64 %ss, {r}",
+                f"  %sp{r} = getelementptr i16, ptr %src, i64 %so{r}",
+                f"  %h{r} = load <16 x i16>, ptr %sp{r}, align 2",
+                f"  %w{r} = zext <16 x i16> %h{r} to <16 x i32>",
+                f"  %u{r} = shl <16 x i32> %w{r}, splat (i32 16)",
+                f"  %l{r} = bitcast <16 x i32> %u{r} to <16 x float>",
+            ]
+        else:
+            lines += [
+                f"  %so{r} = mul i64 %ss, {r}",
+                f"  %sp{r} = getelementptr float, ptr %src, i64 %so{r}",
+                f"  %l{r} = load <16 x float>, ptr %sp{r}, align 4",
+            ]
         rows.append(f"%l{r}")
     step = 0
     for s in (8, 4, 2, 1):
@@ -96,6 +109,7 @@ define <16 x float> @{DOT}(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) {{
   ret <16 x float> %r
 }}
 {_transpose_ir()}
+{_transpose_ir(TRANSPOSE_BF16, bf16_rows=True)}
 """
 
 
@@ -139,15 +153,16 @@ def dot(T, acc, a, b):
     )
 
 
-def transpose16(T, src, src_stride, dst, dst_stride):
-    """The statement running ``TRANSPOSE`` from element ``src`` (a buffer load, whose address is
-    taken) to element ``dst``, row strides in elements."""
+def transpose16(T, src, src_stride, dst, dst_stride, bf16_rows: bool = False):
+    """The statement running ``TRANSPOSE`` (``TRANSPOSE_BF16`` for ``bf16_rows``) from element
+    ``src`` (a buffer load, whose address is taken) to element ``dst``, row strides in
+    elements."""
     from tvm import tirx
 
     return T.evaluate(
         T.call_extern(
             "int32",
-            TRANSPOSE,
+            TRANSPOSE_BF16 if bf16_rows else TRANSPOSE,
             T.address_of(src),
             tirx.Cast("int64", src_stride),
             T.address_of(dst),
@@ -169,6 +184,22 @@ def pairs(lo, hi):
         return bits + u32(0x7FFF) + ((bits >> u32(16)) & u32(1))
 
     return (rounded(lo) >> u32(16)) | (rounded(hi) & u32(0xFFFF0000))
+
+
+def rounded_bits(x):
+    """TE: ``x`` (float32) rounded to bf16 as ``pairs`` rounds, as ``uint16`` bits. Emitted before
+    an FFT conv, ``FuseOps`` fuses it into the kernel that makes the conv's input (the Snake), which
+    then writes half the bytes."""
+    from tvm import te, tirx
+
+    def u32(v: int):
+        return tirx.const(v, "uint32")
+
+    def bits(*i):
+        b = tirx.reinterpret("uint32", x(*i))
+        return ((b + u32(0x7FFF) + ((b >> u32(16)) & u32(1))) >> u32(16)).astype("uint16")
+
+    return te.compute(x.shape, bits, name="bf16_bits")
 
 
 def check_target(mod, target) -> None:

@@ -20,6 +20,12 @@ Per parallel block of tiles: gather its input (as ``compile.winograd.kernel``), 
 FFT (vectors along the tiles; every butterfly a ``Bind``, so that no subexpression is computed
 twice), one complex GEMM per slot into ``rows x 16`` real and imaginary accumulators, then per
 tile the inverse FFT (vectors along the output channels) and the outputs.
+
+The input arrives in bf16 (``input_bf16``): the library rounds it before the call
+(``bf16.rounded_bits``), which ``FuseOps`` fuses into the Snake kernel that computes it, so that
+kernel, memory-bound, writes half the bytes; the gather widens each value back to float32 as it
+transposes it. That adds one more rounding to the spectra's (docs/measurements.md, "bf16
+convolutions").
 """
 
 from __future__ import annotations
@@ -217,8 +223,10 @@ def kernel(
     rows: int = ROWS,
     vectors: int = VECTORS,
     split_below: int = SPLIT_BELOW,
+    input_bf16: int = 0,
 ):
-    """TIR kernel ``(x [1, C, L], w [n/2 + 1, C, O] uint32) -> y [1, O, W]`` for any ``L`` and
+    """TIR kernel ``(x [1, C, L], w [n/2 + 1, C, O] uint32) -> y [1, O, W]`` (``x`` float32, or
+    bf16 bits as ``uint16`` with ``input_bf16``) for any ``L`` and
     ``W``: the conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
     ``[pad_left, pad_left + L)``, by overlap-save ``n``-point FFTs on ``pack_weights``' pairs.
     With ``bias``, an argument ``b [1, O, 1]`` after ``w``; with ``residual``, one ``r [1, O, W]``
@@ -275,7 +283,9 @@ def kernel(
     with IRBuilder() as ib:
         with T.prim_func(private=True):
             length, width = T.int64(), T.int64()
-            x = T.match_buffer(T.arg("x", T.handle()), (1, c_in, length), "float32")
+            x = T.match_buffer(
+                T.arg("x", T.handle()), (1, c_in, length), "uint16" if input_bf16 else "float32"
+            )
             w = T.match_buffer(T.arg("w", T.handle()), (h + 1, c_in, c_out), "uint32")
             if bias:
                 b = T.match_buffer(T.arg("b", T.handle()), (1, c_out, 1), "float32")
@@ -323,12 +333,19 @@ def kernel(
                             with T.serial(
                                 0, T.max(T.min(first + reach, length) - first - lo, 0)
                             ) as s_:
-                                T.buffer_store(edge_in, x[0, c, first + lo + s_], [lo + s_])
+                                value = x[0, c, first + lo + s_]
+                                if input_bf16:  # a bf16 is the high half of its float32
+                                    value = tirx.reinterpret(
+                                        "float32",
+                                        tirx.Cast("uint32", value) << tirx.const(16, "uint32"),
+                                    )
+                                T.buffer_store(edge_in, value, [lo + s_])
                         with T.serial(0, (need + lanes - 1) // lanes) as qc:
                             src = d * m * lanes * qc
                             for u0 in _starts(d * n, lanes):
                                 row = edge_in[src + u0] if edge else x[0, c, first + src + u0]
-                                bf16.transpose16(T, row, d * m, run[u0, 0], lanes)
+                                widen = bool(input_bf16) and not edge
+                                bf16.transpose16(T, row, d * m, run[u0, 0], lanes, widen)
                             with T.serial(0, d) as p:
                                 with T.vectorized(0, lanes) as ql:
                                     tile = [run[p + d * v, ql] for v in range(n)]

@@ -45,12 +45,16 @@ def fft_sizes(call) -> dict[str, int] | None:
 
 def fft_call(bb, call, sizes: dict[str, int], bias=None, residual=None):
     """``call`` (a conv ``fft_sizes`` took), plus ``bias`` ``[1, O, 1]`` and then ``residual``
-    (its shape) where given, as one call of the kernel; the kernel is added to ``bb``'s module
-    once per shape and epilogue."""
+    (its shape) where given, as one call of the kernel on its input rounded to bf16 (which
+    ``FuseOps`` fuses into the kernel before); the kernel is added to ``bb``'s module once per
+    shape and epilogue."""
     from tvm import relax
 
     x, w = call.args
-    sizes = dict(sizes, bias=int(bias is not None), residual=int(residual is not None))
+    sizes = dict(
+        sizes, bias=int(bias is not None), residual=int(residual is not None), input_bf16=1
+    )
+    x = bb.emit_te(bf16.rounded_bits, x, primfunc_name_hint="bf16_bits")
     c_in, c_out, taps, d = (sizes[k] for k in ("channels_in", "channels_out", "taps", "dilation"))
     suffix = "_bias" * sizes["bias"] + "_res" * sizes["residual"]
     gv = find_made(bb.get(), bf16_fft.MAKER_NAME, **sizes) or bb.add_func(

@@ -14,3 +14,15 @@ from kokoro_tvm.devices import isa
 def runs_here(target: dict[str, Any]) -> bool:
     """This CPU has every feature a library built for the TVM target ``target`` needs."""
     return not isa.missing(isa.requirements(target))
+
+
+def asm_of(executable) -> str:
+    """The assembly of a built module's LLVM code (a VM executable imports it): what tests
+    search for libm calls and vector instructions."""
+    mods = [executable.mod]
+    while mods:
+        m = mods.pop()
+        if m.kind == "llvm":
+            return m.inspect_source("asm")
+        mods.extend(m.imports)
+    raise AssertionError("no llvm module")

@@ -14,7 +14,7 @@ import torch
 
 tvm = pytest.importorskip("tvm")
 import tvm.s_tir as s_tir  # noqa: E402
-from host import runs_here  # noqa: E402
+from host import asm_of, runs_here  # noqa: E402
 from tvm import te, tirx  # noqa: E402
 
 from kokoro_tvm.compile import vector_math  # noqa: E402
@@ -81,19 +81,8 @@ def test_a_truncated_polynomial_misses_the_bound(monkeypatch):
     assert _rel_err("exp", vector_math.exp, TARGETS["sse2"], _grid()) > 10 * BOUNDS["exp"]
 
 
-def _asm_of(executable) -> str:
-    """The assembly of an executable's LLVM module (a VM executable imports it)."""
-    mods = [executable.mod]
-    while mods:
-        m = mods.pop()
-        if m.kind == "llvm":
-            return m.inspect_source("asm")
-        mods.extend(m.imports)
-    raise AssertionError("no llvm module")
-
-
 def _asm(fn, spec) -> str:
-    return _asm_of(_kernel(fn, 1024, spec))
+    return asm_of(_kernel(fn, 1024, spec))
 
 
 @pytest.mark.parametrize("name", FUNCS)
@@ -128,7 +117,7 @@ def test_legalized_ops_match_torch_and_stay_vectorized():
     ep = torch.export.export(Ops().eval(), (x, m))
     mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
     ex, _, _ = build(legalize(mod), TARGETS["x86-64-v3"])
-    assert "expf" not in _asm_of(ex)
+    assert "expf" not in asm_of(ex)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     got = vm["main"](tvm.runtime.tensor(x.numpy()), tvm.runtime.tensor(m.numpy()))
     want = Ops()(x.double(), m.double())

@@ -18,7 +18,7 @@ import torch
 
 tvm = pytest.importorskip("tvm")
 import tvm.s_tir as s_tir  # noqa: E402
-from host import runs_here  # noqa: E402
+from host import asm_of, runs_here  # noqa: E402
 from tvm import te, tirx  # noqa: E402
 
 from kokoro_tvm.compile import vector_math64  # noqa: E402
@@ -136,16 +136,6 @@ def test_kernels_call_no_libm(name):
     assert libm & set(LIBM), libm
 
 
-def _asm_of(executable) -> str:
-    mods = [executable.mod]
-    while mods:
-        m = mods.pop()
-        if m.kind == "llvm":
-            return m.inspect_source("asm")
-        mods.extend(m.imports)
-    raise AssertionError("no llvm module")
-
-
 def test_legalized_float64_ops_match_torch_and_call_no_libm():
     """The harmonic source's and the STFT's ops in float64 through Relax: LegalizeOps with the
     project's map equals torch, and the built library calls no libm transcendental."""
@@ -174,7 +164,7 @@ def test_legalized_float64_ops_match_torch_and_call_no_libm():
     ep = torch.export.export(Ops().eval(), args)
     mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
     ex, _, _ = build(legalize(mod), TARGETS["x86-64-v3"])
-    assert not _calls(_asm_of(ex)) & set(LIBM)
+    assert not _calls(asm_of(ex)) & set(LIBM)
     vm = relax.VirtualMachine(ex, tvm.cpu())
     got = vm["main"](*(tvm.runtime.tensor(a.numpy()) for a in args))
     for g_, w in zip(got, Ops()(*args)):

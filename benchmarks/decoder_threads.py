@@ -93,7 +93,7 @@ def child(libs: list[Path], threads: int, frames: list[int], rounds: int) -> lis
         cut = {k: np.ascontiguousarray(v) for k, v in unpadded(x, axes, n).items()}
 
         def args_for(width: int) -> list:  # an older library's nine draws, alike but not equal
-            wide = np.repeat(cut["noise"], width, -1) / np.sqrt(width)
+            wide = np.repeat(cut["noise"], width, -1) / np.float32(np.sqrt(width))
             wide = dict(cut, noise=np.ascontiguousarray(wide))
             return [tvm.runtime.tensor(v) for v in wide.values()]
 

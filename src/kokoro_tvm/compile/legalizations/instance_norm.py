@@ -57,22 +57,28 @@ OUT_ELEMWISE_FUSABLE = 4
 
 def _bf16_source(bb, x):
     """The bf16 bits ``x`` widens, where ``x`` is a bf16 conv's widened output
-    (``conv1d_bf16.WIDENED``), else ``x``: the norm then reads half the bytes, and the widening
-    kernel, left unused, is dropped. ``FuseOps`` would not fuse it into the norm, whose kernel it
-    would precede."""
+    (``conv1d_bf16.WIDENED``), possibly reshaped (the importer reshapes a norm's input, a view),
+    else ``x``: the norm then reads half the bytes, and the widening kernel, left unused, is
+    dropped. ``FuseOps`` would not fuse it into the norm, whose kernel it would precede."""
     import tvm
     from tvm import relax
 
     from .conv1d_bf16 import WIDENED
 
-    value = bb.lookup_binding(x) if isinstance(x, relax.Var) else None
-    if (
+    def bound(var):
+        return bb.lookup_binding(var) if isinstance(var, relax.Var) else None
+
+    value, shape = bound(x), None
+    if isinstance(value, relax.Call) and value.op.same_as(tvm.ir.Op.get("relax.reshape")):
+        value, shape = bound(value.args[0]), value.args[1]
+    if not (
         isinstance(value, relax.Call)
         and value.op.same_as(tvm.ir.Op.get("relax.call_tir"))
         and value.args[0].name_hint == WIDENED
     ):
-        return value.args[1][0]
-    return x
+        return x
+    bits = value.args[1][0]
+    return bits if shape is None else bb.emit(relax.op.reshape(bits, shape))
 
 
 def _over_last_axis(x, axes: list[int]) -> bool:

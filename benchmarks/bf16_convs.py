@@ -263,7 +263,7 @@ def _forward(conv, plan: str, weight: str):
     fft = bf16.method(*shape, stride=conv.stride[0], weight=weight) == "fft"
     if plan == "plan with float32 FFT inputs" and fft:  # the library before its inputs in bf16
         return lambda x: _fft(x, conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
-    if plan == "plan + convs1 outputs in bf16" and fft and "_convs1_" in weight:
+    if plan == "plan + convs1 outputs in bf16" and fft and "_convs1_" in weight:  # left out
         return lambda x: _bf16(_fft(_bf16(x), conv.weight, conv.bias, d, pad, bf16_fft.POINTS))
     if plan != "float32 tiles in bf16" and fft:  # the library rounds each input (the Snake's)
         return lambda x: _fft(_bf16(x), conv.weight, conv.bias, d, pad, bf16_fft.POINTS)

@@ -205,15 +205,13 @@ def _exported_conv(
     at: str = "decoder.generator.resblocks.0.convs2.0",
     residual: bool | str = False,
     snake: bool = False,
-    norm: bool = False,
 ):
     """A ``Conv1d`` at the module path ``at`` (which names its weight parameter on export)
     exported with a symbolic width up to ``bound`` (the bounded decoder's form) and imported:
     ``(module, Relax module, its weights)``; with ``residual``, the module adds its input to the
     conv's output (a resblock's second conv), with ``"broadcast"`` its first sample of each
     channel; with ``snake``, the conv reads ``x + sin(x)^2`` (a Snake's shape, as in the
-    generator); with ``norm``, an ``InstanceNorm1d`` reads its output (AdaIN's, after a resblock's
-    first conv)."""
+    generator)."""
     import torch
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
@@ -231,15 +229,9 @@ def _exported_conv(
                 parent.add_module(name, torch.nn.Module())
                 parent = getattr(parent, name)
             parent.add_module(at.split(".")[-1], module)
-            if norm:
-                self.norm = torch.nn.InstanceNorm1d(channels_out, affine=True)
-                with torch.no_grad():
-                    self.norm.weight.uniform_(0.5, 1.5), self.norm.bias.uniform_(-0.5, 0.5)
 
         def forward(self, x):
             y = self.get_submodule(at)(x + torch.sin(x) ** 2 if snake else x)
-            if norm:  # through a view, as the bounded decoder's norms read their input
-                return self.norm(y.reshape(y.shape[0], y.shape[1], -1))
             if residual == "broadcast":
                 return y + x[:, :, :1]
             return y + x if residual else y
@@ -248,7 +240,7 @@ def _exported_conv(
     model = At().eval()
     ep = torch.export.export(model, (torch.randn(1, channels_in, 64),), dynamic_shapes=({2: n},))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-    return (model if residual or norm else module), mod, [p.numpy() for p in params["main"]]
+    return (model if residual else module), mod, [p.numpy() for p in params["main"]]
 
 
 def _near_float64(run, module, bound: float, before=lambda x: x) -> None:
@@ -465,52 +457,6 @@ def test_an_fft_conv_on_bf16_inputs_equals_it_on_their_float32_values(taps, dila
         values = (bits.astype(np.uint32) << 16).view(np.float32)
         assert np.array_equal(y.numpy()[0], wide(values)), width
         assert not np.array_equal(y.numpy()[0], wide(x)), width
-
-
-@pytest.mark.parametrize("taps, dilation", [(11, 1), (7, 3), (3, 5)])
-def test_an_fft_conv_with_bf16_outputs_rounds_the_float32_kernels(taps, dilation):
-    """``output_bf16``: the kernel writes each output rounded to bf16 as it transposes it out
-    (the edge blocks as they copy them): the bits ml_dtypes rounds the float32 kernel's outputs
-    to, at every width. Negative control: the outputs cut to bf16 (truncated) differ."""
-    rng, packed, wide, narrow = _with_and_without(taps, dilation, output_bf16=1)
-    for width in WIDTHS:
-        x = rng.standard_normal((CHANNELS_IN, width)).astype(np.float32)
-        y = tvm.runtime.tensor(np.zeros((1, CHANNELS_OUT, width), np.uint16))
-        narrow["main"](tvm.runtime.tensor(x[None]), tvm.runtime.tensor(packed), y)
-        want = wide(x)
-        assert np.array_equal(y.numpy()[0], _bf16_bits(want)), width
-        cut = (want.view(np.uint32) >> 16).astype(np.uint16)
-        assert not np.array_equal(y.numpy()[0], cut), width
-
-
-def test_a_resblocks_first_conv_hands_its_norm_bf16():
-    """A resblock's first conv (``bf16.rounds_output``) writes bf16, and the norm after it reads
-    those bits (``instance_norm._bf16_source``): no kernel widens them, and the library stays
-    within bf16's rounding of float64. Negative control: a second conv's output stays float32."""
-
-    from kokoro_tvm.compile.phases import legalize
-
-    def kernels(legal) -> dict[str, str]:
-        """Each kernel's first argument's dtype."""
-        return {
-            gv.name_hint: str(f.params[0].dtype)
-            for gv, f in legal.functions.items()
-            if isinstance(f, tvm.tirx.PrimFunc)
-        }
-
-    at = "decoder.generator.resblocks.0.convs1.0"
-    module, mod, params = _exported_conv(64, 64, 7, 1, max(WIDTHS), at=at, norm=True)
-    legal = legalize(mod, precision="bf16")
-    sigs = kernels(legal)
-    (conv,) = [n for n in sigs if n.startswith(bf16_fft.MAKER_NAME)]
-    assert conv.endswith("_bias_bf16"), conv
-    assert [s for n, s in sigs.items() if "normalized" in n] == ["uint16"], sigs
-    assert not [n for n in sigs if "widened" in n], sigs
-    _, second, _ = _exported_conv(64, 64, 7, 1, 512, norm=True)
-    plain = kernels(legalize(second, precision="bf16"))
-    assert [n for n in plain if n.startswith(bf16_fft.MAKER_NAME) and n.endswith("_bias")], plain
-    assert [s for n, s in plain.items() if "normalized" in n] == ["float32"], plain
-    _near_float64(_library(legal, params), module, 1e-2)
 
 
 def test_the_kernel_before_an_fft_conv_writes_its_input_in_bf16():

@@ -50,15 +50,13 @@ DOT = "kokoro_dpbf16ps"
 TRANSPOSE = "kokoro_transpose16"
 #: ``TRANSPOSE`` from rows of bf16 (``uint16``), each widened to float32 as it is loaded
 TRANSPOSE_BF16 = "kokoro_transpose16_bf16"
-#: ``TRANSPOSE`` into rows of bf16 (``uint16``), each rounded as ``rounded_bits`` rounds
-TRANSPOSE_TO_BF16 = "kokoro_transpose16_to_bf16"
 
 
-def _transpose_ir(name: str = TRANSPOSE, bf16_rows: bool = False, bf16_out: bool = False) -> str:
+def _transpose_ir(name: str = TRANSPOSE, bf16_rows: bool = False) -> str:
     """``name(src, src_stride, dst, dst_stride)``: 16 rows of 16 float32 read at ``src``
     (``src_stride`` elements apart; with ``bf16_rows``, rows of bf16 widened to float32) written
-    transposed at ``dst`` (with ``bf16_out``, rounded to bf16), in registers: four rounds of
-    swapping off-diagonal blocks (8, 4, 2, 1 wide) of row pairs, one two-vector shuffle each."""
+    transposed at ``dst``, in registers: four rounds of swapping off-diagonal blocks (8, 4, 2, 1
+    wide) of row pairs, one two-vector shuffle each."""
     lines = [f"define i32 @{name}(ptr %src, i64 %ss, ptr %dst, i64 %ds) {{"]
     rows = []
     for r in range(16):
@@ -92,21 +90,9 @@ def _transpose_ir(name: str = TRANSPOSE, bf16_rows: bool = False, bf16_out: bool
     for r in range(16):
         lines += [
             f"  %do{r} = mul i64 %ds, {r}",
-            f"  %dp{r} = getelementptr {'i16' if bf16_out else 'float'}, ptr %dst, i64 %do{r}",
+            f"  %dp{r} = getelementptr float, ptr %dst, i64 %do{r}",
+            f"  store <16 x float> {rows[r]}, ptr %dp{r}, align 4",
         ]
-        if bf16_out:  # _rounded, then the high half: integer arithmetic, as the edge blocks round
-            lines += [
-                f"  %b{r} = bitcast <16 x float> {rows[r]} to <16 x i32>",
-                f"  %e{r} = lshr <16 x i32> %b{r}, splat (i32 16)",
-                f"  %o{r} = and <16 x i32> %e{r}, splat (i32 1)",
-                f"  %c{r} = add <16 x i32> %b{r}, splat (i32 32767)",
-                f"  %n{r} = add <16 x i32> %c{r}, %o{r}",
-                f"  %s{r} = lshr <16 x i32> %n{r}, splat (i32 16)",
-                f"  %v{r} = trunc <16 x i32> %s{r} to <16 x i16>",
-                f"  store <16 x i16> %v{r}, ptr %dp{r}, align 2",
-            ]
-        else:
-            lines.append(f"  store <16 x float> {rows[r]}, ptr %dp{r}, align 4")
     return "\n".join([*lines, "  ret i32 0", "}"])
 
 
@@ -122,7 +108,6 @@ define <16 x float> @{DOT}(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) {{
 }}
 {_transpose_ir()}
 {_transpose_ir(TRANSPOSE_BF16, bf16_rows=True)}
-{_transpose_ir(TRANSPOSE_TO_BF16, bf16_out=True)}
 """
 
 
@@ -149,19 +134,6 @@ def method(
     return "fft" if taps in FFT_TAPS else None
 
 
-#: The convs whose outputs a bf16 library keeps in bf16: each resblock's first (kokoro's
-#: ``AdaINResBlock1.convs1``), whose output only AdaIN's norm reads, rounded as the Snake after
-#: that norm rounds its own output for the next conv. At the generator's last stage that output
-#: is the largest tensor live at the decoder's peak memory, and the norm reads it twice.
-ROUNDED_OUTPUT = "_convs1_"
-
-
-def rounds_output(weight: str) -> bool:
-    """The conv whose weight parameter is ``weight`` (one ``method`` computes in bf16) writes its
-    output in bf16 (``ROUNDED_OUTPUT``)."""
-    return ROUNDED_OUTPUT in weight
-
-
 def helpers(T):
     """The ``AttrStmt`` frame that imports ``LLVM_IR`` into a kernel (``T``: TIR's IR builder)."""
     from tvm import tirx
@@ -179,18 +151,16 @@ def dot(T, acc, a, b):
     )
 
 
-def transpose16(T, src, src_stride, dst, dst_stride, bf16_rows: bool = False, bf16_out=False):
-    """The statement running ``TRANSPOSE`` (``TRANSPOSE_BF16`` for ``bf16_rows``,
-    ``TRANSPOSE_TO_BF16`` for ``bf16_out``) from element ``src`` (a buffer load, whose address is
-    taken) to element ``dst``, row strides in elements."""
+def transpose16(T, src, src_stride, dst, dst_stride, bf16_rows: bool = False):
+    """The statement running ``TRANSPOSE`` (``TRANSPOSE_BF16`` for ``bf16_rows``) from element
+    ``src`` (a buffer load, whose address is taken) to element ``dst``, row strides in
+    elements."""
     from tvm import tirx
 
-    if bf16_rows and bf16_out:
-        raise ValueError("a transpose from bf16 rows to bf16 rows is not written")
     return T.evaluate(
         T.call_extern(
             "int32",
-            TRANSPOSE_BF16 if bf16_rows else TRANSPOSE_TO_BF16 if bf16_out else TRANSPOSE,
+            TRANSPOSE_BF16 if bf16_rows else TRANSPOSE,
             T.address_of(src),
             tirx.Cast("int64", src_stride),
             T.address_of(dst),
@@ -220,34 +190,15 @@ def pairs(lo, hi):
     return (_rounded(lo) >> _u32(16)) | (_rounded(hi) & _u32(0xFFFF0000))
 
 
-def bits_of(value):
-    """A float32 TIR value rounded to bf16 (``_rounded``), as ``uint16`` bits."""
-    return (_rounded(value) >> _u32(16)).astype("uint16")
-
-
-def widened(value):
-    """bf16 bits (a ``uint16`` TIR value) as the float32 they are the high half of."""
-    from tvm import tirx
-
-    return tirx.reinterpret("float32", tirx.Cast("uint32", value) << _u32(16))
-
-
 def rounded_bits(x):
     """TE: ``x`` (float32) rounded to bf16 as ``pairs`` rounds, as ``uint16`` bits. Emitted before
     an FFT conv, ``FuseOps`` fuses it into the kernel that makes the conv's input (the Snake), which
     then writes half the bytes."""
     from tvm import te
 
-    return te.compute(x.shape, lambda *i: bits_of(x(*i)), name="bf16_bits")
-
-
-def widened_bits(bits):
-    """TE: the float32 values of ``bits`` (``uint16``, ``rounded_bits``' output). What the library
-    emits after a kernel that writes bf16 (``rounds_output``); a norm that reads the conv reads the
-    bits through it (``legalizations/instance_norm.py``), and this kernel is left unused."""
-    from tvm import te
-
-    return te.compute(bits.shape, lambda *i: widened(bits(*i)), name="bf16_widened")
+    return te.compute(
+        x.shape, lambda *i: (_rounded(x(*i)) >> _u32(16)).astype("uint16"), name="bf16_bits"
+    )
 
 
 def check_target(mod, target) -> None:

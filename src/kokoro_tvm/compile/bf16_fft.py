@@ -25,8 +25,7 @@ The input arrives in bf16 (``input_bf16``): the library rounds it before the cal
 (``bf16.rounded_bits``), which ``FuseOps`` fuses into the Snake kernel that computes it, so that
 kernel, memory-bound, writes half the bytes; the gather widens each value back to float32 as it
 transposes it. That adds one more rounding to the spectra's (docs/measurements.md, "bf16
-convolutions"). A resblock's first conv also writes its output in bf16 (``output_bf16``,
-``bf16.rounds_output``), rounded as it is transposed out, for the norm that reads it.
+convolutions").
 """
 
 from __future__ import annotations
@@ -225,11 +224,9 @@ def kernel(
     vectors: int = VECTORS,
     split_below: int = SPLIT_BELOW,
     input_bf16: int = 0,
-    output_bf16: int = 0,
 ):
     """TIR kernel ``(x [1, C, L], w [n/2 + 1, C, O] uint32) -> y [1, O, W]`` (``x`` float32, or
-    bf16 bits as ``uint16`` with ``input_bf16``; ``y`` float32, or rounded to bf16 bits with
-    ``output_bf16``) for any ``L`` and
+    bf16 bits as ``uint16`` with ``input_bf16``) for any ``L`` and
     ``W``: the conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
     ``[pad_left, pad_left + L)``, by overlap-save ``n``-point FFTs on ``pack_weights``' pairs.
     With ``bias``, an argument ``b [1, O, 1]`` after ``w``; with ``residual``, one ``r [1, O, W]``
@@ -258,8 +255,6 @@ def kernel(
     h = slots(n)
     if m < lanes or n % lanes or n & (n - 1) or c_out % channels:
         raise ValueError(f"an FFT conv {c_in} -> {c_out}, {taps} taps in {n} points")
-    if output_bf16 and residual:
-        raise ValueError("a residual add before a bf16 output is not written")
     q_tiles = block_tiles(c_in, d, n)
     tiles = d * q_tiles
     padded = -(-tiles // rows) * rows  # whole register tiles; the GEMM's extra tiles are zeros
@@ -296,9 +291,7 @@ def kernel(
                 b = T.match_buffer(T.arg("b", T.handle()), (1, c_out, 1), "float32")
             if residual:
                 r = T.match_buffer(T.arg("r", T.handle()), (1, c_out, width), "float32")
-            y = T.match_buffer(
-                T.arg("y", T.handle()), (1, c_out, width), "uint16" if output_bf16 else "float32"
-            )
+            y = T.match_buffer(T.arg("y", T.handle()), (1, c_out, width), "float32")
             blocks = (width + span - 1) // span
             T.func_attr({"tirx.noalias": True, FLOPS: 8 * h * c_in * c_out * tiles * blocks})
             out_tiles = c_out // channels
@@ -382,13 +375,12 @@ def kernel(
                                 at, stride = edge_out[vec * lanes, d * m * q + u0], span
                             else:
                                 at, stride = y[0, o0, t0 + d * m * q + u0], width
-                            narrow = bool(output_bf16) and not edge
-                            bf16.transpose16(T, run[u0, 0], lanes, at, stride, bf16_out=narrow)
+                            bf16.transpose16(T, run[u0, 0], lanes, at, stride)
                     if edge:  # the last block: outputs past W are not stored
                         with T.grid(channels, T.min(span, width - t0)) as (c_, s_):
                             o, t = ot * channels + c_, t0 + s_
                             out = edge_out[c_, s_] + r[0, o, t] if residual else edge_out[c_, s_]
-                            T.buffer_store(y, bf16.bits_of(out) if output_bf16 else out, [0, o, t])
+                            T.buffer_store(y, out, [0, o, t])
 
                 def either(condition, fast, slow):
                     """``fast()`` where ``condition`` holds, else ``slow()``."""

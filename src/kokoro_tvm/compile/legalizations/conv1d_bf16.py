@@ -40,7 +40,6 @@ def fft_sizes(call) -> dict[str, int] | None:
         taps=taps,
         dilation=int(attrs.dilation[0]),
         pad_left=int(attrs.padding[0]),
-        output_bf16=int(bf16.rounds_output(_name(w))),
     )
 
 
@@ -48,35 +47,22 @@ def fft_call(bb, call, sizes: dict[str, int], bias=None, residual=None):
     """``call`` (a conv ``fft_sizes`` took), plus ``bias`` ``[1, O, 1]`` and then ``residual``
     (its shape) where given, as one call of the kernel on its input rounded to bf16 (which
     ``FuseOps`` fuses into the kernel before); the kernel is added to ``bb``'s module once per
-    shape and epilogue. A kernel that writes bf16 (``output_bf16``) is followed by the widening
-    of its output (``bf16.widened_bits``), which a norm after it reads through."""
+    shape and epilogue."""
     from tvm import relax
 
     x, w = call.args
     sizes = dict(
-        sizes,
-        bias=int(bias is not None),
-        residual=int(residual is not None),
-        input_bf16=1,
-        output_bf16=int(sizes["output_bf16"] and residual is None),  # a sum stays float32
+        sizes, bias=int(bias is not None), residual=int(residual is not None), input_bf16=1
     )
     x = bb.emit_te(bf16.rounded_bits, x, primfunc_name_hint="bf16_bits")
     c_in, c_out, taps, d = (sizes[k] for k in ("channels_in", "channels_out", "taps", "dilation"))
-    suffix = "_bias" * sizes["bias"] + "_res" * sizes["residual"] + "_bf16" * sizes["output_bf16"]
+    suffix = "_bias" * sizes["bias"] + "_res" * sizes["residual"]
     gv = find_made(bb.get(), bf16_fft.MAKER_NAME, **sizes) or bb.add_func(
         bf16_fft.kernel_for(**sizes), f"{bf16_fft.MAKER_NAME}_{c_in}x{c_out}_k{taps}_d{d}{suffix}"
     )
     weights = bf16_fft.weight_transform(bb, w)
     args = [x, weights, *(a for a in (bias, residual) if a is not None)]
-    if not sizes["output_bf16"]:
-        return relax.call_tir(gv, args, relax.TensorType(call.ty.shape, "float32"))
-    bits = bb.emit(relax.call_tir(gv, args, relax.TensorType(call.ty.shape, "uint16")))
-    return bb.call_te(bf16.widened_bits, bits, primfunc_name_hint=WIDENED)
-
-
-#: The name of the kernel that widens a bf16 conv output (``fft_call``), by which a norm that
-#: reads the output finds its bits.
-WIDENED = "bf16_widened"
+    return relax.call_tir(gv, args, relax.TensorType(call.ty.shape, "float32"))
 
 
 def conv1d_bf16(bb, call):

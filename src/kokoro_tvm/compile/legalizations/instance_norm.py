@@ -28,7 +28,7 @@ def instance_norm_two_pass(bb, call):
     if _over_last_axis(x, axes):
         out = bb.emit_te(
             normalized,
-            _bf16_source(bb, x),
+            x,
             float(attrs.epsilon),
             primfunc_name_hint="normalized",
             primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
@@ -55,32 +55,6 @@ def instance_norm_two_pass(bb, call):
 OUT_ELEMWISE_FUSABLE = 4
 
 
-def _bf16_source(bb, x):
-    """The bf16 bits ``x`` widens, where ``x`` is a bf16 conv's widened output
-    (``conv1d_bf16.WIDENED``), possibly reshaped (the importer reshapes a norm's input, a view),
-    else ``x``: the norm then reads half the bytes, and the widening kernel, left unused, is
-    dropped. ``FuseOps`` would not fuse it into the norm, whose kernel it would precede."""
-    import tvm
-    from tvm import relax
-
-    from .conv1d_bf16 import WIDENED
-
-    def bound(var):
-        return bb.lookup_binding(var) if isinstance(var, relax.Var) else None
-
-    value, shape = bound(x), None
-    if isinstance(value, relax.Call) and value.op.same_as(tvm.ir.Op.get("relax.reshape")):
-        value, shape = bound(value.args[0]), value.args[1]
-    if not (
-        isinstance(value, relax.Call)
-        and value.op.same_as(tvm.ir.Op.get("relax.call_tir"))
-        and value.args[0].name_hint == WIDENED
-    ):
-        return x
-    bits = value.args[1][0]
-    return bits if shape is None else bb.emit(relax.op.reshape(bits, shape))
-
-
 def _over_last_axis(x, axes: list[int]) -> bool:
     """The reduction is over the last axis alone, up to axes of extent 1: the Relax importer
     gives ``InstanceNorm1d`` axes ``[0, 2]``, which on a batch of one is the width alone."""
@@ -105,7 +79,7 @@ PARTS = 64
 PARTS_BLOCK = "_parts"
 
 
-def row_sum(x, value, name: str, dtype: str | None = None):
+def row_sum(x, value, name: str):
     """TE: ``sum(value(row, k))`` over the last axis, ``[.., 1]``, in ``PARTS`` partial sums
     (``k = j * PARTS + p``; the last, partial, group added to the first ``width % PARTS``) and
     then across them. The split is written out, not left to a schedule's rfactor: TVM 0.27's
@@ -124,7 +98,7 @@ def row_sum(x, value, name: str, dtype: str | None = None):
         lambda *i: te.sum(value(i[:-1], j * PARTS + i[-1]), axis=j),
         name=f"{name}{PARTS_BLOCK}",
     )
-    zero = tirx.const(0, dtype or x.dtype)
+    zero = tirx.const(0, x.dtype)
     last = tirx.floormod(width, PARTS)
     with_tail = te.compute(
         (*lead, PARTS),
@@ -145,29 +119,22 @@ def normalized(x, eps: float):
     ``relax.op.mean``."""
     from tvm import te, tirx
 
-    from ..bf16 import widened
-
     *lead, width = x.shape
-    dtype = "float32" if x.dtype == "uint16" else x.dtype  # bf16 bits (``_bf16_source``)
-
-    def at(*i):
-        return widened(x(*i)) if x.dtype == "uint16" else x(*i)
-
-    length = width.astype(dtype)
-    total = row_sum(x, lambda row, k: at(*row, k), "x", dtype)
+    length = width.astype(x.dtype)
+    total = row_sum(x, lambda row, k: x[(*row, k)], "x")
     mean = te.compute((*lead, 1), lambda *i: total(*i) / length, name="mean")
 
     def squared(row, k):
-        d = at(*row, k) - mean(*row, 0)
+        d = x[(*row, k)] - mean(*row, 0)
         return d * d
 
-    squares = row_sum(x, squared, "sq", dtype)
+    squares = row_sum(x, squared, "sq")
     var = te.compute((*lead, 1), lambda *i: squares(*i) / length, name="var")
     scale = te.compute(
-        (*lead, 1), lambda *i: tirx.rsqrt(var(*i) + tirx.const(eps, dtype)), name="inv_std"
+        (*lead, 1), lambda *i: tirx.rsqrt(var(*i) + tirx.const(eps, x.dtype)), name="inv_std"
     )
     return te.compute(
-        x.shape, lambda *i: (at(*i) - mean(*i[:-1], 0)) * scale(*i[:-1], 0), name="normalized"
+        x.shape, lambda *i: (x(*i) - mean(*i[:-1], 0)) * scale(*i[:-1], 0), name="normalized"
     )
 
 

@@ -263,8 +263,6 @@ def _forward(conv, plan: str, weight: str):
     fft = bf16.method(*shape, stride=conv.stride[0], weight=weight) == "fft"
     if plan == "plan with float32 FFT inputs" and fft:  # the library before its inputs in bf16
         return lambda x: _fft(x, conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
-    if plan == "plan + convs1 outputs in bf16" and fft and "_convs1_" in weight:  # left out
-        return lambda x: _bf16(_fft(_bf16(x), conv.weight, conv.bias, d, pad, bf16_fft.POINTS))
     if plan != "float32 tiles in bf16" and fft:  # the library rounds each input (the Snake's)
         return lambda x: _fft(_bf16(x), conv.weight, conv.bias, d, pad, bf16_fft.POINTS)
     return None
@@ -293,7 +291,6 @@ BODY_PARTS = {
 PLANS = (
     "plan",
     "plan with float32 FFT inputs",
-    "plan + convs1 outputs in bf16",
     "kernels 7 and 11 only",
     "plan + F0/N kernel 3",
     "plan + kernel 3 F(6,3)",
@@ -336,12 +333,7 @@ def fidelity(args) -> None:
 
     def speak(model, ids, style, draws, durations) -> np.ndarray:
         dtype = next(model.parameters()).dtype
-        with (
-            torch.no_grad(),
-            default_dtype(dtype),
-            InjectDraws(model, *draws),
-            ReplayDurations(durations),
-        ):
+        with torch.no_grad(), default_dtype(dtype), InjectDraws(*draws), ReplayDurations(durations):
             audio, _ = model.forward_with_tokens(ids, style.to(dtype), 1.0)
         return audio.reshape(-1).double().numpy()
 
@@ -362,7 +354,7 @@ def fidelity(args) -> None:
         frames = int(durations.sum())
         draws = (
             torch.rand((1, HARMONICS), generator=g),
-            torch.randn((1, frames * samples_per_frame(cfg), 1), generator=g),
+            torch.randn((1, frames * samples_per_frame(cfg), HARMONICS), generator=g),
         )
         r64 = speak(km64, ids, style, draws, durations)
         f32 = speak(km, ids, style, draws, durations)

@@ -60,21 +60,19 @@ def _transpose_ir(name: str = TRANSPOSE, bf16_rows: bool = False) -> str:
     lines = [f"define i32 @{name}(ptr %src, i64 %ss, ptr %dst, i64 %ds) {{"]
     rows = []
     for r in range(16):
+        lines += [
+            f"  %so{r} = mul i64 %ss, {r}",
+            f"  %sp{r} = getelementptr {'i16' if bf16_rows else 'float'}, ptr %src, i64 %so{r}",
+        ]
         if bf16_rows:  # a bf16 is the high half of its float32: widen, shift, reinterpret
             lines += [
-                f"  %so{r} = mul i64 %ss, {r}",
-                f"  %sp{r} = getelementptr i16, ptr %src, i64 %so{r}",
                 f"  %h{r} = load <16 x i16>, ptr %sp{r}, align 2",
                 f"  %w{r} = zext <16 x i16> %h{r} to <16 x i32>",
                 f"  %u{r} = shl <16 x i32> %w{r}, splat (i32 16)",
                 f"  %l{r} = bitcast <16 x i32> %u{r} to <16 x float>",
             ]
         else:
-            lines += [
-                f"  %so{r} = mul i64 %ss, {r}",
-                f"  %sp{r} = getelementptr float, ptr %src, i64 %so{r}",
-                f"  %l{r} = load <16 x float>, ptr %sp{r}, align 4",
-            ]
+            lines.append(f"  %l{r} = load <16 x float>, ptr %sp{r}, align 4")
         rows.append(f"%l{r}")
     step = 0
     for s in (8, 4, 2, 1):
@@ -171,35 +169,36 @@ def transpose16(T, src, src_stride, dst, dst_stride, bf16_rows: bool = False):
     )
 
 
-def pairs(lo, hi):
-    """Two float32 TIR values as one ``uint32`` pair of bf16 (``lo`` in the low half), each rounded
-    to the nearest, ties to even, as ``vcvtne2ps2bf16`` rounds (finite values)."""
+def _u32(v: int):
     from tvm import tirx
 
-    def u32(v: int):
-        return tirx.const(v, "uint32")
+    return tirx.const(v, "uint32")
 
-    def rounded(x):
-        bits = tirx.reinterpret("uint32", x)
-        return bits + u32(0x7FFF) + ((bits >> u32(16)) & u32(1))
 
-    return (rounded(lo) >> u32(16)) | (rounded(hi) & u32(0xFFFF0000))
+def _rounded(x):
+    """A float32 TIR value's bits with its bf16 (the high half) rounded to the nearest, ties to
+    even, as ``vcvtne2ps2bf16`` rounds (finite values)."""
+    from tvm import tirx
+
+    b = tirx.reinterpret("uint32", x)
+    return b + _u32(0x7FFF) + ((b >> _u32(16)) & _u32(1))
+
+
+def pairs(lo, hi):
+    """Two float32 TIR values as one ``uint32`` pair of bf16 (``lo`` in the low half), each
+    rounded (``_rounded``)."""
+    return (_rounded(lo) >> _u32(16)) | (_rounded(hi) & _u32(0xFFFF0000))
 
 
 def rounded_bits(x):
     """TE: ``x`` (float32) rounded to bf16 as ``pairs`` rounds, as ``uint16`` bits. Emitted before
     an FFT conv, ``FuseOps`` fuses it into the kernel that makes the conv's input (the Snake), which
     then writes half the bytes."""
-    from tvm import te, tirx
+    from tvm import te
 
-    def u32(v: int):
-        return tirx.const(v, "uint32")
-
-    def bits(*i):
-        b = tirx.reinterpret("uint32", x(*i))
-        return ((b + u32(0x7FFF) + ((b >> u32(16)) & u32(1))) >> u32(16)).astype("uint16")
-
-    return te.compute(x.shape, bits, name="bf16_bits")
+    return te.compute(
+        x.shape, lambda *i: (_rounded(x(*i)) >> _u32(16)).astype("uint16"), name="bf16_bits"
+    )
 
 
 def check_target(mod, target) -> None:
@@ -247,12 +246,12 @@ def target_spec(spec: dict) -> tuple[dict | None, str]:
     return {**spec, "mattr": mattr}, "AVX-512 with AVX512_BF16"
 
 
+def bits(x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to bf16 as ``pairs`` rounds, as ``uint16`` bits (numpy)."""
+    wide = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((wide + 0x7FFF + ((wide >> 16) & 1)) >> 16).astype(np.uint16)
+
+
 def pack_pairs(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """``pairs`` in numpy: the layout the weight transforms produce."""
-
-    def rounded(x: np.ndarray) -> np.ndarray:
-        bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-        return bits + 0x7FFF + ((bits >> 16) & 1)
-
-    packed = ((rounded(lo) >> 16) & 0xFFFF) | (rounded(hi) & 0xFFFF0000)
-    return packed.astype(np.uint32)
+    return bits(lo).astype(np.uint32) | (bits(hi).astype(np.uint32) << 16)

@@ -97,22 +97,34 @@ def sigmoid(x):
 # -- Relax legalizations (``legalizations.LEGALIZE_MAP``) ------------------------------------------
 
 
-def _elementwise(fn, name: str):
-    def legalize(bb, call):
-        from tvm import ir, te
+def by_dtype(float32):
+    """A legalization that takes ``float32(bb, call)`` for a float32 operand, ``vector_math64``'s
+    form for a float64 one, and TVM's own for any other dtype."""
 
-        x = call.args[0]
-        dtype = str(x.ty.dtype)
+    def legalize(bb, call):
+        from tvm import ir
+
+        dtype = str(call.args[0].ty.dtype)
         if dtype == "float64" and call.op.name in vector_math64.FLOAT64:
             return vector_math64.FLOAT64[call.op.name](bb, call)
         if dtype != "float32":
             return ir.Op.get(call.op.name).get_attr("FLegalize")(bb, call)
+        return float32(bb, call)
+
+    return legalize
+
+
+def _elementwise(fn, name: str):
+    def float32(bb, call):
+        from tvm import te
+
         return bb.call_te(
             lambda t: te.compute(t.shape, lambda *i: fn(t(*i)), name=name),
-            x,
+            call.args[0],
             primfunc_name_hint=name,
         )
 
+    legalize = by_dtype(float32)
     legalize.__doc__ = (
         f"``{name}`` through ``vector_math.{fn.__name__}`` (float32; float64 through "
         "``vector_math64``, TVM's otherwise)."

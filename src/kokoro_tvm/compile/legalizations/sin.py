@@ -3,7 +3,7 @@ float64."""
 
 from __future__ import annotations
 
-from .. import vector_math64
+from .. import vector_math
 
 # pi = _PI[0] + _PI[1] + _PI[2] + _PI[3] + O(3.5e-15). The first three have 5 significant bits
 # (3.125 = 11.001b, 0.0166015625 = 17 * 2^-10, -9.059906005859375e-06 = -19 * 2^-21), so n * _PI[k]
@@ -104,15 +104,9 @@ def sin_poly(x):
     return te.compute(x.shape, f, name="sin_poly")
 
 
-def legalize_sin(bb, call):
-    from tvm import ir
-
-    dtype = str(call.args[0].ty.dtype)
-    if dtype == "float64":
-        return vector_math64.FLOAT64["relax.sin"](bb, call)
-    if dtype != "float32":
-        return ir.Op.get("relax.sin").get_attr("FLegalize")(bb, call)
-    return bb.call_te(sin_poly, call.args[0], primfunc_name_hint="sin")
+legalize_sin = vector_math.by_dtype(
+    lambda bb, call: bb.call_te(sin_poly, call.args[0], primfunc_name_hint="sin")
+)
 
 
 LEGALIZATIONS = {"relax.sin": legalize_sin}

@@ -29,10 +29,8 @@ class EagerComponent:
     def __init__(self, component: str, km, cfg: dict[str, Any], bucket: int):
         self.component, self.km, self.cfg, self.bucket = component, km, cfg, bucket
         harmonics = km.decoder.generator.m_source.l_sin_gen.harmonic_num + 1
-        # what the decoder reads of its inputs: the draws' shapes
-        rand_ini = Tensor("rand_ini", (1, harmonics), "float32")
-        noise = Tensor("noise", (1, samples_per_frame(cfg) * bucket, 1), "float32")
-        self.entry = Library(component, bucket, "eager", "", "", (rand_ini, noise), (), ())
+        rand_ini = Tensor("rand_ini", (1, harmonics), "float32")  # what the decoder reads of it
+        self.entry = Library(component, bucket, "eager", "", "", (rand_ini,), (), ())
 
     def __call__(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
         inputs = tuple(None if a is None else torch.from_numpy(np.asarray(a)) for a in arrays)

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from tiny_cases import DECODER_SEED
 
 from kokoro_tvm import artifacts
 from kokoro_tvm.config import load_model_config
@@ -128,9 +127,7 @@ def _restore_threads():
 def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
     cfg, km = tiny
     bucket = BUCKETS[component]
-    inputs = example_inputs(
-        component, bucket, cfg, seed=DECODER_SEED if component == "decoder" else 0
-    )
+    inputs = example_inputs(component, bucket, cfg)
     with torch.no_grad(), onnx_export.plain_lstms():  # the graph ONNX gets: float32 source
         ref = components.build_component(component, km)(*inputs)
     ref = [r.numpy() for r in (ref if isinstance(ref, tuple) else (ref,))]
@@ -140,21 +137,23 @@ def test_onnx_matches_eager_at_full_length(tiny, component, dynamo):
     got = session.run(None, onnx_export.ort_feeds(session, component, inputs))
     assert len(got) == len(ref)
     if component == "decoder":
-        # Float32 decoders of this random model differ from one another by tens of dB (the
-        # harmonic source is chaotic), so ONNX is judged by its distance to kokoro in float64. ONNX
-        # Runtime is a peer: its float32 kernels need not meet the library's criterion (bench
-        # records that verdict), but a faithful graph stays within float32's chaos: a wrong STFT
-        # inverse (amplitude x0.75: 10 dB) or a frame's shift (7 dB) does not.
+        # The float32 harmonic source makes any float32 decoder differ from another by ~35 dB on
+        # this random model, so ONNX is judged by its distance to kokoro in float64. ONNX Runtime
+        # is a peer: its float32 kernels need not meet the library's criterion (on an Intel Xeon
+        # with AVX-512 both exporters' graphs give 33-35 dB where eager float32 gives 52 and the
+        # criterion asks 49; bench records such a verdict), but a faithful graph stays within
+        # float32's chaos: a wrong STFT inverse (amplitude x0.75: 10 dB) or a frame's shift
+        # (7 dB) does not.
         from kokoro_tvm.eval.eager import as_float64, reference
-        from kokoro_tvm.eval.verdicts import LISTENER_MCD_DB, audio_verdict
+        from kokoro_tvm.eval.verdicts import audio_verdict
 
         r32, r64 = (
             reference(component, m, inputs, bucket, cfg)[0].numpy() for m in (km, as_float64(km))
         )
 
-        def faithful(audio) -> bool:  # a peer's distortion bound is the listener criterion's
+        def faithful(audio) -> bool:
             v = audio_verdict(r64, r32, audio)
-            return v["log_mel_snr_db"] >= PEER_MIN_SNR_DB and v["mcd_db"] <= LISTENER_MCD_DB
+            return v["log_mel_snr_db"] >= PEER_MIN_SNR_DB and v["mcd_db"] <= v["max_mcd_db"]
 
         assert faithful(got[0]), audio_verdict(r64, r32, got[0])
         assert not faithful(got[0] * 0.75) and not faithful(np.roll(got[0], 600))

@@ -13,7 +13,7 @@ from torch.overrides import TorchFunctionMode
 from kokoro_tvm.config import load_model_config
 from kokoro_tvm.eval.eager import InjectDraws, as_float64
 from kokoro_tvm.model.checkpoint import build_kmodel
-from kokoro_tvm.model.components import fold_noise_norm, sine_source
+from kokoro_tvm.model.components import sine_source
 from kokoro_tvm.model.lengths import Bounded
 from kokoro_tvm.spec import HARMONICS
 
@@ -47,7 +47,7 @@ class RandOnly(TorchFunctionMode):
 
 
 def ours(km, f0, rand, noise) -> torch.Tensor:
-    src = fold_noise_norm(km.decoder.generator.m_source)
+    src = km.decoder.generator.m_source
     return sine_source(src, f0, rand, noise, Bounded().resample_linear)
 
 

@@ -52,8 +52,8 @@ def tts(tmp_path_factory) -> KokoroTVM:
 
 def test_the_decoder_reads_its_noise_where_it_was_drawn(tts, monkeypatch):
     phonemes = "həlˈO wˈɜɹ"
-    (width,) = {  # one draw per sample: [1, (frames,) samples, 1]
-        lib.input("noise").shape[-1]
+    (harmonics,) = {
+        lib.input("rand_ini").shape[1]
         for lib in tts.manifest.of_target(tts.target)
         if lib.component == "decoder"
     }
@@ -65,7 +65,7 @@ def test_the_decoder_reads_its_noise_where_it_was_drawn(tts, monkeypatch):
             x = x.view()
             x.flags.writeable = False
         t = transfer.to_device(x, dev)
-        if x.ndim >= 3 and x.shape[-1] == width and x.dtype == np.float32:
+        if x.ndim >= 3 and x.shape[-1] == harmonics:  # [1, (frames,) samples, harmonics]
             shared[copy].append(_data(t) == x.ctypes.data)
         return t
 

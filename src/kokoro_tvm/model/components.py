@@ -36,15 +36,6 @@ def fold_weight_norm(module: nn.Module) -> nn.Module:
     return module
 
 
-def fold_noise_norm(src: nn.Module) -> nn.Module:
-    """Store the norm of the source's linear weight, which ``sine_source`` scales its one noise
-    draw by, as a buffer: computed in the graph it would be a parameter-only reduction that
-    ``LiftTransformParams`` moves to load time, one more kernel for every target to schedule."""
-    w = src.l_linear.weight.detach().to(torch.float64)
-    src.register_buffer("noise_norm", w.norm().reshape(()), persistent=True)
-    return src
-
-
 # -- token side ---------------------------------------------------------------------------------
 
 
@@ -146,7 +137,6 @@ class Decoder(nn.Module):
         super().__init__()
         self.predictor = fold_weight_norm(copy.deepcopy(km.predictor))
         self.decoder = fold_weight_norm(copy.deepcopy(km.decoder))
-        fold_noise_norm(self.decoder.generator.m_source)
         # F0N only needs these; drop the token-side modules so the weights file stays small.
         for name in ("text_encoder", "lstm", "duration_proj"):
             delattr(self.predictor, name)
@@ -236,7 +226,6 @@ def sine_source(
     deviation ``|w|``, so ``noise`` is that one draw per sample in units of ``|w|``, and
     ``kokoro_sine_noise`` gives back nine draws that mix to it. A ninth of the draws and of the
     largest input the decoder reads, the same audio in distribution and, replayed, in value.
-    ``src`` carries that norm (``fold_noise_norm``).
 
     Padding needs no special case: f0 is 0 there, so the phase increments are 0 and the
     cumulative phase holds its last valid value, which is exactly how kokoro's linear
@@ -257,8 +246,7 @@ def sine_source(
     uv = (f0 > gen.voiced_threshold).to(f0.dtype)
     noise_amp = uv * gen.noise_std + (1 - uv) * gen.sine_amp / 3
     w, b = src.l_linear.weight.to(f0.dtype), src.l_linear.bias.to(f0.dtype)
-    norm = src.noise_norm.to(f0.dtype)
-    return torch.tanh(F.linear(sines * uv, w, b) + noise_amp * norm * noise)
+    return torch.tanh(F.linear(sines * uv, w, b) + noise_amp * w.norm() * noise)
 
 
 def kokoro_sine_noise(noise: torch.Tensor, src) -> torch.Tensor:

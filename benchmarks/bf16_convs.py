@@ -333,12 +333,7 @@ def fidelity(args) -> None:
 
     def speak(model, ids, style, draws, durations) -> np.ndarray:
         dtype = next(model.parameters()).dtype
-        with (
-            torch.no_grad(),
-            default_dtype(dtype),
-            InjectDraws(model, *draws),
-            ReplayDurations(durations),
-        ):
+        with torch.no_grad(), default_dtype(dtype), InjectDraws(*draws), ReplayDurations(durations):
             audio, _ = model.forward_with_tokens(ids, style.to(dtype), 1.0)
         return audio.reshape(-1).double().numpy()
 
@@ -359,7 +354,7 @@ def fidelity(args) -> None:
         frames = int(durations.sum())
         draws = (
             torch.rand((1, HARMONICS), generator=g),
-            torch.randn((1, frames * samples_per_frame(cfg), 1), generator=g),
+            torch.randn((1, frames * samples_per_frame(cfg), HARMONICS), generator=g),
         )
         r64 = speak(km64, ids, style, draws, durations)
         f32 = speak(km, ids, style, draws, durations)

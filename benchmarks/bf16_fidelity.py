@@ -109,7 +109,7 @@ def main() -> int:
         with (
             torch.no_grad(),
             default_dtype(dtype),
-            InjectDraws(model, *draws),
+            InjectDraws(*draws),
             ReplayDurations(durations),
         ):
             audio, _ = model.forward_with_tokens(ids, style.to(dtype), 1.0)
@@ -132,7 +132,7 @@ def main() -> int:
         g = torch.Generator().manual_seed(0)
         draws = (
             torch.rand((1, HARMONICS), generator=g),
-            torch.randn((1, int(durations.sum()) * samples_per_frame(cfg), 1), generator=g),
+            torch.randn((1, int(durations.sum()) * samples_per_frame(cfg), HARMONICS), generator=g),
         )
         r64 = speak(km64, ids, style, draws, durations)
         outs = {name: speak(m, ids, style, draws, durations) for name, m in models.items()}

@@ -213,12 +213,11 @@ DECODER = Component(
         Input("frame_lengths", "int64", _one, is_length=True),
         Input("ref_s", "float32", lambda b, cfg: (1, 2 * cfg["style_dim"])),
         Input("rand_ini", "float32", lambda b, cfg: (1, HARMONICS)),
-        # one draw per sample (the source's mix of kokoro's nine: model.components.sine_source),
-        # samples_per_frame(cfg) per frame: a bounded decoder takes it as [1, n, spf, 1]
+        # samples_per_frame(cfg) samples per frame: a bounded decoder takes it as [1, n, spf, 9]
         Input(
             "noise",
             "float32",
-            lambda b, cfg: (1, samples_per_frame(cfg) * b, 1),
+            lambda b, cfg: (1, samples_per_frame(cfg) * b, HARMONICS),
             length_axis=1,
         ),
     ),

@@ -119,7 +119,7 @@ def aligned_inputs(
         "frame_lengths": torch.tensor([length]),
         "ref_s": ref_s,
         "rand_ini": rand_ini,
-        "noise": torch.randn((1, length * spf, 1), generator=g),
+        "noise": torch.randn((1, length * spf, HARMONICS), generator=g),
     }
 
 

@@ -87,7 +87,7 @@ def eager_chunk(
     )
     with (
         default_dtype(dtype),
-        InjectDraws(km, torch.from_numpy(drawn.rand_ini), torch.from_numpy(drawn.noise)),
+        InjectDraws(torch.from_numpy(drawn.rand_ini), torch.from_numpy(drawn.noise)),
         durations,
     ):
         audio, pred_dur = km.forward_with_tokens(

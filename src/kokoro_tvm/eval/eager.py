@@ -21,7 +21,6 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..model.components import kokoro_sine_noise
 from ..model.kmodel import SUBMODULES, quiet_upstream
 from ..spec import DECODER, DURATION, TEXT_ENCODER, lookup, samples_per_frame
 
@@ -30,16 +29,13 @@ class InjectDraws(TorchFunctionMode):
     """Serve kokoro's ``torch.rand`` / ``torch.randn_like`` calls from given tensors, in call order.
 
     kokoro's SineGen draws ``rand`` (initial phase) then ``randn_like`` (sine noise); the source
-    module then draws another ``randn_like`` whose result the generator never uses. ``noise`` is
-    a library's ([B, samples, 1], mixed): kokoro gets nine draws per sample that ``km``'s source
-    mixes to it (``components.kokoro_sine_noise``). Draws take the dtype kokoro asks for, so one
-    set of draws serves the float32 and float64 runs.
+    module then draws another ``randn_like`` whose result the generator never uses. Draws take
+    the dtype kokoro asks for, so one set of draws serves the float32 and float64 runs.
     """
 
-    def __init__(self, km, rand: torch.Tensor, noise: torch.Tensor):
+    def __init__(self, rand: torch.Tensor, randn: torch.Tensor):
         super().__init__()
-        self.rand, self.randn_used = rand, False
-        self.randn = kokoro_sine_noise(noise, km.decoder.generator.m_source)
+        self.rand, self.randn, self.randn_used = rand, randn, False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -148,7 +144,7 @@ def _duration(km, inputs, length: int, _cfg: dict[str, Any]) -> tuple[torch.Tens
 def _decoder(km, inputs, length: int, cfg: dict[str, Any]) -> tuple[torch.Tensor, ...]:
     en, asr, _, ref_s, rand_ini, noise = inputs
     f0, n = km.predictor.F0Ntrain(en[..., :length], ref_s[:, 128:])
-    with InjectDraws(km, rand_ini, noise[:, : length * samples_per_frame(cfg)]):
+    with InjectDraws(rand_ini, noise[:, : length * samples_per_frame(cfg)]):
         audio = km.decoder(asr[..., :length], f0, n, ref_s[:, :128])
     return (audio,)
 

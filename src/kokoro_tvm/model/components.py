@@ -7,8 +7,7 @@ of a bucket). The export wrappers differ only in their signature: a padded one t
 length as an input, a bounded one reads it from its inputs' shapes. Three changes from kokoro
 make them exportable (docs/architecture.md, "Length-correct buckets"):
 - every LSTM is the length-aware ``kokoro_tvm::lstm`` op (packing does not export);
-- the decoder's random draws (phase ``rand``, sine noise ``randn``) are explicit inputs, the sine
-  noise as the one draw per sample that kokoro's source mixes its nine down to (``sine_source``);
+- the decoder's random draws (phase ``rand``, sine noise ``randn``) are explicit inputs;
 - the STFT is kokoro's default ``TorchSTFT`` in real arithmetic (complex ops do not import).
 Weight norm is folded away so the exported graph does not recompute it on every call.
 """
@@ -124,8 +123,7 @@ class Decoder(nn.Module):
     """F0/N prediction (``predictor.F0Ntrain``) + iSTFTNet decoder.
 
     ``rand_ini`` is SineGen's initial-phase draw ([B, harmonics]; column 0 is zeroed as kokoro
-    does) and ``noise`` its ``randn_like`` as the source mixes it ([B, samples, 1], standard
-    normal; ``sine_source``). Padded:
+    does) and ``noise`` its ``randn_like`` ([B, samples, harmonics]). Padded:
     ``(en, asr, frame_lengths, ref_s, rand_ini, noise)``; only the first ``frame_lengths`` frames
     are valid, norms, convolutions and the STFT see exactly what kokoro sees on the unpadded
     input, and audio past ``frame_lengths * 600`` samples is 0. Time resolutions: frames (m) ->
@@ -174,7 +172,7 @@ class Decoder(nn.Module):
 
 class BoundedDecoder(Decoder):
     """``(en, asr, ref_s, rand_ini, noise)`` at ``n = en.shape[-1]`` frames. ``noise`` comes as
-    [1, n, 600, 1] (the runtime's view of [1, 600 n, 1]): an input with a derived
+    [1, n, 600, harmonics] (the runtime's view of [1, 600 n, harmonics]): an input with a derived
     length (``600 * n``) exports, but torch 2.13 cannot decompose it after a ``.pt2`` round trip
     ("expected sympy.Symbol" in ``_replace_unbacked_bindings``), and the pipeline stores ``.pt2``
     between stages."""
@@ -182,7 +180,7 @@ class BoundedDecoder(Decoder):
     def forward(self, en, asr, ref_s, rand_ini, noise):
         noise = noise.reshape(
             noise.shape[0], -1, noise.shape[-1]
-        )  # [B, n, 600, 1] -> [B, 600 n, 1]
+        )  # [B, n, 600, H] -> [B, 600 n, H]
         return self.compute(en, asr, ref_s, rand_ini, noise, Bounded())
 
 
@@ -219,13 +217,7 @@ def sine_source(
     noise: torch.Tensor,
     resample: Callable[[torch.Tensor, float], torch.Tensor],
 ) -> torch.Tensor:
-    """``SourceModuleHnNSF`` + ``SineGen`` with the draws passed in. f0, noise: [B, L, 1].
-
-    kokoro draws nine noise values per sample (``randn_like`` of the sines) and only ever reads
-    their mix by the source's linear layer: ``w . n`` over iid standard normals is a normal of
-    deviation ``|w|``, so ``noise`` is that one draw per sample in units of ``|w|``, and
-    ``kokoro_sine_noise`` gives back nine draws that mix to it. A ninth of the draws and of the
-    largest input the decoder reads, the same audio in distribution and, replayed, in value.
+    """``SourceModuleHnNSF`` + ``SineGen`` with the draws passed in. f0: [B, L, 1].
 
     Padding needs no special case: f0 is 0 there, so the phase increments are 0 and the
     cumulative phase holds its last valid value, which is exactly how kokoro's linear
@@ -245,16 +237,9 @@ def sine_source(
     sines = torch.sin(phase) * gen.sine_amp
     uv = (f0 > gen.voiced_threshold).to(f0.dtype)
     noise_amp = uv * gen.noise_std + (1 - uv) * gen.sine_amp / 3
-    w, b = src.l_linear.weight.to(f0.dtype), src.l_linear.bias.to(f0.dtype)
-    return torch.tanh(F.linear(sines * uv, w, b) + noise_amp * w.norm() * noise)
-
-
-def kokoro_sine_noise(noise: torch.Tensor, src) -> torch.Tensor:
-    """kokoro ``SineGen``'s noise draws [B, L, harmonics] that ``src`` (a ``SourceModuleHnNSF``)
-    mixes to ``noise`` [B, L, 1] as ``sine_source`` reads it: ``noise * w / |w|``, in float64 so
-    that the mix gives ``noise * |w|`` back to rounding. What a replay in kokoro injects."""
-    w = src.l_linear.weight.detach().to(torch.float64).reshape(-1)
-    return noise.to(torch.float64) * (w / w.norm())
+    sine_waves = sines * uv + noise_amp * noise
+    linear = src.l_linear
+    return torch.tanh(F.linear(sine_waves, linear.weight.to(f0.dtype), linear.bias.to(f0.dtype)))
 
 
 def generator(g, stft: RealSTFT, x, s, f0_curve, rand_ini, noise, span: Lengths):

@@ -24,7 +24,7 @@ class Decoded:
     audio: np.ndarray = field(repr=False)  # float32 [frames * samples_per_frame]
     frame_bucket: int
     rand_ini: np.ndarray = field(repr=False)  # [1, harmonics]
-    noise: np.ndarray = field(repr=False)  # [1, frames * samples_per_frame, 1], mixed
+    noise: np.ndarray = field(repr=False)  # [1, frames * samples_per_frame, harmonics]
     seconds: float  # compute time of the text encoder, alignment and decoder
 
 
@@ -37,16 +37,15 @@ def decode(libs: Libraries, chunk: Chunk, rng: np.random.Generator) -> Decoded:
     (t_en,) = te(token_input(chunk.input_ids, te), np.array([t]))
     dec = libs.get("decoder", fb)
     harmonics = int(dec.entry.input("rand_ini").shape[1])
-    mixed = int(dec.entry.input("noise").shape[-1])
     spf = libs.samples_per_frame
     rand_ini = rng.random((1, harmonics), dtype=np.float32)
     # drawn where the library reads it: no copy of the call's largest input
-    noise = aligned_empty((1, m * spf, mixed), np.float32)
+    noise = aligned_empty((1, m * spf, harmonics), np.float32)
     rng.standard_normal(dtype=np.float32, out=noise)
     pad = None if dec.bounded else fb
     given = noise
     if pad is not None:
-        given = aligned_empty((1, fb * spf, mixed), np.float32)
+        given = aligned_empty((1, fb * spf, harmonics), np.float32)
         given[:, : m * spf] = noise
         given[:, m * spf :] = 0
     en = alignment.expand(chunk.d, chunk.durations, pad)

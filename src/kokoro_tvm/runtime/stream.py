@@ -95,7 +95,7 @@ def stream(
     """Plan and decode ``pending`` one chunk at a time (``started``: the call's perf_counter).
 
     Nothing of a yielded chunk stays here, and without ``options.keep_draws`` the decoder's
-    draws are dropped (its noise is the size of its audio), so a stream's
+    draws are dropped (its noise is the size of its audio times the harmonics), so a stream's
     memory does not grow with its length."""
     rng = np.random.default_rng(options.seed)
     offset = 0

@@ -202,6 +202,109 @@ def test_every_missing_extension_is_named(cpu):
         explain_precision(m, "generic", "bf16")
 
 
+def _pose(monkeypatch, tmp_path, family: str, model: str) -> str:
+    """Pose as a bf16 CPU of one kind (vendor, family, model); its ``CPU.kind``."""
+    path = tmp_path / f"cpuinfo-{family}-{model}"
+    path.write_text(
+        f"processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: {family}\n"
+        f"model\t\t: {model}\nmodel name\t: Posed CPU\nflags\t\t: {BASE_FLAGS} {BF16[1]}\n"
+    )
+    monkeypatch.setenv(cpuinfo.CPUINFO_ENV, str(path))
+    return cpuinfo.this_cpu().kind
+
+
+def _timed(doc: dict, kind: str, speedups: dict[int, float]) -> dict:
+    """``doc`` with bench_narrow timings of its bf16 decoders (bucket -> speedup) on ``kind``."""
+    return doc | {
+        "speeds": [
+            {
+                "component": "decoder",
+                "bucket": b,
+                "target": "generic",
+                "precision": "bf16",
+                "cpu": "Posed CPU",
+                "cpu_kind": kind,
+                "speedup_vs_fp32": x,
+            }
+            for b, x in speedups.items()
+        ]
+    }
+
+
+def test_auto_leaves_bf16_out_where_it_was_timed_slower_on_this_cpu_kind(monkeypatch, tmp_path):
+    """A CPU with bf16 dot products that issue fewer per cycle than float32's FMAs runs bf16
+    slower; where bench_narrow timed that on this CPU kind, auto runs float32. Timed faster, or
+    timed only on another kind, auto keeps bf16 and says which."""
+    kind = _pose(monkeypatch, tmp_path, "6", "143")
+    slower = parse_manifest(_timed(_manifest((6, 16)), kind, {6: 1.3, 16: 0.935}))
+    picked, why = explain_precision(slower, "generic")
+    assert picked == ALL_FP32
+    assert why[-1] == (
+        f"decoder: fp32, bf16 timed slower than float32 on this CPU kind (Posed CPU, {kind}): "
+        "0.935x at bucket 16"
+    )
+    assert explain_precision(slower, "generic", "bf16")[0] == BF16_DECODER  # asked for: runs
+    faster = parse_manifest(_timed(_manifest((6, 16)), kind, {6: 1.3, 16: 1.6}))
+    picked, why = explain_precision(faster, "generic")
+    assert picked == BF16_DECODER and why[-1].endswith(", timed 1.3x float32 on this CPU kind")
+    _pose(monkeypatch, tmp_path, "25", "17")  # control: the slower timing was another kind's
+    picked, why = explain_precision(slower, "generic")
+    assert picked == BF16_DECODER and why[-1].endswith(", not timed on this CPU kind")
+
+
+@pytest.mark.parametrize(
+    ("speeds", "message"),
+    [
+        ({"speeds": {}}, r"'speeds' should be a list"),
+        ({"speeds": [1]}, r"speeds\[0\] should be an object"),
+        ({"speeds": [{"component": "decoder"}]}, r"lacks 'speeds\[0\].bucket'|speeds\[0\].bucket"),
+    ],
+)
+def test_a_bad_speeds_field_is_named_with_the_fix(speeds, message):
+    with pytest.raises(ArtifactError, match=message) as caught:
+        parse_manifest(_manifest((6, 16)) | speeds, "art/manifest.json")
+    assert "dvc repro" in str(caught.value)
+
+
+def test_the_manifest_stage_lists_timings_of_the_listed_bytes_only(monkeypatch, tmp_path):
+    """``speeds`` holds bench_narrow's timing of a listed bf16 library; a timing of other bytes
+    (a library rebuilt since), an untimed record and float32 entries are left out."""
+    from kokoro_tvm.pipeline.manifest import measured_speeds
+
+    monkeypatch.chdir(tmp_path)
+    libs = [
+        {"component": "decoder", "bucket": b, "target": "t", "sha256": f"sha{b}", **more}
+        for b in (6, 16)
+        for more in ({}, {"precision": "bf16"})
+    ]
+    for b, sha, timed in ((6, "sha6", True), (16, "other bytes", True)):
+        record = {
+            "component": "decoder",
+            "bucket": b,
+            "target": "t",
+            "precision": "bf16",
+            "timed": timed,
+            "library_sha256": sha,
+            "cpu": "Posed CPU",
+            "cpu_kind": "x86_64 GenuineIntel 6 143",
+            "speedup_vs_fp32": 0.9,
+        }
+        path = A.bench_file("decoder", b, "t", precision="bf16")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record))
+    assert measured_speeds(libs) == [
+        {
+            "component": "decoder",
+            "bucket": 6,
+            "target": "t",
+            "precision": "bf16",
+            "cpu": "Posed CPU",
+            "cpu_kind": "x86_64 GenuineIntel 6 143",
+            "speedup_vs_fp32": 0.9,
+        }
+    ]
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [

@@ -120,6 +120,13 @@ class CPU:
         table = {"x86_64": X86_EXTENSIONS, "aarch64": ARM_EXTENSIONS}.get(self.arch, {})
         return [shown for flag, shown in table.items() if flag in self.flags]
 
+    @property
+    def kind(self) -> str:
+        """What tells CPUs of one microarchitecture apart where model names do not (a VM's
+        "Intel(R) Xeon(R) Processor"): vendor, family and model (x86) or implementer and part
+        (aarch64). A measurement taken on one kind says nothing about another."""
+        return " ".join(p for p in (self.arch, self.vendor, self.family, self.model) if p)
+
     def has(self, *flags: str) -> bool:
         """Whether the CPU has every ``/proc/cpuinfo`` flag named (``avx512_bf16``, ``i8mm``)."""
         return self.flags.issuperset(flags)

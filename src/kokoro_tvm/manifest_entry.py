@@ -8,7 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from .artifacts import ArtifactError
-from .spec import Shapes
+from .spec import FP32, Shapes
+
+#: a ``speeds`` entry's fields and their JSON types: a narrower library timed against float32 on
+#: one CPU kind (``bench_narrow``), which the runtime's ``auto`` precision reads
+SPEED_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "component": str,
+    "bucket": int,
+    "target": str,
+    "precision": str,
+    "cpu": str,
+    "cpu_kind": str,
+    f"speedup_vs_{FP32}": (int, float),
+}
 
 
 def library_entry(

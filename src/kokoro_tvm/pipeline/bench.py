@@ -184,6 +184,7 @@ def against_fp32(
         **{k: v for k, v in check.items() if k.startswith("worst_")},
         "library_sha256": narrow.entry.sha256,
         "cpu": cpu_name(),
+        "cpu_kind": cpuinfo.this_cpu().kind,  # what the runtime's auto precision matches on
         "load_average": cpuinfo.load_average(),
     }
 

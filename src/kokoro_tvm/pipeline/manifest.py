@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import artifacts
 from ..config import load_model_config
-from ..manifest_entry import check_validated, library_entry, validation_entry
+from ..manifest_entry import SPEED_FIELDS, check_validated, library_entry, validation_entry
 from ..params import Params
 from ..spec import COMPONENTS, FP32
 from . import voices
@@ -115,6 +115,25 @@ def narrow_libraries(
     return listed, left_out
 
 
+def measured_speeds(libs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``bench_narrow``'s timing of each listed narrower library against float32, with the CPU
+    kind that took it: the runtime's ``auto`` precision leaves a precision out where it was timed
+    slower on the CPU kind it runs on. A timing of other bytes than the listed library's, or one
+    not taken on this host, is left out."""
+    speeds = []
+    for lib in libs:
+        precision = lib.get("precision", FP32)
+        path = artifacts.bench_file(
+            lib["component"], lib["bucket"], lib["target"], precision=precision
+        )
+        if precision == FP32 or not path.exists():
+            continue
+        rec = artifacts.read_json(path, "bench metrics")
+        if rec.get("timed") and rec.get("library_sha256") == lib["sha256"] and "cpu_kind" in rec:
+            speeds.append({k: rec[k] for k in SPEED_FIELDS})
+    return speeds
+
+
 def run(prm: Params) -> dict[str, Any]:
     weights = {
         c: {
@@ -158,6 +177,7 @@ def run(prm: Params) -> dict[str, Any]:
         "unvalidated": skipped,
         "weights": weights,
         "libraries": libs,
+        "speeds": measured_speeds(libs),
     }
     named = voices.manifest_entry(2 * load_model_config(prm.model.config)["style_dim"])
     if named is not None:  # the voices users pick by name (``voices.source: none``: no entry)

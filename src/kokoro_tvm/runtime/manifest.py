@@ -17,9 +17,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .. import artifacts
+from .. import artifacts, cpuinfo
 from ..devices import isa
 from ..errors import KokoroTVMError
+from ..manifest_entry import SPEED_FIELDS
 from ..spec import COMPONENTS, FP32, PRECISIONS, Shapes
 from ..toolchain import ToolchainError, runtime_versions
 from . import tvm_import
@@ -180,6 +181,20 @@ class Library:
 
 
 @dataclass(frozen=True)
+class Speed:
+    """A narrower library timed against the float32 library of its target (``bench_narrow``),
+    on the CPU kind that ran the bench (``cpuinfo.CPU.kind``)."""
+
+    component: str
+    bucket: int
+    target: str
+    precision: str
+    cpu: str
+    cpu_kind: str
+    speedup: float  # float32's time over the narrower library's
+
+
+@dataclass(frozen=True)
 class Voice:
     name: str
     row: int
@@ -211,6 +226,7 @@ class Manifest:
     target_needs: Mapping[str, TargetNeeds] = field(default_factory=lambda: _frozen({}))
     unvalidated: Mapping[str, Any] = field(default_factory=lambda: _frozen({}))  # target -> why
     voices: Voices | None = None
+    speeds: tuple[Speed, ...] = ()
 
     @property
     def built_targets(self) -> list[str]:
@@ -302,6 +318,7 @@ def parse_manifest(doc: Any, path: Path | str = "manifest.json") -> Manifest:
     for key in ("target_needs", "unvalidated"):
         if key in doc:
             _expect(doc, key, dict, path)
+    speeds = _speeds(doc.get("speeds", []), path)
     needs = {}
     for target in doc.get("target_needs", {}):
         _expect(doc["target_needs"], target, dict, path, "target_needs.")
@@ -334,7 +351,31 @@ def parse_manifest(doc: Any, path: Path | str = "manifest.json") -> Manifest:
         target_needs=_frozen(needs),
         unvalidated=_frozen(doc.get("unvalidated", {})),
         voices=_voices(doc["voices"]) if doc.get("voices") else None,
+        speeds=speeds,
     )
+
+
+def _speeds(entries: Any, path: Path | str) -> tuple[Speed, ...]:
+    if not isinstance(entries, list):
+        raise artifacts.ArtifactError(f"{path}: 'speeds' should be a list; {REBUILD}")
+    out = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise artifacts.ArtifactError(f"{path}: speeds[{i}] should be an object; {REBUILD}")
+        for key, kind in SPEED_FIELDS.items():
+            _expect(entry, key, kind, path, f"speeds[{i}].")
+        out.append(
+            Speed(
+                component=entry["component"],
+                bucket=entry["bucket"],
+                target=entry["target"],
+                precision=entry["precision"],
+                cpu=entry["cpu"],
+                cpu_kind=entry["cpu_kind"],
+                speedup=float(entry[f"speedup_vs_{FP32}"]),
+            )
+        )
+    return tuple(out)
 
 
 #: a library entry's fields and their JSON types (``manifest_entry.library_entry`` writes them)
@@ -636,10 +677,13 @@ def explain_precision(
     """The precision each component of ``target`` runs in, and why (a line per component).
 
     ``auto``: per component, the narrowest precision whose libraries cover every bucket the
-    component was built for on ``target`` and whose CPU needs this CPU has, else float32. A
-    narrower library is in the manifest only if it passed its precision's criterion (the
-    listener's, ``eval/verdicts.py``), and it was built because it is faster, so auto runs it
-    wherever it can. ``fp32``: float32 everywhere, kokoro's own numerics. A narrower precision
+    component was built for on ``target``, whose CPU needs this CPU has, and that was not timed
+    slower than float32 on this CPU kind (the manifest's ``speeds``, from ``bench_narrow``), else
+    float32. A narrower library is in the manifest only if it passed its precision's criterion
+    (the listener's, ``eval/verdicts.py``); it was built to be faster, which holds where its
+    dot products outrun float32's FMAs, not on every CPU that has them (some issue them at a
+    lower rate than FMAs), so a timing on this CPU kind overrules that.
+    ``fp32``: float32 everywhere, kokoro's own numerics. A narrower precision
     (``bf16``): its libraries where the target has them, float32 for the components that have
     none (the text side); refused, naming the fix, where the target has none at all or this
     CPU lacks what they need (here, not as SIGILL inside a kernel)."""
@@ -695,14 +739,36 @@ def _component_precision(
             )
         return requested, "asked for"
     refused = []
+    kind = cpuinfo.this_cpu().kind
     for p in narrower:
         lacks = _lacks(manifest, [e for e in own if e.precision == p])
-        if not gaps[p] and not lacks:
-            return p, "the narrowest validated precision built for all its buckets that runs here"
-        refused.append(
-            f"{p} built, but this CPU lacks {', '.join(lacks)}"
-            if lacks
-            else f"{p} built without buckets {gaps[p]}"
+        if gaps[p] or lacks:
+            refused.append(
+                f"{p} built, but this CPU lacks {', '.join(lacks)}"
+                if lacks
+                else f"{p} built without buckets {gaps[p]}"
+            )
+            continue
+        timed = [
+            s
+            for s in manifest.speeds
+            if (s.component, s.precision, s.cpu_kind) == (component, p, kind)
+            and s.target in {e.target for e in own}
+        ]
+        worst = min(timed, key=lambda s: s.speedup, default=None)
+        if worst is not None and worst.speedup < 1:
+            refused.append(
+                f"{p} timed slower than float32 on this CPU kind ({worst.cpu}, {kind}): "
+                f"{worst.speedup}x at bucket {worst.bucket}"
+            )
+            continue
+        timing = (
+            f", timed {worst.speedup}x float32 on this CPU kind"
+            if worst is not None
+            else ", not timed on this CPU kind"
+        )
+        return p, "the narrowest validated precision built for all its buckets that runs here" + (
+            timing
         )
     return FP32, "; ".join(refused) if refused else "the only precision built"
 

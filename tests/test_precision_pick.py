@@ -257,7 +257,7 @@ def test_auto_leaves_bf16_out_where_it_was_timed_slower_on_this_cpu_kind(monkeyp
     [
         ({"speeds": {}}, r"'speeds' should be a list"),
         ({"speeds": [1]}, r"speeds\[0\] should be an object"),
-        ({"speeds": [{"component": "decoder"}]}, r"lacks 'speeds\[0\].bucket'|speeds\[0\].bucket"),
+        ({"speeds": [{"component": "decoder"}]}, r"'speeds\[0\].bucket' should be a int"),
     ],
 )
 def test_a_bad_speeds_field_is_named_with_the_fix(speeds, message):

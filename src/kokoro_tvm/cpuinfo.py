@@ -122,8 +122,8 @@ class CPU:
 
     @property
     def kind(self) -> str:
-        """What tells CPUs of one microarchitecture apart where model names do not (a VM's
-        "Intel(R) Xeon(R) Processor"): vendor, family and model (x86) or implementer and part
+        """What tells CPUs of one microarchitecture apart where model names do not (a VM may
+        give many the same generic name): vendor, family and model (x86) or implementer and part
         (aarch64). A measurement taken on one kind says nothing about another."""
         return " ".join(p for p in (self.arch, self.vendor, self.family, self.model) if p)
 

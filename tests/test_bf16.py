@@ -296,18 +296,18 @@ def test_a_bf16_library_computes_a_generator_conv_with_bf16_products(taps, dilat
 
 
 def test_an_fft_convs_epilogue_rounds_as_the_separate_adds():
-    """The bias and residual adds folded into the FFT kernel (``fft_epilogue``) give the outputs
+    """The bias and residual adds folded into the FFT kernel (``conv_epilogue``) give the outputs
     the same library gives with them as kernels of their own, bit for bit, at every width (each
     block's edge included); without the fold the adds are separate kernels (the control)."""
     from unittest import mock
 
-    from kokoro_tvm.compile import fft_epilogue
+    from kokoro_tvm.compile import conv_epilogue
     from kokoro_tvm.compile.phases import legalize
 
     _spans_blocks(64, 11, 3)
     _, mod, params = _exported_conv(64, 64, 11, 3, 20000, residual=True)
     folded = legalize(mod, precision="bf16")
-    with mock.patch.object(fft_epilogue, "fold", lambda m: m):
+    with mock.patch.object(conv_epilogue, "fold", lambda m, bf16: m):
         apart = legalize(mod, precision="bf16")
     adds = [gv.name_hint for gv in apart.functions if "add" in gv.name_hint]
     assert adds and not [gv for gv in folded.functions if "add" in gv.name_hint], adds

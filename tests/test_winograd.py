@@ -175,3 +175,110 @@ def test_convs_of_one_shape_share_one_kernel():
     with torch.no_grad():
         want = module.double()(x.double()).numpy()
     assert np.abs(got - want).max() < 3e-4 * np.abs(want).max()
+
+
+class _Stage(torch.nn.Module):
+    """The generator's stage in small: three resblocks of two dilated conv pairs, each pair's
+    output added to its input, summed and averaged (as kokoro's ``Generator`` sums
+    ``resblocks[i * 3 + j](x, s)``); ``leaky_relu`` stands in for AdaIN and Snake."""
+
+    def __init__(self, channels: int = 32) -> None:
+        super().__init__()
+        torch.manual_seed(5)
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.ModuleList(
+                torch.nn.ModuleList(
+                    torch.nn.Conv1d(channels, channels, taps, padding=d * (taps // 2), dilation=d)
+                    for d in (dilation, 1)
+                )
+                for dilation in (1, 3)
+            )
+            for taps in (3, 7, 11)
+        )
+
+    def forward(self, x):
+        xs = None
+        for block in self.blocks:
+            h = x
+            for c1, c2 in block:
+                h = c2(torch.nn.functional.leaky_relu(c1(torch.nn.functional.leaky_relu(h)))) + h
+            xs = h if xs is None else xs + h
+        return xs / 3
+
+
+def _stage(bound: int = 20000):
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    module = _Stage().eval()
+    n = torch.export.Dim("n", min=2, max=bound)
+    ep = torch.export.export(module, (torch.randn(1, 32, 64),), dynamic_shapes=({2: n},))
+    mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    return module, mod, [p.numpy() for p in params["main"]]
+
+
+def _most_live(legal) -> int:
+    """The most tensors of the stage's symbolic width live at once in ``main``: from the call that
+    makes one to its last use (views and tuple items own no storage)."""
+    from tvm import relax
+
+    bindings = [b for block in legal["main"].body.blocks for b in block.bindings]
+    last: dict = {}
+    for i, b in enumerate(bindings):
+        relax.analysis.post_order_visit(
+            b.value, lambda e, i=i: last.__setitem__(e, i) if isinstance(e, relax.Var) else None
+        )
+    live, most = set(), 0
+    for i, b in enumerate(bindings):
+        shape = getattr(b.var.ty, "shape", None)
+        op = getattr(getattr(b.value, "op", None), "name", "")
+        if shape is not None and op != "relax.reshape" and isinstance(b.value, relax.Call):
+            if not isinstance(shape[-1], tvm.tirx.IntImm) and len(shape) == 3:
+                live.add(b.var)
+        most = max(most, len(live))
+        live = {v for v in live if last.get(v, len(bindings)) > i}
+    return most
+
+
+def test_a_convs_bias_and_residual_are_added_by_its_kernel_as_it_stores():
+    """``conv_epilogue``: each conv's bias, and a pair's residual, are added by the Winograd
+    kernel as it stores (``_bias``, ``_bias_res``), so only the resblocks' sum is an add kernel,
+    and the three resblocks' outputs are not all kept for one elementwise kernel at the end: five
+    stage-sized tensors live at the peak, where the adds apart kept seven (the control). The
+    outputs are those of the adds apart, bit for bit, at every width (blocks' edges included), and
+    torch's within float32 rounding."""
+    from unittest import mock
+
+    from tvm import relax
+
+    from kokoro_tvm.compile import conv_epilogue
+    from kokoro_tvm.compile.phases import build, legalize
+
+    module, mod, params = _stage()
+    folded = legalize(mod)
+    with mock.patch.object(conv_epilogue, "fold", lambda m, bf16: m):
+        apart = legalize(mod)
+    names = _kernels(folded)
+    assert [n for n in names if n.endswith("_bias_res")], names
+    adds = [gv.name_hint for gv in folded.functions if "add" in gv.name_hint]
+    assert adds == ["fused_add_add_divide"], adds  # the resblocks' sum alone
+    assert len([gv for gv in apart.functions if "add" in gv.name_hint]) > 1
+    assert (_most_live(folded), _most_live(apart)) == (5, 7)
+    runs = []
+    for legal in (folded, apart):
+        ex, _, _ = build(legal, V3)
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        runs.append((vm, bind_params(vm, params)))
+    rng = np.random.default_rng(4)
+    for width in (2, 9, 150, 517, 20000):
+        x = rng.standard_normal((1, 32, width)).astype(np.float32)
+        one, other = (
+            (lambda got: (got if hasattr(got, "numpy") else got[0]).numpy())(
+                vm["main"](tvm.runtime.tensor(x), *bound)
+            )
+            for vm, bound in runs
+        )
+        assert np.array_equal(one, other), width
+        with torch.no_grad():
+            want = module.double()(torch.from_numpy(x).double()).numpy()
+        assert np.abs(one - want).max() < 3e-4 * np.abs(want).max(), width

@@ -231,7 +231,7 @@ def kernel(
     ``[pad_left, pad_left + L)``, by overlap-save ``n``-point FFTs on ``pack_weights``' pairs.
     With ``bias``, an argument ``b [1, O, 1]`` after ``w``; with ``residual``, one ``r [1, O, W]``
     after that: ``y = (conv + b) + r``, rounded as the separate adds round, added while the
-    outputs are in registers or cache (``fft_epilogue``: each add was one more pass over memory).
+    outputs are in registers or cache (``conv_epilogue``: each add was one more pass over memory).
 
     Tile ``(p, q)`` of a block holds outputs ``t0 + p + d (i + m q)``, ``i < m = n - taps + 1``,
     and reads inputs ``t0 + p + d v``, ``v < n`` (as ``compile.winograd.kernel``'s tiles): the

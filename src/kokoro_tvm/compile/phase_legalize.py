@@ -6,7 +6,7 @@ import tvm
 from tvm import relax
 
 from ..spec import FP32
-from . import attention, batch_matmul, fft_epilogue, symbolic
+from . import attention, batch_matmul, conv_epilogue, symbolic
 from .legalizations import legalize_map
 
 
@@ -28,16 +28,16 @@ class FuseAttention:
         return attention.fuse_attention(mod)
 
 
-@tvm.transform.module_pass(opt_level=0, name="FoldFFTEpilogues")
-class FoldFFTEpilogues:
-    """bf16: a generator conv's bias and residual adds into its FFT kernel's call
-    (``fft_epilogue``); nothing in a float32 library."""
+@tvm.transform.module_pass(opt_level=0, name="FoldConvEpilogues")
+class FoldConvEpilogues:
+    """A conv's bias and residual adds into its hand-written kernel's call (``conv_epilogue``:
+    Winograd's, and in a bf16 library the FFT kernel's)."""
 
     def __init__(self, precision: str) -> None:
         self.precision = precision
 
     def transform_module(self, mod, _ctx):
-        return mod if self.precision == FP32 else fft_epilogue.fold(mod)
+        return conv_epilogue.fold(mod, bf16=self.precision != FP32)
 
 
 @tvm.transform.module_pass(opt_level=0, name="LegalizeOps")
@@ -90,7 +90,7 @@ def phase(precision: str = "fp32") -> tvm.transform.Sequential:
             FoldBatchMatmulReshapes(),
             FuseAttention(),
             t.EliminateCommonSubexpr(),
-            FoldFFTEpilogues(precision),
+            FoldConvEpilogues(precision),
             LegalizeOps(precision),
             t.LiftTransformParams(),
             t.AnnotateTIROpPattern(),

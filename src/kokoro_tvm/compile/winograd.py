@@ -118,6 +118,8 @@ def kernel_for(
     dilation: int,
     pad_left: int,
     m: int,
+    bias: int = 0,
+    residual: int = 0,
 ):
     """``kernel`` with the register tile of a CPU of ``lanes`` x ``registers`` vectors, marked
     with its maker so that the build makes it again for its target (``compile/retarget.py``)."""
@@ -128,6 +130,8 @@ def kernel_for(
         dilation=dilation,
         pad_left=pad_left,
         m=m,
+        bias=bias,
+        residual=residual,
     )
     func = kernel(**sizes, channels=tile_channels(lanes, registers, channels_out))
     return made_by(func, MAKER_NAME, **sizes)
@@ -141,10 +145,14 @@ def kernel(
     pad_left: int,
     m: int,
     channels: int = CHANNELS,
+    bias: int = 0,
+    residual: int = 0,
 ):
     """TIR kernel ``(x [1, C, L], u [a, C, O]) -> y [1, O, W]`` for any ``L`` and ``W``: the
     conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
-    ``[pad_left, pad_left + L)``, through F(m, taps) on ``u`` (``weight_transform``).
+    ``[pad_left, pad_left + L)``, through F(m, taps) on ``u`` (``weight_transform``). With
+    ``bias``, an argument ``b [1, O, 1]`` after ``u``; with ``residual``, one ``r [1, O, W]``
+    after that: ``y = (conv + b) + r``, added as the block is stored (``conv_epilogue``).
 
     Tiles follow the dilation: tile ``(p, q)`` of a block holds outputs ``t0 + p + d (i + m q)``,
     ``i < m``, and reads inputs ``t0 + p + d v``, ``v < a``. The block's input is first copied
@@ -171,6 +179,12 @@ def kernel(
             length, width = T.int64(), T.int64()
             x = T.match_buffer(T.arg("x", T.handle()), (1, c_in, length), "float32")
             u = T.match_buffer(T.arg("u", T.handle()), (a, c_in, c_out), "float32")
+            b = T.match_buffer(T.arg("b", T.handle()), (1, c_out, 1), "float32") if bias else None
+            res = (
+                T.match_buffer(T.arg("r", T.handle()), (1, c_out, width), "float32")
+                if residual
+                else None
+            )
             y = T.match_buffer(T.arg("y", T.handle()), (1, c_out, width), "float32")
             # the GEMMs' multiply-adds (the transforms add a few %): what the roofline counts
             T.func_attr(
@@ -211,7 +225,7 @@ def kernel(
                                         [rr, oo],
                                     )
                         fold_point(T, out, acc, at, point, jt, ot)
-                store_block(T, y, out, t0, span, width, d, q_tiles)
+                store_block(T, y, out, t0, span, width, d, q_tiles, b, res)
     return ib.get()
 
 
@@ -252,30 +266,40 @@ def fold_point(T, out, acc, at, point: int, jt, ot) -> None:
                 T.buffer_store(out, term if point == 0 else out[tuple(idx)] + term, idx)
 
 
-def store_block(T, y, out, t0, span: int, width, d: int, q_tiles: int) -> None:
+def store_block(
+    T, y, out, t0, span: int, width, d: int, q_tiles: int, bias=None, residual=None
+) -> None:
     """The block's outputs ``out [m, tiles, O]`` into ``y``: tile ``(p, q)``'s output ``i`` is
-    ``t0 + p + d (i + m q)``; in the last block, outputs past ``W`` are not stored."""
+    ``t0 + p + d (i + m q)``; in the last block, outputs past ``W`` are not stored. ``bias``
+    ``[1, O, 1]`` and then ``residual`` (``y``'s shape), where given, are added in torch's order,
+    ``(conv + b) + r``, so that the outputs equal the separate adds' bit for bit."""
     m, c_out = int(out.shape[0]), int(out.shape[2])
+
+    def stored(o, p, q, i, t):
+        value = out[i, p * q_tiles + q, o]
+        if bias is not None:
+            value = value + bias[0, o, 0]
+        if residual is not None:
+            value = value + residual[0, o, t]
+        T.buffer_store(y, value, [0, o, t])
+
     with T.If(t0 + span <= width):
         with T.Then():
             with T.grid(c_out, d, q_tiles) as (o, p, q):
                 for i in range(m):
-                    t = t0 + p + d * (i + m * q)
-                    T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+                    stored(o, p, q, i, t0 + p + d * (i + m * q))
         with T.Else():
             with T.grid(c_out, d, q_tiles) as (o, p, q):
                 for i in range(m):
                     t = t0 + p + d * (i + m * q)
                     with T.If(t < width):
                         with T.Then():
-                            T.buffer_store(y, out[i, p * q_tiles + q, o], [0, o, t])
+                            stored(o, p, q, i, t)
 
 
-def conv1d(bb, call):
-    """``relax.nn.conv1d`` (stride 1, NCW/OIW, float32) as a call to ``kernel`` on its weights'
-    transform, or None where ``tile_outputs`` keeps it direct."""
-    from tvm import relax
-
+def sizes_of(call) -> dict[str, int] | None:
+    """The sizes of the ``kernel`` that computes the ``relax.nn.conv1d`` ``call``, or None where
+    it is not computed this way (``tile_outputs``)."""
     attrs = call.attrs
     x, w = call.args
     if (
@@ -295,21 +319,38 @@ def conv1d(bb, call):
     m = tile_outputs(taps, c_in, c_out, int(attrs.groups))
     if m is None:
         return None
-    d = int(attrs.dilation[0])
-    sizes = dict(
+    return dict(
         channels_in=c_in,
         channels_out=c_out,
         taps=taps,
-        dilation=d,
+        dilation=int(attrs.dilation[0]),
         pad_left=int(attrs.padding[0]),
         m=m,
     )
+
+
+def call_with(bb, call, sizes: dict[str, int], bias=None, residual=None):
+    """``call`` (a conv ``sizes_of`` took), plus ``bias`` ``[1, O, 1]`` and then ``residual``
+    (its shape) where given, as one call of ``kernel`` on its weights' transform; the kernel is
+    added to ``bb``'s module once per shape and epilogue."""
+    from tvm import relax
+
+    x, w = call.args
+    sizes = dict(sizes, bias=int(bias is not None), residual=int(residual is not None))
+    c_in, c_out, taps, d = (sizes[k] for k in ("channels_in", "channels_out", "taps", "dilation"))
+    suffix = "_bias" * sizes["bias"] + "_res" * sizes["residual"]
     gv = (
         find_made(bb.get(), MAKER_NAME, **sizes)  # one kernel per shape in a module
         or bb.add_func(
-            kernel_for(*MADE_FOR, **sizes), f"winograd_conv1d_{c_in}x{c_out}_k{taps}_d{d}"
+            kernel_for(*MADE_FOR, **sizes), f"{MAKER_NAME}_{c_in}x{c_out}_k{taps}_d{d}{suffix}"
         )
     )
-    return relax.call_tir(
-        gv, [x, weight_transform(bb, w, m)], relax.TensorType(call.ty.shape, "float32")
-    )
+    args = [x, weight_transform(bb, w, sizes["m"]), *(a for a in (bias, residual) if a is not None)]
+    return relax.call_tir(gv, args, relax.TensorType(call.ty.shape, "float32"))
+
+
+def conv1d(bb, call):
+    """``relax.nn.conv1d`` (stride 1, NCW/OIW, float32) as a call to ``kernel`` on its weights'
+    transform, or None where ``tile_outputs`` keeps it direct."""
+    sizes = sizes_of(call)
+    return None if sizes is None else call_with(bb, call, sizes)

@@ -4,7 +4,7 @@ A stride-1 conv that ``bf16.method`` takes (the generator's convs of kernel 3, 7
 their weight parameter's name) becomes a call to ``bf16_fft``'s kernel on its weights' bf16
 spectra, which ``LiftTransformParams`` moves to load time. Every other conv is legalized as a
 float32 library legalizes it (``conv1d.conv1d_strided_space_to_depth``), so that, with
-``precision`` fp32, nothing of this module is reached. ``compile.fft_epilogue`` calls the same
+``precision`` fp32, nothing of this module is reached. ``compile.conv_epilogue`` calls the same
 kernel with the conv's bias and residual adds before legalization.
 """
 

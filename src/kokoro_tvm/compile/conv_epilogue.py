@@ -1,25 +1,41 @@
-"""A bf16 FFT conv's bias and residual adds, computed by its kernel (``bf16_fft``) as it stores.
+"""A conv's bias and residual adds, computed by its hand-written kernel as it stores.
 
 torch.export gives a conv with bias as ``add(conv1d(x, w), reshape(b, [1, O, 1]))``, and a
-resblock's second conv adds its input after that. The FFT kernel is an opaque ``call_tir``, so
-``FuseOps`` cannot take those adds into it: each ran as a kernel of its own, one more read and
-write of the conv's output, which at the generator's last stage is larger than the caches. Here,
-before ``LegalizeOps``, ``add(conv, b)`` and ``add(add(conv, b), r)`` of a conv the kernel takes
-(``conv1d_bf16.fft_sizes``) become one call of the kernel with its epilogue; the adds are
+resblock's second conv adds its input after that. The conv kernels (``winograd``; ``bf16_fft`` in
+a bf16 library) are opaque ``call_tir``s, so ``FuseOps`` cannot take those adds into them. Each
+then ran as a kernel of its own, one more read and write of the conv's output, which at the
+generator's last stage is larger than the caches; worse, ``FuseOps`` fused each resblock's last
+adds into the elementwise kernel that sums the three resblocks, so every resblock's conv output
+and residual stayed live until the third had run (seven tensors of the stage's size at the peak,
+five with the adds folded). Here, before ``LegalizeOps``, ``add(conv, b)`` and ``add(add(conv,
+b), r)`` of a conv a kernel takes become one call of that kernel with its epilogue; the adds are
 rounded as before ((conv + b) + r), so the outputs do not change.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from . import winograd
 from .legalizations import conv1d_bf16
 from .symbolic import same_shape, static_dim
 
 _ADD = tvm.ir.Op.get("relax.add")
 _CONV1D = tvm.ir.Op.get("relax.nn.conv1d")
+
+
+def kernel_of(conv: relax.Call, bf16: bool) -> tuple[dict, Callable[..., relax.Expr]] | None:
+    """The sizes of the kernel that legalizing computes ``conv`` with (in a bf16 library when
+    ``bf16``) and the function that calls it with an epilogue, or None for a conv of no kernel."""
+    if bf16 and (sizes := conv1d_bf16.fft_sizes(conv)) is not None:
+        return sizes, conv1d_bf16.fft_call
+    if (sizes := winograd.sizes_of(conv)) is not None:
+        return sizes, winograd.call_with
+    return None
 
 
 def _same_shape(a: relax.Expr, b: relax.Expr) -> bool:
@@ -38,14 +54,15 @@ class _Chains:
     """The function's foldable adds, found before rewriting: per ``add`` call, the conv it
     follows and its epilogue operands."""
 
-    def __init__(self, func: relax.Function) -> None:
+    def __init__(self, func: relax.Function, bf16: bool) -> None:
+        self.bf16 = bf16
         self.bindings = relax.analysis.get_var2val(func)
         self.uses: dict[relax.Var, int] = {}
         for block in func.body.blocks:
             if isinstance(block, relax.DataflowBlock):
                 for var, users in relax.analysis.udchain(block).items():
                     self.uses[var] = len(users)
-        #: add call -> (conv call, its kernel's sizes, bias, residual or None)
+        #: add call -> (conv call, (its kernel's sizes, caller), bias, residual or None)
         self.folds: dict[relax.Call, tuple] = {}
         absorbed = []
         for value in self.bindings.values():
@@ -76,15 +93,15 @@ class _Chains:
         return [(a, b), (b, a)]
 
     def _biased(self, value) -> tuple | None:
-        """``(conv, sizes, bias)`` where ``value`` is ``add(conv, bias)`` of a conv the kernel
-        takes, used only there, and a ``[1, O, 1]`` bias."""
+        """``(conv, kernel_of(conv), bias)`` where ``value`` is ``add(conv, bias)`` of a conv a
+        kernel takes, used only there, and a ``[1, O, 1]`` bias."""
         for conv_var, bias in self._operands(value):
             conv = self._only_use(conv_var)
             if not (isinstance(conv, relax.Call) and conv.op.same_as(_CONV1D)):
                 continue
-            sizes = conv1d_bf16.fft_sizes(conv)
-            if sizes is not None and _is_bias(bias, sizes["channels_out"]):
-                return conv, sizes, bias
+            kernel = kernel_of(conv, self.bf16)
+            if kernel is not None and _is_bias(bias, kernel[0]["channels_out"]):
+                return conv, kernel, bias
         return None
 
 
@@ -98,10 +115,10 @@ class _Fold(PyExprMutator):
         fold = self.chains.folds.get(call)
         if fold is None:
             return super().visit_call_(call)
-        conv, sizes, bias, residual = fold
+        conv, (sizes, caller), bias, residual = fold
         conv = relax.Call(conv.op, [self.visit_expr(a) for a in conv.args], conv.attrs)
         conv = self.builder_.normalize(conv)
-        return conv1d_bf16.fft_call(
+        return caller(
             self.builder_,
             conv,
             sizes,
@@ -110,10 +127,10 @@ class _Fold(PyExprMutator):
         )
 
 
-def fold(mod: tvm.IRModule) -> tvm.IRModule:
-    """``mod`` with each foldable add of ``main`` computed by its conv's kernel; the convs and adds
-    it replaced are dropped."""
-    chains = _Chains(mod["main"])
+def fold(mod: tvm.IRModule, bf16: bool) -> tvm.IRModule:
+    """``mod`` with each foldable add of ``main`` computed by its conv's kernel (a bf16 library's
+    when ``bf16``); the convs and adds it replaced are dropped."""
+    chains = _Chains(mod["main"], bf16)
     if not chains.folds:
         return mod
     folder = _Fold(mod, chains)

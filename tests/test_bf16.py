@@ -468,3 +468,111 @@ def test_the_kernel_before_an_fft_conv_writes_its_input_in_bf16():
             want = module.double()((x + torch.sin(x) ** 2).double()).numpy()
             module.float()
         assert _rms(run(x.numpy()), want) < 5e-3, width
+
+
+AMX_TARGET = {
+    "kind": "llvm",
+    "mcpu": "x86-64-v4",
+    "mattr": ["+avx512bf16", "+amx-tile", "+amx-bf16"],
+}
+
+
+def _runs_amx() -> bool:
+    from host import runs_here
+
+    return runs_here(AMX_TARGET)
+
+
+@pytest.mark.parametrize("channels, taps, dilation", [(64, 11, 1), (64, 3, 5), (256, 7, 1)])
+def test_a_target_with_amx_runs_the_fft_convs_gemms_on_amx_tiles(channels, taps, dilation):
+    """The build makes the bf16 FFT kernels again for a target with AMX-BF16, their GEMMs on AMX
+    tiles (``bf16_amx``; the control: AVX512_BF16's target keeps ``vdpbf16ps``), from the same
+    legalized module and weights; at 256 channels two product tiles side by side. Where this CPU
+    has AMX: the same outputs as the ``vdpbf16ps`` kernels within float32 rounding of their sums,
+    and within a direct bf16 conv's rounding of float64, at every width (edge and inner
+    blocks)."""
+    import torch
+    from tvm import relax
+
+    from kokoro_tvm.compile.phases import build, legalize, make_target
+    from kokoro_tvm.compile.retarget import retarget
+    from kokoro_tvm.runtime.amx import permit_where_present
+    from kokoro_tvm.runtime.vm import bind_params
+
+    module, mod, params = _exported_conv(
+        channels, channels, taps, dilation, max(WIDTHS), residual=True
+    )
+    legal = legalize(mod, precision="bf16")
+
+    def tdp(target) -> bool:
+        made = retarget(legal, make_target(target))
+        return any(
+            "tdpbf16ps" in f.script() for gv, f in made.functions.items() if "fft" in gv.name_hint
+        )
+
+    assert tdp(AMX_TARGET) and not tdp(BF16_TARGET)
+    if not _runs_amx():
+        pytest.skip("this CPU has no AMX-BF16: the kernels are made, not run")
+    assert permit_where_present()
+    runs = []
+    for target in (AMX_TARGET, BF16_TARGET):
+        ex, _, _ = build(legal, target)
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        runs.append((vm, bind_params(vm, params)))
+    for width in WIDTHS:
+        x = torch.randn(1, channels, width)
+        amx, avx = (
+            (lambda got: (got if hasattr(got, "numpy") else got[0]).numpy())(
+                vm["main"](tvm.runtime.tensor(x.numpy()), *bound)
+            )
+            for vm, bound in runs
+        )
+        with torch.no_grad():
+            want = module.double()(x.double()).numpy()
+            module.float()
+        assert np.abs(amx - avx).max() < 1e-5 * np.abs(avx).max(), width
+        assert _rms(amx, want) < 5e-3, width
+
+
+def test_a_process_runs_amx_kernels_only_once_the_runtime_asked_linux_for_the_tiles(tmp_path):
+    """Linux grants a process AMX tile state only on request: an AMX library loaded by TVM alone
+    dies with SIGILL at its first tile (the control); loaded through the runtime
+    (``tvm_runtime.load_module``, which asks first on a CPU with AMX) it runs."""
+    import signal
+    import subprocess
+    import sys
+
+    from kokoro_tvm.compile.phases import build, legalize
+
+    if not _runs_amx():
+        pytest.skip("this CPU has no AMX-BF16")
+    _, mod, params = _exported_conv(64, 64, 7, 1, 4096)
+    ex, _, _ = build(legalize(mod, precision="bf16"), AMX_TARGET)
+    lib = tmp_path / "amx.so"
+    ex.export_library(str(lib))
+    np.savez(tmp_path / "params.npz", *params)
+    script = """
+import sys
+import numpy as np
+import tvm
+from tvm import relax
+from kokoro_tvm.runtime import tvm_runtime
+from kokoro_tvm.runtime.vm import bind_params
+load = tvm.runtime.load_module if sys.argv[2] == "tvm" else tvm_runtime.load_module
+lib = load(sys.argv[1])
+vm = relax.VirtualMachine(lib, tvm.cpu())
+saved = np.load(sys.argv[3])
+params = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+out = vm["main"](tvm.runtime.tensor(np.ones((1, 64, 1000), np.float32)), *bind_params(vm, params))
+print("ran")
+"""
+    codes = {}
+    for how in ("tvm", "runtime"):
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(lib), how, str(tmp_path / "params.npz")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        codes[how] = (done.returncode, "ran" in done.stdout)
+    assert codes == {"tvm": (-signal.SIGILL, False), "runtime": (0, True)}, codes

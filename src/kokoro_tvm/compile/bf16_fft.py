@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from . import bf16
+from . import bf16_amx as _amx
 from .hand_written import FLOPS, made_by
 
 #: FFT points per tile.
@@ -199,11 +200,11 @@ def weight_transform(bb, w, n: int = POINTS):
     return bb.emit_te(packed, re, im, primfunc_name_hint="bf16_fft_weights")
 
 
-def block_tiles(channels_in: int, dilation: int, n: int = POINTS) -> int:
+def block_tiles(channels_in: int, dilation: int, n: int = POINTS, copies: int = 1) -> int:
     """Tiles of each of a block's ``dilation`` phases: the most whole transposes (``QUAD``) whose
-    spectra fit ``BLOCK_BYTES``, at least one. A block computes ``dilation * (n - taps + 1)``
-    outputs per tile."""
-    return QUAD * max(1, BLOCK_BYTES // (4 * slots(n) * channels_in * dilation * QUAD))
+    spectra (``copies`` of them) fit ``BLOCK_BYTES``, at least one. A block computes
+    ``dilation * (n - taps + 1)`` outputs per tile."""
+    return QUAD * max(1, BLOCK_BYTES // (4 * copies * slots(n) * channels_in * dilation * QUAD))
 
 
 def kernel_for(**sizes: int):
@@ -224,6 +225,7 @@ def kernel(
     vectors: int = VECTORS,
     split_below: int = SPLIT_BELOW,
     input_bf16: int = 0,
+    amx: int = 0,
 ):
     """TIR kernel ``(x [1, C, L], w [n/2 + 1, C, O] uint32) -> y [1, O, W]`` (``x`` float32, or
     bf16 bits as ``uint16`` with ``input_bf16``) for any ``L`` and
@@ -243,19 +245,26 @@ def kernel(
 
     The parallel tasks are the blocks, or, for an odd count below ``split_below``, each block's
     two halves of the output channel tiles, half by half: a thread's consecutive tasks cover
-    every block."""
+    every block.
+
+    With ``amx``, the weights are ``amx_pairs``' ``[n/2, 2, O, C]`` and each slot's GEMM runs on
+    AMX tiles (``_amx``) instead of ``vdpbf16ps``."""
     from tvm import tirx
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script.builder import ir as T
 
     c_in, c_out, d = channels_in, channels_out, dilation
     lanes = bf16.LANES
+    if amx:  # product tiles of 16 tiles x 16 output channels, side by side
+        rows, vectors = lanes, _amx.side_by_side(c_in, c_out)
+        if c_in % lanes:
+            raise ValueError(f"an AMX FFT conv needs input channels in 16s, not {c_in}")
     channels = vectors * lanes
     m = n - taps + 1
     h = slots(n)
     if m < lanes or n % lanes or n & (n - 1) or c_out % channels:
         raise ValueError(f"an FFT conv {c_in} -> {c_out}, {taps} taps in {n} points")
-    q_tiles = block_tiles(c_in, d, n)
+    q_tiles = block_tiles(c_in, d, n, copies=2 if amx else 1)
     tiles = d * q_tiles
     padded = -(-tiles // rows) * rows  # whole register tiles; the GEMM's extra tiles are zeros
     span = d * m * q_tiles
@@ -311,7 +320,11 @@ def kernel(
                 first = t0 - pad_left
                 # tiles per phase holding outputs below W: all but in the last block
                 need = T.bind(T.min(q_tiles, (width - t0 + d * m - 1) // (d * m)))
-                spectra = T.alloc_buffer((h, c_in, padded), "uint32")
+                # with AMX, the spectra of 16 input channels at a time, then transposed into
+                # rows of tiles (``_amx.transpose``)
+                spectra = T.alloc_buffer((h, lanes if amx else c_in, padded), "uint32")
+                if amx:
+                    by_tile = T.alloc_buffer((2, h, padded, c_in), "uint32")
                 if padded > tiles:
                     with T.grid(h, c_in, padded - tiles) as (k, c, e):
                         T.buffer_store(spectra, tirx.const(0, "uint32"), [k, c, tiles + e])
@@ -323,33 +336,44 @@ def kernel(
                     added = T.alloc_buffer((d * m, lanes), "float32", scope="local")
                 edge_in = T.alloc_buffer((reach,), "float32")
                 edge_out = T.alloc_buffer((channels, span), "float32")
+                if amx:
+                    _amx.configure(T)
 
                 def gather(edge: bool):  # 16 runs of d n inputs, transposed: vectors along q
-                    with T.serial(0, c_in) as c:
-                        if edge:  # the channel's inputs, zero outside [0, L)
-                            with T.serial(0, reach) as s_:
-                                T.buffer_store(edge_in, f32(0), [s_])
-                            lo = T.max(-first, 0)
-                            with T.serial(
-                                0, T.max(T.min(first + reach, length) - first - lo, 0)
-                            ) as s_:
-                                value = x[0, c, first + lo + s_]
-                                if input_bf16:  # a bf16 is the high half of its float32
-                                    value = tirx.reinterpret(
-                                        "float32",
-                                        tirx.Cast("uint32", value) << tirx.const(16, "uint32"),
-                                    )
-                                T.buffer_store(edge_in, value, [lo + s_])
-                        with T.serial(0, (need + lanes - 1) // lanes) as qc:
-                            src = d * m * lanes * qc
-                            for u0 in _starts(d * n, lanes):
-                                row = edge_in[src + u0] if edge else x[0, c, first + src + u0]
-                                widen = bool(input_bf16) and not edge
-                                bf16.transpose16(T, row, d * m, run[u0, 0], lanes, widen)
-                            with T.serial(0, d) as p:
-                                with T.vectorized(0, lanes) as ql:
-                                    tile = [run[p + d * v, ql] for v in range(n)]
-                                    store_spectrum(tile, c, p * q_tiles + qc * lanes + ql)
+                    with T.serial(0, c_in // lanes if amx else c_in) as cg:
+                        if amx:
+                            gather_channels(edge, cg)
+                            _amx.transpose(T, spectra, by_tile, cg)
+                        else:
+                            gather_channel(edge, cg, cg)
+
+                def gather_channel(edge: bool, c, into):  # input channel c: spectra[:, into]
+                    if edge:  # the channel's inputs, zero outside [0, L)
+                        with T.serial(0, reach) as s_:
+                            T.buffer_store(edge_in, f32(0), [s_])
+                        lo = T.max(-first, 0)
+                        with T.serial(0, T.max(T.min(first + reach, length) - first - lo, 0)) as s_:
+                            value = x[0, c, first + lo + s_]
+                            if input_bf16:  # a bf16 is the high half of its float32
+                                value = tirx.reinterpret(
+                                    "float32",
+                                    tirx.Cast("uint32", value) << tirx.const(16, "uint32"),
+                                )
+                            T.buffer_store(edge_in, value, [lo + s_])
+                    with T.serial(0, (need + lanes - 1) // lanes) as qc:
+                        src = d * m * lanes * qc
+                        for u0 in _starts(d * n, lanes):
+                            row = edge_in[src + u0] if edge else x[0, c, first + src + u0]
+                            widen = bool(input_bf16) and not edge
+                            bf16.transpose16(T, row, d * m, run[u0, 0], lanes, widen)
+                        with T.serial(0, d) as p:
+                            with T.vectorized(0, lanes) as ql:
+                                tile = [run[p + d * v, ql] for v in range(n)]
+                                store_spectrum(tile, into, p * q_tiles + qc * lanes + ql)
+
+                def gather_channels(edge: bool, cg):
+                    with T.serial(0, lanes) as cl:
+                        gather_channel(edge, cg * lanes + cl, cl)
 
                 def scatter(ot, edge: bool):  # d m outputs of 16 channels into y's rows
                     with T.grid(need, vectors) as (q, vec):
@@ -421,21 +445,26 @@ def kernel(
                         wanted = tirx.any(q0 < need, q0 + rows > q_tiles)
                         with T.If(tirx.all(wanted, jt * rows < tiles)):
                             with T.Then():
-                                with T.grid(2, rows) as (part, rr):
-                                    with T.vectorized(0, channels) as oo:
-                                        T.buffer_store(acc, f32(0), [part, rr, oo])
-                                either(
-                                    slot == 0,
-                                    lambda: products_of(ot, slot, jt, zeroth=True),
-                                    lambda: products_of(ot, slot, jt, zeroth=False),
-                                )
-                                with T.grid(2, rows) as (part, rr):
-                                    with T.vectorized(0, channels) as oo:
-                                        at = [jt * rows + rr, slot, part, oo]
-                                        T.buffer_store(products, acc[part, rr, oo], at)
+                                if amx:
+                                    _amx.products(T, w, by_tile, products, ot, slot, jt)
+                                else:
+                                    with T.grid(2, rows) as (part, rr):
+                                        with T.vectorized(0, channels) as oo:
+                                            T.buffer_store(acc, f32(0), [part, rr, oo])
+                                    either(
+                                        slot == 0,
+                                        lambda: products_of(ot, slot, jt, zeroth=True),
+                                        lambda: products_of(ot, slot, jt, zeroth=False),
+                                    )
+                                    with T.grid(2, rows) as (part, rr):
+                                        with T.vectorized(0, channels) as oo:
+                                            at = [jt * rows + rr, slot, part, oo]
+                                            T.buffer_store(products, acc[part, rr, oo], at)
                     either(
                         t0 + span <= width,
                         lambda: scatter(ot, edge=False),
                         lambda: scatter(ot, edge=True),
                     )
+                if amx:
+                    _amx.release(T)
     return ib.get()

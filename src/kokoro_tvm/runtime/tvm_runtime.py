@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import tvm_import
+from . import amx, tvm_import
 
 _CPU = 1  # kDLCPU; an RPC device's type is offset past it, and its VM is ``tvm``'s
 #: the Relax VM's pooled allocator (``tvm.runtime.vm.VirtualMachine.POOLED_ALLOCATOR``)
@@ -43,6 +43,7 @@ def cpu() -> Any:
 
 
 def load_module(path: Path) -> Any:
+    amx.permit_where_present()  # before any kernel of it can run
     ffi = _direct()
     if ffi is not None:
         return ffi.load_module(str(path))

@@ -1,6 +1,6 @@
 """The bf16 conv kernels against float32 Winograd's, and what bf16 costs kokoro's audio.
 
-    python benchmarks/bf16_convs.py [--rounds 7] [--threads 1]   # kernels, interleaved
+    python benchmarks/bf16_convs.py [--rounds 7] [--threads 1] [--amx]   # kernels, interleaved
     python benchmarks/bf16_convs.py --fidelity [--phonemes 30,100] [--voice af_heart] [--plans P,Q]
     python benchmarks/bf16_convs.py --fidelity --slow [--plans P,Q]   # validation's slow speech
     python benchmarks/bf16_convs.py --tiles 8:256,12:768 --threads 2  # FFT kernel variants
@@ -10,7 +10,9 @@ Kernels: each decoder generator conv shape (widths of 400 and 96 frames) built o
 kernel an x86-64-v4 library runs (``compile/winograd.py``, its AVX-512 tile) and once as its bf16
 kernel (``compile/bf16_fft.py``; ``bf16_winograd``, measured and left out, is in
 ``tests/test_bf16.py``), for
-``x86-64-v4 + avx512bf16``, timed interleaved (the order reversed every other round). With one
+``x86-64-v4 + avx512bf16``, timed interleaved (the order reversed every other round); with
+``--amx`` (a CPU with AMX-BF16), also as the FFT kernel on AMX tiles (``compile/bf16_amx.py``),
+for the ``x86_64_amx`` target, the three interleaved. With one
 thread the time is the process's CPU time per call, which other processes on a shared machine
 inflate far less than the wall clock; with more, the wall clock. Medians, the load average, and
 each kernel's relative RMS error against float64.
@@ -55,16 +57,25 @@ SHAPES = [
     (256, 7, 1, 1920),
 ]
 BF16_TARGET = {"kind": "llvm", "mcpu": "x86-64-v4", "mattr": ["+avx512bf16"]}
+AMX_TARGET = {
+    "kind": "llvm",
+    "mcpu": "x86-64-v4",
+    "mattr": ["+avx512bf16", "+amx-tile", "+amx-bf16"],
+}
 
 
 def kernels(args) -> None:
     import tvm
 
     from kokoro_tvm.compile import bf16_fft, winograd
+    from kokoro_tvm.runtime.amx import permit
 
-    def built(func):
+    if args.amx:
+        permit()  # OSError names why where this CPU or Linux gives no AMX
+
+    def built(func, target=BF16_TARGET):
         mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
-        return tvm.compile(mod, tvm.target.Target(BF16_TARGET))
+        return tvm.compile(mod, tvm.target.Target(target))
 
     def timer(ex, tensors):
         if args.threads > 1:
@@ -96,33 +107,46 @@ def kernels(args) -> None:
                 16, 32, channels_in=c, channels_out=c, taps=k, dilation=d, pad_left=pad, m=m
             )
         )
-        low = built(bf16_fft.kernel(c, c, k, d, pad))
         packed, name = bf16_fft.pack_weights(w), f"bf16 FFT{bf16_fft.POINTS}"
-        ys = [tvm.runtime.tensor(np.zeros((1, c, width), np.float32)) for _ in range(2)]
-        runs = [
-            (fp32, [tvm.runtime.tensor(x), tvm.runtime.tensor(u32), ys[0]]),
-            (low, [tvm.runtime.tensor(x), tvm.runtime.tensor(packed), ys[1]]),
+        kinds = [(built(bf16_fft.kernel(c, c, k, d, pad)), packed)]
+        if args.amx:
+            kinds.append((built(bf16_fft.kernel(c, c, k, d, pad, amx=1), AMX_TARGET), packed))
+        ys = [tvm.runtime.tensor(np.zeros((1, c, width), np.float32)) for _ in range(3)]
+        runs = [(fp32, [tvm.runtime.tensor(x), tvm.runtime.tensor(u32), ys[0]])]
+        runs += [
+            (ex, [tvm.runtime.tensor(x), tvm.runtime.tensor(weights), y])
+            for (ex, weights), y in zip(kinds, ys[1:], strict=False)
         ]
         timers = []
         for ex, tensors in runs:
             ex["main"](*tensors)  # warm-up, and the outputs for the errors
             timers.append(timer(ex, tensors))
-        samples: list[list[float]] = [[], []]
+        samples: list[list[float]] = [[] for _ in runs]
+        order = list(range(len(runs)))
         for r in range(args.rounds):
-            for i in (0, 1) if r % 2 == 0 else (1, 0):
+            for i in order if r % 2 == 0 else order[::-1]:
                 samples[i].append(timers[i]())
         xp = np.pad(x[0].astype(np.float64), ((0, 0), (pad, pad)))
         want = sum(w[:, :, j].astype(np.float64) @ xp[:, j * d : j * d + width] for j in range(k))
-        errs = [float(np.sqrt(((y.numpy()[0] - want) ** 2).mean() / (want**2).mean())) for y in ys]
-        old, new = (float(np.median(s)) for s in samples)
+        errs = [
+            float(np.sqrt(((y.numpy()[0] - want) ** 2).mean() / (want**2).mean()))
+            for y in ys[: len(runs)]
+        ]
+        times = [float(np.median(s)) for s in samples]
         flops = 2.0 * c * c * k * width
-        print(
+        old, new = times[0], times[1]
+        line = (
             f"  conv {c:3} k{k:<2} d{d} x{width:6}: float32 F({m},{k}) {old * 1e3:7.2f} ms "
             f"({flops / old / 1e9:4.0f}, err {errs[0]:.1e})  {name} {new * 1e3:7.2f} ms "
-            f"({flops / new / 1e9:4.0f}, err {errs[1]:.1e})  x{old / new:.2f}  "
-            f"load {os.getloadavg()[0]:.2f}",
-            flush=True,
+            f"({flops / new / 1e9:4.0f}, err {errs[1]:.1e})  x{old / new:.2f}"
         )
+        if args.amx:
+            amx = times[2]
+            line += (
+                f"  AMX {amx * 1e3:7.2f} ms ({flops / amx / 1e9:4.0f}, err {errs[2]:.1e}) "
+                f"x{old / amx:.2f} (x{new / amx:.2f} the vdpbf16ps kernel)"
+            )
+        print(f"{line}  load {os.getloadavg()[0]:.2f}", flush=True)
 
 
 #: (channels, samples per frame) of the generator's two stages
@@ -401,6 +425,7 @@ def main() -> None:
     )
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--amx", action="store_true", help="kernels: also on AMX tiles")
     ap.add_argument("--fidelity", action="store_true")
     ap.add_argument("--phonemes", default="30,100")
     ap.add_argument("--voice", default="af_heart")

@@ -698,7 +698,12 @@ def test_every_shipped_target_gets_a_rule_for_every_kernel(component, bucket):
         shapes[name] = (cpu.lanes, cpu.registers)
         _, report = schedule.apply(mod, target)
         assert report.fallbacks == [], (name, report.fallbacks)
-    assert shapes == {"x86_64_v3": (8, 16), "x86_64_v4": (16, 32), "aarch64": (4, 32)}
+    assert shapes == {
+        "x86_64_v3": (8, 16),
+        "x86_64_v4": (16, 32),
+        "x86_64_amx": (16, 32),
+        "aarch64": (4, 32),
+    }
 
 
 def _parallel_extents(func) -> list:

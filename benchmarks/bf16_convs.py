@@ -12,7 +12,9 @@ kernel (``compile/bf16_fft.py``; ``bf16_winograd``, measured and left out, is in
 ``tests/test_bf16.py``), for
 ``x86-64-v4 + avx512bf16``, timed interleaved (the order reversed every other round); with
 ``--amx`` (a CPU with AMX-BF16), also as the FFT kernel on AMX tiles (``compile/bf16_amx.py``),
-for the ``x86_64_amx`` target, the three interleaved. With one
+for the ``x86_64_amx`` target, the three interleaved; at output channels in 32s a fourth, the AMX
+kernel with the other count of product tiles side by side than ``bf16_amx.side_by_side`` picks
+(``AMX other``: what that choice was measured against). With one
 thread the time is the process's CPU time per call, which other processes on a shared machine
 inflate far less than the wall clock; with more, the wall clock. Medians, the load average, and
 each kernel's relative RMS error against float64.
@@ -67,7 +69,7 @@ AMX_TARGET = {
 def kernels(args) -> None:
     import tvm
 
-    from kokoro_tvm.compile import bf16_fft, winograd
+    from kokoro_tvm.compile import bf16_amx, bf16_fft, winograd
     from kokoro_tvm.runtime.amx import permit
 
     if args.amx:
@@ -111,7 +113,10 @@ def kernels(args) -> None:
         kinds = [(built(bf16_fft.kernel(c, c, k, d, pad)), packed)]
         if args.amx:
             kinds.append((built(bf16_fft.kernel(c, c, k, d, pad, amx=1), AMX_TARGET), packed))
-        ys = [tvm.runtime.tensor(np.zeros((1, c, width), np.float32)) for _ in range(3)]
+            other = 3 - bf16_amx.side_by_side(c, c)
+            with mock.patch.object(bf16_amx, "side_by_side", lambda *_: other):
+                kinds.append((built(bf16_fft.kernel(c, c, k, d, pad, amx=1), AMX_TARGET), packed))
+        ys = [tvm.runtime.tensor(np.zeros((1, c, width), np.float32)) for _ in range(4)]
         runs = [(fp32, [tvm.runtime.tensor(x), tvm.runtime.tensor(u32), ys[0]])]
         runs += [
             (ex, [tvm.runtime.tensor(x), tvm.runtime.tensor(weights), y])
@@ -144,7 +149,8 @@ def kernels(args) -> None:
             amx = times[2]
             line += (
                 f"  AMX {amx * 1e3:7.2f} ms ({flops / amx / 1e9:4.0f}, err {errs[2]:.1e}) "
-                f"x{old / amx:.2f} (x{new / amx:.2f} the vdpbf16ps kernel)"
+                f"x{old / amx:.2f} (x{new / amx:.2f} the vdpbf16ps kernel, "
+                f"x{times[3] / amx:.2f} AMX with {other} side by side)"
             )
         print(f"{line}  load {os.getloadavg()[0]:.2f}", flush=True)
 

@@ -177,6 +177,28 @@ def test_first_clause_cuts_at_the_first_clause_mark_only_when_short():
     ]  # ends input
 
 
+def test_a_run_ons_first_chunk_is_a_sentence_long_only_when_no_mark_breaks_it():
+    run_on = " ".join(["həlˈO"] * 120)  # 719 phonemes without a mark
+    kokoro = [u.phonemes for u in chunking.phoneme_utterances(run_on)]
+    assert [len(p) for p in kokoro] == [509, 209]  # kokoro cuts it at the word that reaches 510
+    streamed = chunking.phoneme_utterances(run_on, first="sentence")
+    assert streamed[0].cut_early and 80 < len(streamed[0].phonemes) <= chunking.RUN_ON_FIRST
+    assert " ".join(u.phonemes for u in streamed) == run_on  # every word once, in order
+    assert all(len(u.phonemes) <= chunking.MAX_PHONEMES for u in streamed)
+    # controls: any mark of kokoro's waterfall within 510, or another profile, keeps kokoro's cut
+    comma = " ".join(["həlˈO"] * 50) + ", " + " ".join(["həlˈO"] * 70)
+    said = [u.phonemes for u in chunking.phoneme_utterances(comma, first="sentence")]
+    assert said == [u.phonemes for u in chunking.phoneme_utterances(comma)]
+    assert [u.phonemes for u in chunking.phoneme_utterances(run_on, first="clause")] == kokoro
+    sentence = " ".join(["həlˈO"] * 30) + ". " + run_on
+    said = [u.phonemes for u in chunking.phoneme_utterances(sentence, first="sentence")]
+    assert said[0] == " ".join(["həlˈO"] * 30) + "."  # the sentence end, as before
+    # a chunk does not end on a short word that belongs to what follows
+    the = " ".join(["ðə pˈækɪʤ"] * 80)
+    head = chunking.phoneme_utterances(the, first="sentence")[0].phonemes
+    assert head.endswith("pˈækɪʤ") and len(head) <= chunking.RUN_ON_FIRST
+
+
 def test_unknown_symbols_warn_or_refuse_and_ids_drop_them():
     with pytest.warns(UserWarning, match=r"outside the Kokoro phoneme vocabulary: '#\$'.*dropped"):
         chunking.check_symbols("hə$l#O", VOCAB)

@@ -495,6 +495,7 @@ def test_admission_predicts_a_newcomers_first_chunk_from_its_first_sentence(
 
 
 def test_a_first_chunk_is_read_from_the_text_as_the_cuts_end_it():
+    from kokoro_tvm.runtime.chunking import RUN_ON_FIRST
     from kokoro_tvm.runtime.options import FAST, KOKORO, SENTENCES
     from kokoro_tvm.server.cost_model import first_chunk_chars
 
@@ -507,6 +508,10 @@ def test_a_first_chunk_is_read_from_the_text_as_the_cuts_end_it():
     assert first_chunk_chars(text, FAST) == 16  # the first chunk's phoneme limit
     assert first_chunk_chars(text, KOKORO) == len(text)
     assert first_chunk_chars("x" * 2000, KOKORO) == 510  # one utterance at most
+    run_on = "hello " * 200
+    assert first_chunk_chars(run_on, SENTENCES) == RUN_ON_FIRST  # as ``chunking.first_cut``
+    assert first_chunk_chars(run_on, KOKORO) == 510
+    assert first_chunk_chars("hello, " + run_on, SENTENCES) == 510  # control: a mark breaks it
 
 
 def test_the_first_chunk_has_a_place_of_its_own_with_one_limit():

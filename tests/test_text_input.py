@@ -34,6 +34,7 @@ from test_chunking import kpipeline
 
 import kokoro_tvm
 from kokoro_tvm.eval.samples import PARAGRAPHS
+from kokoro_tvm.runtime import chunking
 from kokoro_tvm.runtime import g2p as G
 from kokoro_tvm.runtime import trim as T
 from kokoro_tvm.runtime.chunking import InputError
@@ -331,10 +332,11 @@ def test_a_megabyte_without_punctuation_is_read_in_pieces_with_a_warning(g2p):
         utts = G.utterances(paragraph, how, counted)
         first = next(utts)
         assert len(calls) == 1 and calls[0] <= en.PIECE_CHARS  # the first piece alone was read
-        for _ in range(20):
-            next(utts)
+        later = [next(utts) for _ in range(20)]
         utts.close()
-    assert first.phonemes.startswith("həlˈO") and len(first.phonemes) <= 510
+    # a run-on's first chunk is about a sentence (``chunking.run_on_cut``), then kokoro's 510
+    assert first.phonemes.startswith("həlˈO") and len(first.phonemes) <= chunking.RUN_ON_FIRST
+    assert all(480 < len(u.phonemes) <= 510 for u in later)
     assert len(calls) <= 8 and max(calls) <= en.PIECE_CHARS
     run_on = [w for w in caught if "without a sentence end" in str(w.message)]
     assert len(run_on) == 1, [str(w.message) for w in caught]  # said once, not per piece

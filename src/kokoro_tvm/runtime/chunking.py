@@ -47,6 +47,9 @@ CLAUSE_MARKS = frozenset(",;:.!?—…")  # where ``first_clause`` may end the f
 #: no sound, dropped as kokoro drops them, without a warning on every Spanish question
 SILENT_MARKS = frozenset("¿¡")
 FIRST_CLAUSE_LIMIT = 100  # phonemes: a first clause longer than this is not worth the cut
+#: phonemes a stream's first chunk keeps of a run-on (``first_cut``): about a sentence, so that
+#: text with no mark to end it starts as soon as a sentence would
+RUN_ON_FIRST = 100
 #: a chunk whose phonemes end with one of these (closing quotes and brackets aside) ends its
 #: sentence; any other chunk followed by another was cut inside one
 SENTENCE_ENDS = frozenset(".!?…。！？")
@@ -215,21 +218,40 @@ def first_cut(tokens: Sequence[Any], first: str = "clause") -> int:
     """How many tokens make the first chunk when it may end early (``options.Cuts.first``):
     through the first ``!.?…`` (``sentence``) or the first ``,;:.!?—…`` within
     ``FIRST_CLAUSE_LIMIT`` phonemes (``clause``), a closer after it included; 0 when there is
-    none, or nothing would follow it, or ``first`` is ``none``."""
+    none, or nothing would follow it, or ``first`` is ``none``.
+
+    ``sentence`` on a run-on, 510 phonemes without a single mark of kokoro's waterfall: the
+    first ``RUN_ON_FIRST`` phonemes or so (``run_on_cut``). kokoro cuts such text at whatever
+    word reaches 510, about half a minute of speech that the listener would otherwise wait for
+    whole; one more cut at a word is what kokoro's own cut there already is."""
     if first == "none":
         return 0
     marks, limit = (
         (WATERFALL[0], MAX_PHONEMES) if first == "sentence" else (CLAUSE_MARKS, FIRST_CLAUSE_LIMIT)
     )
+    breaks = "".join(WATERFALL)
+    run_on = first == "sentence"
     for i, t in enumerate(tokens):
         if len(tokens_to_ps(tokens[: i + 1])) > limit:
-            return 0
+            return run_on_cut(tokens) if run_on else 0
+        run_on = run_on and not (len(_ps(t)) == 1 and _ps(t) in breaks)
         if len(_ps(t)) == 1 and _ps(t) in marks:
             z = i + 1
             while z < len(tokens) and (_ps(tokens[z]) in BUMPS or _ps(tokens[z]) in marks):
                 z += 1
             return z if tokens_to_ps(tokens[z:]) else 0
     return 0
+
+
+def run_on_cut(tokens: Sequence[Any]) -> int:
+    """How many ``tokens`` a stream's first chunk of a run-on keeps: ``cut_first``'s chunk of
+    ``RUN_ON_FIRST`` phonemes (the last word that fits, not a short one like "the"); 0 when no
+    whole word fits or nothing would follow."""
+    utt = Utterance(tokens_to_ps(tokens), list(tokens), tokens_to_text(tokens))
+    head, rest = cut_first(utt, RUN_ON_FIRST)
+    z = len(head.tokens)
+    whole_words = all(a is b for a, b in zip(head.tokens, tokens))  # no word was split
+    return z if rest is not None and whole_words and z < len(tokens) else 0
 
 
 def ends_sentence(phonemes: str) -> bool:

@@ -12,8 +12,10 @@ whole sentence; docs/runtime.md shows the table):
 * ``kokoro``: kokoro's utterances exactly (``KPipeline``'s chunks), kokoro's silences;
 * ``sentences`` (``synth --stream`` and ``serve``): kokoro's utterances, the first of them ending
   at its first sentence end, where the speech already breaks, so the first audio waits for one
-  sentence rather than a whole paragraph; the silence before the first word cut from the decoded
-  audio (a wait, not part of the speech; the model still sees kokoro's input);
+  sentence rather than a whole paragraph (a run-on, with no mark where kokoro's cuts could end
+  it, at a word about a sentence in: ``chunking.first_cut``); the silence before the first word
+  cut from the decoded audio (a wait, not part of the speech; the model still sees kokoro's
+  input);
 * ``fast`` and ``fast-shared``: short chunks cut inside sentences (the first at its first clause
   mark or a few words, then capped), with kokoro's pauses at those cuts shortened: first audio
   from a fraction of a sentence, at a cost in melody, pauses and words that the table states.

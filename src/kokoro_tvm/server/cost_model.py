@@ -19,7 +19,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..runtime.chunking import MAX_PHONEMES
+from ..runtime.chunking import MAX_PHONEMES, RUN_ON_FIRST
 from ..runtime.options import Cuts
 
 #: recent chunks whose prediction error the first-audio margin is taken from, the quantile it
@@ -155,12 +155,16 @@ CLAUSE_END = re.compile(r"[,;:.!?—…]")
 def first_chunk_chars(text: str, cuts: Cuts) -> int:
     """Input characters of a stream's first chunk as ``cuts`` ends it, read from the text alone
     (admission runs before the G2P): up to its first sentence end (``sentence``) or clause mark
-    (``clause``), at most the first chunk's phoneme limit, else a whole chunk of kokoro's."""
+    (``clause``), at most the first chunk's phoneme limit, else a whole chunk of kokoro's; a
+    run-on's first chunk is about a sentence (``chunking.first_cut``). A phoneme is about a
+    character."""
     n = len(text)
     found = {"sentence": SENTENCE_END, "clause": CLAUSE_END}.get(cuts.first)
     if found is not None:
         end = found.search(text)
         n = end.end() if end else n
+        if cuts.first == "sentence" and n > MAX_PHONEMES and not CLAUSE_END.search(text[:n]):
+            n = RUN_ON_FIRST
     limit = cuts.limit(0)
     return max(1, min(n, limit or MAX_PHONEMES, MAX_PHONEMES))
 

@@ -512,6 +512,8 @@ def test_a_first_chunk_is_read_from_the_text_as_the_cuts_end_it():
     assert first_chunk_chars(run_on, SENTENCES) == RUN_ON_FIRST  # as ``chunking.first_cut``
     assert first_chunk_chars(run_on, KOKORO) == 510
     assert first_chunk_chars("hello, " + run_on, SENTENCES) == 510  # control: a mark breaks it
+    late = run_on + "there, and then it ends."  # marks only past 510: still a run-on there
+    assert first_chunk_chars(late, SENTENCES) == RUN_ON_FIRST
 
 
 def test_the_first_chunk_has_a_place_of_its_own_with_one_limit():

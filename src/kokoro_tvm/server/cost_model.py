@@ -163,7 +163,8 @@ def first_chunk_chars(text: str, cuts: Cuts) -> int:
     if found is not None:
         end = found.search(text)
         n = end.end() if end else n
-        if cuts.first == "sentence" and n > MAX_PHONEMES and not CLAUSE_END.search(text[:n]):
+        head = text[:MAX_PHONEMES]  # where ``first_cut`` looks for a mark
+        if cuts.first == "sentence" and n > MAX_PHONEMES and not CLAUSE_END.search(head):
             n = RUN_ON_FIRST
     limit = cuts.limit(0)
     return max(1, min(n, limit or MAX_PHONEMES, MAX_PHONEMES))

@@ -13,6 +13,7 @@ import io
 import sys
 import tracemalloc
 import warnings
+import weakref
 
 import pytest
 from runtime_project import runtime_artifacts
@@ -61,6 +62,38 @@ def test_a_stream_ten_times_longer_peaks_no_higher(tts):
     kept: list = []
     grown, _ = _peak(lambda: _stream(tts, 30, kept))
     assert grown - short > 10 * per_chunk
+
+
+def _draws_alive_at_each_decode(tts: KokoroTVM, monkeypatch, **fields) -> list[int]:
+    """For each chunk of a stream, how many earlier chunks' noise arrays were still alive when
+    its decode began (the consumer keeps only the chunk it was last given, as a loop does)."""
+    module = sys.modules["kokoro_tvm.runtime.stream"]  # the package exports a function of that name
+    real = module.decode
+    drawn: list[weakref.ref] = []
+    alive: list[int] = []
+
+    def watched(libs, chunk, rng):
+        alive.append(sum(ref() is not None for ref in drawn))
+        decoded = real(libs, chunk, rng)
+        drawn.append(weakref.ref(decoded.noise))
+        return decoded
+
+    monkeypatch.setattr(module, "decode", watched)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny buckets cut the input
+        for _part in tts.stream(SENTENCE * 6, "random", **fields):
+            pass
+    return alive
+
+
+def test_the_next_decode_holds_no_earlier_draws(tts, monkeypatch):
+    """The decoder's noise is as large as its biggest activation at kokoro's longest utterance:
+    a stream that held the last chunk's while decoding the next would peak that much higher."""
+    alive = _draws_alive_at_each_decode(tts, monkeypatch)
+    assert len(alive) >= 3 and alive == [0] * len(alive), alive
+    # negative control: chunks that keep their draws, the last one held by the loop
+    kept = _draws_alive_at_each_decode(tts, monkeypatch, keep_draws=True)
+    assert kept[1:] and all(n >= 1 for n in kept[1:]), kept
 
 
 def test_cli_stdout_stream_peaks_no_higher(tts, monkeypatch):

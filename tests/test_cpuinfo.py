@@ -139,3 +139,26 @@ def test_an_unreadable_cpuinfo_is_a_cpu_without_flags(monkeypatch, tmp_path):
 def test_load_average():
     load = cpuinfo.load_average()
     assert set(load) == {"1m", "5m", "15m"} and all(v >= 0 for v in load.values())
+
+
+def test_amx_that_linux_refuses_counts_as_absent(monkeypatch, tmp_path):
+    """A CPU with AMX under a Linux that refuses the process its tile state (before 5.16): an
+    AMX library would die of SIGILL at its first tile instruction, so this process has no AMX,
+    and what it lacks says why; a posed CPU stands for another machine and keeps its AMX."""
+    from kokoro_tvm.runtime import amx
+
+    flags = cpuinfo.parse(x86(V4 + " avx512_bf16 amx_tile amx_bf16")).flags
+    needs = {"arch": "x86_64", "isa": ["amx-bf16", "amx-tile", "avx512f"]}
+    monkeypatch.delenv(cpuinfo.CPUINFO_ENV, raising=False)
+    monkeypatch.setattr(cpuinfo, "host_arch", lambda: "x86_64")
+    monkeypatch.setattr(cpuinfo, "host_flags", lambda: flags)
+    monkeypatch.setattr(amx, "permit_where_present", lambda: True)  # the control: granted
+    assert {"amx-tile", "amx-bf16"} <= isa.host_features() and isa.missing(needs) == []
+    monkeypatch.setattr(amx, "permit_where_present", lambda: False)
+    assert not isa.host_features() & isa.TILE_FEATURES and "avx512f" in isa.host_features()
+    (lack,) = isa.missing(needs)
+    assert lack.startswith("amx-bf16, amx-tile (") and "Linux refused" in lack, lack
+    posed = tmp_path / "cpuinfo"
+    posed.write_text(x86(V4 + " avx512_bf16 amx_tile amx_bf16"))
+    monkeypatch.setenv(cpuinfo.CPUINFO_ENV, str(posed))
+    assert isa.missing(needs) == []

@@ -169,7 +169,8 @@ def transpose16(T, src, src_stride, dst, dst_stride, bf16_rows: bool = False):
     )
 
 
-def _u32(v: int):
+def u32(v: int):
+    """A ``uint32`` constant: the bit pattern of a bf16 pair, or a mask or shift of one."""
     from tvm import tirx
 
     return tirx.const(v, "uint32")
@@ -181,13 +182,13 @@ def _rounded(x):
     from tvm import tirx
 
     b = tirx.reinterpret("uint32", x)
-    return b + _u32(0x7FFF) + ((b >> _u32(16)) & _u32(1))
+    return b + u32(0x7FFF) + ((b >> u32(16)) & u32(1))
 
 
 def pairs(lo, hi):
     """Two float32 TIR values as one ``uint32`` pair of bf16 (``lo`` in the low half), each
     rounded (``_rounded``)."""
-    return (_rounded(lo) >> _u32(16)) | (_rounded(hi) & _u32(0xFFFF0000))
+    return (_rounded(lo) >> u32(16)) | (_rounded(hi) & u32(0xFFFF0000))
 
 
 def rounded_bits(x):
@@ -197,7 +198,7 @@ def rounded_bits(x):
     from tvm import te
 
     return te.compute(
-        x.shape, lambda *i: (_rounded(x(*i)) >> _u32(16)).astype("uint16"), name="bf16_bits"
+        x.shape, lambda *i: (_rounded(x(*i)) >> u32(16)).astype("uint16"), name="bf16_bits"
     )
 
 

@@ -22,6 +22,8 @@ the tiles at its end. Linux gives a process AMX state only on request (``runtime
 
 from __future__ import annotations
 
+from .bf16 import u32
+
 #: LLVM target features a library with these kernels needs (``/proc/cpuinfo``: ``amx_tile``,
 #: ``amx_bf16``).
 FEATURES = ("amx-tile", "amx-bf16")
@@ -50,12 +52,6 @@ def _tile(k: int):
 
 def _intrin(T, name: str, *args):
     return T.evaluate(T.call_llvm_intrin("void", f"llvm.x86.{name}", *args))
-
-
-def _u32(v: int):
-    from tvm import tirx
-
-    return tirx.const(v, "uint32")
 
 
 def configure(T) -> None:
@@ -95,7 +91,7 @@ def transpose(T, spectra, by_tile, group) -> None:
         with T.serial(0, _ROWS) as t:
             with T.vectorized(0, _ROWS) as cl:
                 pair = by_tile[0, k, t0 + t, c0 + cl]
-                turned = (pair >> _u32(16)) | ((pair << _u32(16)) ^ _u32(0x80000000))
+                turned = (pair >> u32(16)) | ((pair << u32(16)) ^ u32(0x80000000))
                 T.buffer_store(by_tile, tirx.Select(k == 0, pair, turned), [1, k, t0 + t, c0 + cl])
 
 

@@ -162,11 +162,7 @@ def pack_weights(w: np.ndarray, n: int = POINTS) -> np.ndarray:
 def _rotated(pair):
     """``(-q, p)`` of the ``uint32`` bf16 pair(s) ``(p, q)``: the halves swapped and the low one's
     sign flipped, which is exact (bf16 rounding is symmetric in the sign)."""
-    from tvm import tirx
-
-    def u32(v: int):
-        return tirx.const(v, "uint32")
-
+    u32 = bf16.u32
     return ((pair << u32(16)) | (pair >> u32(16))) ^ u32(0x8000)
 
 

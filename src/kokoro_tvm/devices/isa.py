@@ -14,9 +14,11 @@ and system-register features (``ete``, ``el3``) that no kernel executes, and whi
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .. import cpuinfo
+from ..runtime import amx
 
 #: LLVM feature name -> the flag Linux reports for it (``/proc/cpuinfo`` flags / Features)
 LINUX_FLAGS = {
@@ -78,11 +80,35 @@ def host_arch() -> str:
     return cpuinfo.host_arch()
 
 
+#: LLVM features whose register state Linux gives a process only on request (``runtime.amx``)
+TILE_FEATURES = frozenset({"amx-tile", "amx-bf16", "amx-int8"})
+#: how ``missing`` names a tile feature this CPU has but this process was refused
+REFUSED = (
+    " (the CPU has it, but Linux refused this process the AMX tile state: Linux 5.16 or later)"
+)
+
+
 def host_features(arch: str | None = None, flags: frozenset[str] | None = None) -> frozenset[str]:
-    """The LLVM names of the ISA extensions this CPU has (of those ``LINUX_FLAGS`` knows)."""
+    """The LLVM names of the ISA extensions this CPU has (of those ``LINUX_FLAGS`` knows) and
+    this process may run. AMX counts only where Linux granted the tile state: a kernel before
+    5.16 refuses it, and an AMX kernel would then die of SIGILL, so the runtime takes the
+    richest target without AMX instead. ``flags`` given, or a CPU posed with
+    ``KOKORO_TVM_CPUINFO``, stand for another machine and are taken as they are."""
     arch = arch or host_arch()
+    refused = flags is None and tiles_refused()
     flags = cpuinfo.host_flags() if flags is None else flags
-    return frozenset(f for f, linux in LINUX_FLAGS.get(arch, {}).items() if linux in flags)
+    have = frozenset(f for f, linux in LINUX_FLAGS.get(arch, {}).items() if linux in flags)
+    return have - TILE_FEATURES if refused else have
+
+
+def tiles_refused() -> bool:
+    """Whether this machine's CPU has AMX and Linux refused this process its tile state (asking
+    for it, once, where it has not been asked: ``runtime.amx``). False for a posed CPU."""
+    if os.environ.get(cpuinfo.CPUINFO_ENV) is not None:
+        return False
+    return LINUX_FLAGS["x86_64"]["amx-tile"] in cpuinfo.host_flags() and not (
+        amx.permit_where_present()
+    )
 
 
 def requirements(spec: dict[str, Any]) -> dict[str, Any]:
@@ -106,4 +132,8 @@ def missing(
     if needs["arch"] != arch:
         return [f"arch {needs['arch']}"]
     have = host_features(arch) if features is None else features
-    return [f for f in needs["isa"] if f not in have]
+    lacks = [f for f in needs["isa"] if f not in have]
+    tiles = [f for f in lacks if f in TILE_FEATURES]
+    if tiles and features is None and tiles_refused():
+        lacks = [f for f in lacks if f not in TILE_FEATURES] + [", ".join(tiles) + REFUSED]
+    return lacks

@@ -40,7 +40,8 @@ def permit() -> None:
 def permit_where_present() -> bool:
     """``permit`` on a CPU that has AMX (this machine's, whatever CPU a test poses), and whether
     the process now holds the tile state. A refusal is not raised here, where every library is
-    loaded, float32 ones included: an AMX kernel then stops with SIGILL, as it would have."""
+    loaded, float32 ones included: ``devices.isa.host_features`` then counts no AMX, so the
+    runtime picks a target without it."""
     try:
         has_amx = parse(Path("/proc/cpuinfo").read_text()).has("amx_tile")
     except OSError:  # no /proc: not Linux, where nothing grants AMX this way

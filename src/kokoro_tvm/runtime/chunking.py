@@ -42,7 +42,9 @@ MAX_PHONEMES = 510  # kokoro's limit: context length 512 minus the two boundary 
 WATERFALL = ("!.?…", ":;", ",—")  # KPipeline.waterfall_last, strongest break first
 BUMPS = (")", "”")  # a closer right after the break stays with it
 PUNCTUATION = frozenset(';:,.!?—…"“”()')  # marks misaki emits as tokens of their own
-CLAUSE_MARKS = frozenset(",;:.!?—…")  # where ``first_clause`` may end the first chunk
+#: every mark of the waterfall: where ``first_clause`` may end the first chunk, and what a
+#: run-on (``first_cut``) has none of
+CLAUSE_MARKS = frozenset("".join(WATERFALL))
 #: marks a G2P emits that the vocabulary lacks (espeak-ng keeps Spanish ``¿¡``): punctuation with
 #: no sound, dropped as kokoro drops them, without a warning on every Spanish question
 SILENT_MARKS = frozenset("¿¡")
@@ -229,12 +231,11 @@ def first_cut(tokens: Sequence[Any], first: str = "clause") -> int:
     marks, limit = (
         (WATERFALL[0], MAX_PHONEMES) if first == "sentence" else (CLAUSE_MARKS, FIRST_CLAUSE_LIMIT)
     )
-    breaks = "".join(WATERFALL)
     run_on = first == "sentence"
     for i, t in enumerate(tokens):
         if len(tokens_to_ps(tokens[: i + 1])) > limit:
             return run_on_cut(tokens) if run_on else 0
-        run_on = run_on and not (len(_ps(t)) == 1 and _ps(t) in breaks)
+        run_on = run_on and not (len(_ps(t)) == 1 and _ps(t) in CLAUSE_MARKS)
         if len(_ps(t)) == 1 and _ps(t) in marks:
             z = i + 1
             while z < len(tokens) and (_ps(tokens[z]) in BUMPS or _ps(tokens[z]) in marks):

@@ -9,10 +9,13 @@ what it would cost before any kernel is written: kokoro (eager, the build's trai
 every ``Conv1d``/``ConvTranspose1d`` of the decoder computing on inputs (and weights) rounded to
 bf16, accumulated in float32, against kokoro in float64, with the verdict the pipeline applies to
 its own libraries (``eval.verdicts.audio_verdict``: no worse than float32 kokoro, by log-mel SNR
-and mel-cepstral distortion). Variants: the whole decoder, the generator only, and activations
-only (weights kept float32). The float64 durations and one set of the decoder's draws are replayed
-in every run, as ``eval.e2e.compare`` does, so only the convolutions' numerics differ; a control
-with the same wrappers but no rounding must equal float32 exactly.
+and mel-cepstral distortion). Variants: the whole decoder, the generator only, activations only
+(weights kept float32), and the generator with the output of each resblock pair's first conv
+(``convs1``) also rounded to bf16, what storing that tensor in bf16 would cost: at the
+generator's last stage it is one of the five tensors live at the decoder's memory peak. The
+float64 durations and one set of the decoder's draws are replayed in every run, as
+``eval.e2e.compare`` does, so only the convolutions' numerics differ; a control with the same
+wrappers but no rounding must equal float32 exactly.
 """
 
 from __future__ import annotations
@@ -57,13 +60,23 @@ def _convs_in_bf16(module, weights: bool, rounding: bool = True) -> int:
     return n
 
 
+def _first_outputs_in_bf16(module) -> int:
+    """Round the output of each resblock pair's first conv (``convs1``) under ``module`` to bf16
+    (its AdaIN and Snake then read the rounded values). Returns how many it wrapped."""
+    n = 0
+    for m in module.modules():
+        for conv in getattr(m, "convs1", ()):
+            inner = conv.forward
+            conv.forward = lambda x, inner=inner: _round(inner(x))
+            n += 1
+    return n
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--voice", default="af_heart")
     ap.add_argument("--phonemes", default="30,100,250", help="input lengths (eval samples)")
     args = ap.parse_args()
-
-    import json
 
     import torch
 
@@ -78,21 +91,23 @@ def main() -> int:
     )
     from kokoro_tvm.eval.samples import phonemes as sample_phonemes
     from kokoro_tvm.eval.verdicts import audio_verdict
+    from kokoro_tvm.runtime.manifest import read_manifest
     from kokoro_tvm.runtime.voices import VoiceSet, style_for
     from kokoro_tvm.spec import HARMONICS, samples_per_frame
 
     torch.set_num_threads(1)
     cfg, km = load_kokoro(artifacts.kokoro_checkpoint_file(), artifacts.model_config_file())
     km64 = as_float64(km)
-    manifest = json.loads(artifacts.manifest_file().read_text())
+    manifest = read_manifest(artifacts.ROOT)
     pack = VoiceSet.from_manifest(artifacts.ROOT, manifest).pack(args.voice)
 
-    variants = {  # name: (submodule, round weights too, round at all)
+    variants = {  # name: (submodule, round weights too, round at all, convs1 outputs too)
         "float32": None,
-        "decoder bf16": ("decoder", True, True),
-        "generator bf16": ("decoder.generator", True, True),
-        "activations bf16": ("decoder", False, True),
-        "control (no rounding)": ("decoder", True, False),
+        "decoder bf16": ("decoder", True, True, False),
+        "generator bf16": ("decoder.generator", True, True, False),
+        "generator, convs1 out": ("decoder.generator", True, True, True),
+        "activations bf16": ("decoder", False, True, False),
+        "control (no rounding)": ("decoder", True, False, False),
     }
     models = {}
     for name, spec in variants.items():
@@ -101,7 +116,9 @@ def main() -> int:
             sub = m
             for part in spec[0].split("."):
                 sub = getattr(sub, part)
-            _convs_in_bf16(sub, *spec[1:])
+            _convs_in_bf16(sub, *spec[1:3])
+            if spec[3]:
+                _first_outputs_in_bf16(sub)
         models[name] = m
 
     def speak(model, ids, style, draws, durations) -> np.ndarray:

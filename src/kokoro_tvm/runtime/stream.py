@@ -100,42 +100,33 @@ def stream(
     activation at kokoro's longest utterance), so the next chunk's decode does not hold the last
     one's and a stream's memory does not grow with its length."""
     rng = np.random.default_rng(options.seed)
+
+    def made(index: int, chunk: Chunk, offset: int) -> ChunkAudio:
+        """``chunk`` decoded: a function of its own so that its draws go when it returns."""
+        decoded = decode(libs, chunk, rng)
+        # after the decode: looking one utterance ahead may run the G2P, which the first audio
+        # need not wait for. Planning consumed the last utterance when none is left
+        last = not pending
+        return ChunkAudio(
+            index=index,
+            chunk=chunk,
+            audio=seams.segment(_heard(libs, chunk, decoded.audio), index == 0, last),
+            last=last,
+            latency=time.perf_counter() - started,
+            offset=offset,
+            frame_bucket=decoded.frame_bucket,
+            seconds=chunk.seconds + decoded.seconds,
+            tokens=token_times(libs, chunk, index, offset),
+            words=word_times(libs, chunk, index, offset),
+            decoded=decoded if options.keep_draws else None,
+        )
+
     offset = 0
     for i, chunk in enumerate(chunks(libs, pending, options)):
-        part = _part(libs, chunk, i, offset, pending, options, started, rng)
+        part = made(i, chunk, offset)
         offset += part.samples
         yield part
         del part
-
-
-def _part(
-    libs: Libraries,
-    chunk: Chunk,
-    index: int,
-    offset: int,
-    pending: Pending,
-    options: SpeechOptions,
-    started: float,
-    rng: np.random.Generator,
-) -> ChunkAudio:
-    """``chunk`` decoded: a function of its own so that its draws go when it returns."""
-    decoded = decode(libs, chunk, rng)
-    # after the decode: looking one utterance ahead may run the G2P, which the first audio
-    # need not wait for. Planning consumed the last utterance when none is left
-    last = not pending
-    return ChunkAudio(
-        index=index,
-        chunk=chunk,
-        audio=seams.segment(_heard(libs, chunk, decoded.audio), index == 0, last),
-        last=last,
-        latency=time.perf_counter() - started,
-        offset=offset,
-        frame_bucket=decoded.frame_bucket,
-        seconds=chunk.seconds + decoded.seconds,
-        tokens=token_times(libs, chunk, index, offset),
-        words=word_times(libs, chunk, index, offset),
-        decoded=decoded if options.keep_draws else None,
-    )
 
 
 def joined(libs: Libraries, parts: list[ChunkAudio], started: float) -> Synthesis:

@@ -13,7 +13,10 @@ keeps all six alive until it runs).
 
 ``--planned``: what the build's memory plan allocates instead, at the full bucket: TVM's Relax
 passes up to ``StaticPlanBlockMemory`` (as ``phase_build.relax_pipeline``), then
-``storage_plan.share_storage``, and the bytes of ``main``'s storages after each.
+``storage_plan.share_storage``, and the bytes of ``main``'s storages after each; beside them, the
+bytes a call at ``--length`` touches (each storage up to the end of its largest tensor at that
+length), which is what the call adds to the process's resident memory under the pooled
+allocator: the difference between two lengths is what the longer call costs over the shorter.
 """
 
 from __future__ import annotations
@@ -41,15 +44,16 @@ def main() -> None:
     path = artifacts.legalized_file(
         args.component, args.bucket, Path(args.artifacts), precision=args.precision
     )
-    if args.planned:
-        return planned(artifacts.load_ir(path), path)
-    main_fn = artifacts.load_ir(path)["main"]
 
     def value(expr) -> int:
         analyzer = tvm.sym.Analyzer()
         for var in tirx.analysis.undefined_vars(expr):
             analyzer.bind(var, tirx.IntImm(str(var.ty), args.length))
         return int(analyzer.simplify(expr))
+
+    if args.planned:
+        return planned(artifacts.load_ir(path), path, value, args.length)
+    main_fn = artifacts.load_ir(path)["main"]
 
     def nbytes(ty) -> int:
         if isinstance(ty, relax.TensorType) and ty.shape is not None:
@@ -92,7 +96,7 @@ def main() -> None:
             print(f"  {n / mb:8.1f} MB  {name}")
 
 
-def planned(mod, path: Path) -> None:
+def planned(mod, path: Path, value, length: int) -> None:
     import tvm
 
     from kokoro_tvm.compile import phase_build, storage_plan, symbolic
@@ -100,13 +104,24 @@ def planned(mod, path: Path) -> None:
     passes = phase_build.memory_planning_passes()
     tvms = tvm.transform.Sequential(passes)(symbolic.reshapes_as_views(mod))
     for name, m in (("TVM's plan", tvms), ("shared", storage_plan.share_storage()(tvms))):
-        sizes = [
-            int(b.value.args[0].values[0])
-            for block in m["main"].body.blocks
-            for b in block.bindings
-            if getattr(getattr(b.value, "op", None), "name", "") == "relax.memory.alloc_storage"
-        ]
-        print(f"{path}: {name:<10} {sum(sizes) / 1e6:8.1f} MB in {len(sizes)} storages")
+        sizes: dict = {}  # storage var -> bytes at the full bucket
+        touched: dict = {}  # storage var -> bytes a call at ``length`` writes into
+        for block in m["main"].body.blocks:
+            for b in block.bindings:
+                op = getattr(getattr(b.value, "op", None), "name", "")
+                if op == "relax.memory.alloc_storage":
+                    sizes[b.var], touched[b.var] = int(b.value.args[0].values[0]), 0
+                elif op == "relax.memory.alloc_tensor" and b.value.args[0] in sizes:
+                    storage, offset, shape, dtype = b.value.args[:4]
+                    n = tvm.runtime.DataType(str(dtype.value)).bits // 8
+                    for dim in shape.values:
+                        n *= value(dim)
+                    end = value(offset.values[0] if hasattr(offset, "values") else offset) + n
+                    touched[storage] = max(touched[storage], end)
+        print(
+            f"{path}: {name:<10} {sum(sizes.values()) / 1e6:8.1f} MB in {len(sizes)} storages,"
+            f" {sum(touched.values()) / 1e6:8.1f} MB touched at length {length}"
+        )
 
 
 if __name__ == "__main__":

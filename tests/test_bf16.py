@@ -205,13 +205,16 @@ def _exported_conv(
     at: str = "decoder.generator.resblocks.0.convs1.0",
     residual: bool | str = False,
     snake: bool = False,
+    norm: bool | str = False,
 ):
     """A ``Conv1d`` at the module path ``at`` (which names its weight parameter on export)
     exported with a symbolic width up to ``bound`` (the bounded decoder's form) and imported:
     ``(module, Relax module, its weights)``; with ``residual``, the module adds its input to the
     conv's output (a resblock's second conv), with ``"broadcast"`` its first sample of each
     channel; with ``snake``, the conv reads ``x + sin(x)^2`` (a Snake's shape, as in the
-    generator)."""
+    generator); with ``norm``, an affine ``InstanceNorm1d`` reads the conv's output (AdaIN's, after
+    a resblock pair's first conv), with ``"and_conv"`` the module returns the conv's output
+    too."""
     import torch
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
@@ -220,6 +223,10 @@ def _exported_conv(
     module = torch.nn.Conv1d(
         channels_in, channels_out, taps, padding=dilation * (taps - 1) // 2, dilation=dilation
     ).eval()
+    normed = torch.nn.InstanceNorm1d(channels_out, affine=True).eval()
+    with torch.no_grad():
+        normed.weight.uniform_(0.5, 1.5)
+        normed.bias.uniform_(-0.5, 0.5)
 
     class At(torch.nn.Module):
         def __init__(self):
@@ -229,9 +236,13 @@ def _exported_conv(
                 parent.add_module(name, torch.nn.Module())
                 parent = getattr(parent, name)
             parent.add_module(at.split(".")[-1], module)
+            if norm:
+                self.normed = normed
 
         def forward(self, x):
             y = self.get_submodule(at)(x + torch.sin(x) ** 2 if snake else x)
+            if norm:
+                return (self.normed(y), y) if norm == "and_conv" else self.normed(y)
             if residual == "broadcast":
                 return y + x[:, :, :1]
             return y + x if residual else y
@@ -239,7 +250,8 @@ def _exported_conv(
     n = torch.export.Dim("n", min=2, max=bound)
     ep = torch.export.export(At(), (torch.randn(1, channels_in, 64),), dynamic_shapes=({2: n},))
     mod, params = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
-    return (At().eval() if residual else module), mod, [p.numpy() for p in params["main"]]
+    whole = residual or norm
+    return (At().eval() if whole else module), mod, [p.numpy() for p in params["main"]]
 
 
 def _kernel_names(mod) -> list[str]:
@@ -576,3 +588,66 @@ print("ran")
         )
         codes[how] = (done.returncode, "ran" in done.stdout)
     assert codes == {"tvm": (-signal.SIGILL, False), "runtime": (0, True)}, codes
+
+
+@pytest.mark.parametrize("taps, dilation", [(11, 1), (3, 5)])
+def test_an_fft_conv_with_bf16_outputs_stores_its_float32_outputs_rounded(taps, dilation):
+    """``output_bf16``: each output, bias added, is stored rounded to bf16 (nearest, ties to even,
+    as ml_dtypes rounds), the float32 kernel's outputs bit for bit once rounded, at every width
+    (the inner blocks' narrowing transposes and the edge blocks' stores). Negative control: the
+    float32 outputs truncated to their high half differ."""
+    channels_in, channels_out = 64, 64
+    rng, w = _case(channels_in, channels_out, taps, 7 * taps + dilation)
+    pad = dilation * (taps - 1) // 2
+    packed = bf16_fft.pack_weights(w)
+    bias = rng.standard_normal((1, channels_out, 1)).astype(np.float32)
+    args = (channels_in, channels_out, taps, dilation, pad)
+    wide, narrow = (
+        _build(bf16_fft.kernel(*args, bias=1, output_bf16=out), BF16_TARGET) for out in (0, 1)
+    )
+    if not _runs_bf16():
+        pytest.skip("this CPU has no AVX512_BF16: the kernels are built, not run")
+    for width in WIDTHS:
+        x = tvm.runtime.tensor(rng.standard_normal((1, channels_in, width)).astype(np.float32))
+        ys = [
+            tvm.runtime.tensor(np.zeros((1, channels_out, width), dtype))
+            for dtype in (np.float32, np.uint16)
+        ]
+        for lib, y in zip((wide, narrow), ys):
+            lib["main"](x, tvm.runtime.tensor(packed), tvm.runtime.tensor(bias), y)
+        full, bits = ys[0].numpy(), ys[1].numpy()
+        assert np.array_equal(bits, _bf16_bits(full)), width
+        assert not np.array_equal(bits, (full.view(np.uint32) >> 16).astype(np.uint16)), width
+
+
+def test_an_fft_conv_that_only_a_norm_reads_hands_it_bf16():
+    """In a bf16 library, a generator conv whose output an instance norm alone reads (a resblock
+    pair's first conv, read by AdaIN) stores it in bf16 (``uint16``, half the bytes live at the
+    decoder's memory peak), and the norm's kernel reads it widened: the library then stays within
+    a bf16 conv's rounding of the float64 module with the conv's output rounded to bf16, inner
+    and edge blocks. Control: where the module also returns the conv's output, it stays float32."""
+    import ml_dtypes
+    import torch
+
+    from kokoro_tvm.compile.phases import legalize
+
+    module, mod, params = _exported_conv(64, 64, 3, 5, max(WIDTHS), norm=True)
+    legal = legalize(mod, precision="bf16")
+    names = _kernel_names(legal)
+    assert [n for n in names if n.startswith("bf16_fft") and n.endswith("_bias_to_bf16")], names
+    (norm,) = [f for gv, f in legal.functions.items() if "normalized" in gv.name_hint]
+    assert '"uint16")' in next(line for line in norm.script().splitlines() if "def main" in line)
+    _, both, _ = _exported_conv(64, 64, 3, 5, 512, norm="and_conv")
+    names = _kernel_names(legalize(both, precision="bf16"))
+    assert [n for n in names if n.endswith("_bias")] and not [n for n in names if "to_bf16" in n]
+    run = _library(legal, params)
+    if not _runs_bf16():
+        pytest.skip("this CPU has no AVX512_BF16: the library is built, not run")
+    conv = module.get_submodule("decoder.generator.resblocks.0.convs1.0")
+    for width in WIDTHS[1:]:  # a norm of 2 samples divides by their difference: any rounding
+        x = torch.randn(1, 64, width)  # of the conv is amplified (rms 0.03 there)
+        with torch.no_grad():
+            y = conv.double()(x.double()).float().numpy().astype(ml_dtypes.bfloat16)
+            rounded = module.normed.double()(torch.from_numpy(y.astype(np.float64))).numpy()
+            module.float()
+        assert _rms(run(x.numpy()), rounded) < 5e-3, width

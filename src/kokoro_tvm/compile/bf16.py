@@ -50,13 +50,15 @@ DOT = "kokoro_dpbf16ps"
 TRANSPOSE = "kokoro_transpose16"
 #: ``TRANSPOSE`` from rows of bf16 (``uint16``), each widened to float32 as it is loaded
 TRANSPOSE_BF16 = "kokoro_transpose16_bf16"
+#: ``TRANSPOSE`` into rows of bf16, each rounded (as ``pairs`` rounds) as it is stored
+TRANSPOSE_TO_BF16 = "kokoro_transpose16_to_bf16"
 
 
-def _transpose_ir(name: str = TRANSPOSE, bf16_rows: bool = False) -> str:
+def _transpose_ir(name: str = TRANSPOSE, bf16_rows: bool = False, bf16_out: bool = False) -> str:
     """``name(src, src_stride, dst, dst_stride)``: 16 rows of 16 float32 read at ``src``
     (``src_stride`` elements apart; with ``bf16_rows``, rows of bf16 widened to float32) written
-    transposed at ``dst``, in registers: four rounds of swapping off-diagonal blocks (8, 4, 2, 1
-    wide) of row pairs, one two-vector shuffle each."""
+    transposed at ``dst`` (with ``bf16_out``, rounded to bf16), in registers: four rounds of
+    swapping off-diagonal blocks (8, 4, 2, 1 wide) of row pairs, one two-vector shuffle each."""
     lines = [f"define i32 @{name}(ptr %src, i64 %ss, ptr %dst, i64 %ds) {{"]
     rows = []
     for r in range(16):
@@ -90,9 +92,21 @@ def _transpose_ir(name: str = TRANSPOSE, bf16_rows: bool = False) -> str:
     for r in range(16):
         lines += [
             f"  %do{r} = mul i64 %ds, {r}",
-            f"  %dp{r} = getelementptr float, ptr %dst, i64 %do{r}",
-            f"  store <16 x float> {rows[r]}, ptr %dp{r}, align 4",
+            f"  %dp{r} = getelementptr {'i16' if bf16_out else 'float'}, ptr %dst, i64 %do{r}",
         ]
+        if bf16_out:  # _rounded: the bits plus 0x7FFF plus the kept half's lowest bit
+            lines += [
+                f"  %b{r} = bitcast <16 x float> {rows[r]} to <16 x i32>",
+                f"  %k{r} = lshr <16 x i32> %b{r}, splat (i32 16)",
+                f"  %o{r} = and <16 x i32> %k{r}, splat (i32 1)",
+                f"  %a{r} = add <16 x i32> %b{r}, splat (i32 32767)",
+                f"  %n{r} = add <16 x i32> %a{r}, %o{r}",
+                f"  %s{r} = lshr <16 x i32> %n{r}, splat (i32 16)",
+                f"  %e{r} = trunc <16 x i32> %s{r} to <16 x i16>",
+                f"  store <16 x i16> %e{r}, ptr %dp{r}, align 2",
+            ]
+        else:
+            lines.append(f"  store <16 x float> {rows[r]}, ptr %dp{r}, align 4")
     return "\n".join([*lines, "  ret i32 0", "}"])
 
 
@@ -108,6 +122,7 @@ define <16 x float> @{DOT}(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) {{
 }}
 {_transpose_ir()}
 {_transpose_ir(TRANSPOSE_BF16, bf16_rows=True)}
+{_transpose_ir(TRANSPOSE_TO_BF16, bf16_out=True)}
 """
 
 
@@ -151,16 +166,17 @@ def dot(T, acc, a, b):
     )
 
 
-def transpose16(T, src, src_stride, dst, dst_stride, bf16_rows: bool = False):
-    """The statement running ``TRANSPOSE`` (``TRANSPOSE_BF16`` for ``bf16_rows``) from element
-    ``src`` (a buffer load, whose address is taken) to element ``dst``, row strides in
-    elements."""
+def transpose16(T, src, src_stride, dst, dst_stride, bf16_rows: bool = False, bf16_out=False):
+    """The statement running ``TRANSPOSE`` (``TRANSPOSE_BF16`` for ``bf16_rows``,
+    ``TRANSPOSE_TO_BF16`` for ``bf16_out``) from element ``src`` (a buffer load, whose address is
+    taken) to element ``dst``, row strides in elements."""
     from tvm import tirx
 
+    name = TRANSPOSE_BF16 if bf16_rows else TRANSPOSE_TO_BF16 if bf16_out else TRANSPOSE
     return T.evaluate(
         T.call_extern(
             "int32",
-            TRANSPOSE_BF16 if bf16_rows else TRANSPOSE,
+            name,
             T.address_of(src),
             tirx.Cast("int64", src_stride),
             T.address_of(dst),
@@ -191,15 +207,25 @@ def pairs(lo, hi):
     return (_rounded(lo) >> u32(16)) | (_rounded(hi) & u32(0xFFFF0000))
 
 
+def stored(x):
+    """A float32 TIR value rounded to bf16 as ``pairs`` rounds, as ``uint16`` bits."""
+    return (_rounded(x) >> u32(16)).astype("uint16")
+
+
+def widened(bits):
+    """The float32 value of a bf16's ``uint16`` bits (TIR): it is the high half of that float."""
+    from tvm import tirx
+
+    return tirx.reinterpret("float32", tirx.Cast("uint32", bits) << u32(16))
+
+
 def rounded_bits(x):
     """TE: ``x`` (float32) rounded to bf16 as ``pairs`` rounds, as ``uint16`` bits. Emitted before
     an FFT conv, ``FuseOps`` fuses it into the kernel that makes the conv's input (the Snake), which
     then writes half the bytes."""
     from tvm import te
 
-    return te.compute(
-        x.shape, lambda *i: (_rounded(x(*i)) >> u32(16)).astype("uint16"), name="bf16_bits"
-    )
+    return te.compute(x.shape, lambda *i: stored(x(*i)), name="bf16_bits")
 
 
 def check_target(mod, target) -> None:

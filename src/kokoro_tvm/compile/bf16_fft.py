@@ -26,6 +26,10 @@ The input arrives in bf16 (``input_bf16``): the library rounds it before the cal
 kernel, memory-bound, writes half the bytes; the gather widens each value back to float32 as it
 transposes it. That adds one more rounding to the spectra's (docs/measurements.md, "bf16
 convolutions").
+
+The output may leave in bf16 too (``output_bf16``), each value rounded as it is transposed out:
+a conv whose output an instance norm alone reads (``conv_epilogue``: each generator resblock
+pair's first conv) then keeps half the bytes live at the decoder's memory peak.
 """
 
 from __future__ import annotations
@@ -222,10 +226,12 @@ def kernel(
     split_below: int = SPLIT_BELOW,
     input_bf16: int = 0,
     amx: int = 0,
+    output_bf16: int = 0,
 ):
     """TIR kernel ``(x [1, C, L], w [n/2 + 1, C, O] uint32) -> y [1, O, W]`` (``x`` float32, or
-    bf16 bits as ``uint16`` with ``input_bf16``) for any ``L`` and
-    ``W``: the conv ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
+    bf16 bits as ``uint16`` with ``input_bf16``; ``y`` float32, or with ``output_bf16`` each
+    output rounded to bf16 as it is stored, as ``uint16``) for any ``L`` and ``W``: the conv
+    ``y[o, t] = sum_{c, k} w[o, c, k] xpad[c, t + d k]`` with ``xpad`` zero outside
     ``[pad_left, pad_left + L)``, by overlap-save ``n``-point FFTs on ``pack_weights``' pairs.
     With ``bias``, an argument ``b [1, O, 1]`` after ``w``; with ``residual``, one ``r [1, O, W]``
     after that: ``y = (conv + b) + r``, rounded as the separate adds round, added while the
@@ -296,7 +302,9 @@ def kernel(
                 b = T.match_buffer(T.arg("b", T.handle()), (1, c_out, 1), "float32")
             if residual:
                 r = T.match_buffer(T.arg("r", T.handle()), (1, c_out, width), "float32")
-            y = T.match_buffer(T.arg("y", T.handle()), (1, c_out, width), "float32")
+            y = T.match_buffer(
+                T.arg("y", T.handle()), (1, c_out, width), "uint16" if output_bf16 else "float32"
+            )
             blocks = (width + span - 1) // span
             T.func_attr({"tirx.noalias": True, FLOPS: 8 * h * c_in * c_out * tiles * blocks})
             out_tiles = c_out // channels
@@ -350,11 +358,8 @@ def kernel(
                         lo = T.max(-first, 0)
                         with T.serial(0, T.max(T.min(first + reach, length) - first - lo, 0)) as s_:
                             value = x[0, c, first + lo + s_]
-                            if input_bf16:  # a bf16 is the high half of its float32
-                                value = tirx.reinterpret(
-                                    "float32",
-                                    tirx.Cast("uint32", value) << tirx.const(16, "uint32"),
-                                )
+                            if input_bf16:
+                                value = bf16.widened(value)
                             T.buffer_store(edge_in, value, [lo + s_])
                     with T.serial(0, (need + lanes - 1) // lanes) as qc:
                         src = d * m * lanes * qc
@@ -395,12 +400,13 @@ def kernel(
                                 at, stride = edge_out[vec * lanes, d * m * q + u0], span
                             else:
                                 at, stride = y[0, o0, t0 + d * m * q + u0], width
-                            bf16.transpose16(T, run[u0, 0], lanes, at, stride)
+                            narrow = bool(output_bf16) and not edge
+                            bf16.transpose16(T, run[u0, 0], lanes, at, stride, bf16_out=narrow)
                     if edge:  # the last block: outputs past W are not stored
                         with T.grid(channels, T.min(span, width - t0)) as (c_, s_):
                             o, t = ot * channels + c_, t0 + s_
                             out = edge_out[c_, s_] + r[0, o, t] if residual else edge_out[c_, s_]
-                            T.buffer_store(y, out, [0, o, t])
+                            T.buffer_store(y, bf16.stored(out) if output_bf16 else out, [0, o, t])
 
                 def either(condition, fast, slow):
                     """``fast()`` where ``condition`` holds, else ``slow()``."""

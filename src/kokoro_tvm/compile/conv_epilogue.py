@@ -10,6 +10,12 @@ and residual stayed live until the third had run (seven tensors of the stage's s
 five with the adds folded). Here, before ``LegalizeOps``, ``add(conv, b)`` and ``add(add(conv,
 b), r)`` of a conv a kernel takes become one call of that kernel with its epilogue; the adds are
 rounded as before ((conv + b) + r), so the outputs do not change.
+
+In a bf16 library, an FFT conv whose output (bias added) an instance norm alone reads (each
+generator resblock pair's first conv, read by AdaIN) stores that output in bf16 and the norm's
+kernel reads it widened: the tensor live at the generator's memory peak takes half the bytes.
+That is one rounding more than a float32 output (docs/precision.md), so ``fold`` of a float32
+library does not make it.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from . import winograd
-from .legalizations import conv1d_bf16
+from .legalizations import conv1d_bf16, instance_norm
 from .symbolic import same_shape, static_dim
 
 _ADD = tvm.ir.Op.get("relax.add")
 _CONV1D = tvm.ir.Op.get("relax.nn.conv1d")
+_INSTANCE_NORM = tvm.ir.Op.get("relax.nn.instance_norm")
 
 
 def kernel_of(conv: relax.Call, bf16: bool) -> tuple[dict, Callable[..., relax.Expr]] | None:
@@ -62,18 +69,22 @@ class _Chains:
             if isinstance(block, relax.DataflowBlock):
                 for var, users in relax.analysis.udchain(block).items():
                     self.uses[var] = len(users)
-        #: add call -> (conv call, (its kernel's sizes, caller), bias, residual or None)
+        #: add (or instance norm) call -> (conv call, (its kernel's sizes, caller), bias,
+        #: residual or None, whether the call is the instance norm that reads the conv's output)
         self.folds: dict[relax.Call, tuple] = {}
         absorbed = []
         for value in self.bindings.values():
             if (biased := self._biased(value)) is not None:
-                self.folds.setdefault(value, (*biased, None))
+                self.folds.setdefault(value, (*biased, None, False))
+            if (normed := self._normed(value)) is not None:
+                self.folds[value] = (*normed[1:], None, True)
+                absorbed.append(normed[0])
             for inner, residual in self._operands(value):
                 add = self._only_use(inner)
                 if (biased := self._biased(add)) is not None and all(
                     _same_shape(biased[0], e) for e in (value, residual)
                 ):  # the residual neither broadcasts nor is broadcast
-                    self.folds[value] = (*biased, residual)
+                    self.folds[value] = (*biased, residual, False)
                     absorbed.append(add)
         for add in absorbed:  # folded into the residual add that is its one use
             self.folds.pop(add, None)
@@ -83,6 +94,23 @@ class _Chains:
         if not isinstance(var, relax.DataflowVar) or self.uses.get(var) != 1:
             return None
         return self.bindings.get(var)
+
+    def _normed(self, value) -> tuple | None:
+        """``(add, conv, kernel_of(conv), bias)`` where ``value`` is an instance norm over rows
+        (``instance_norm.over_rows``) of ``add(conv, bias)``, used only there, of a conv the bf16
+        FFT kernel takes."""
+        if not (
+            self.bf16
+            and isinstance(value, relax.Call)
+            and value.op.same_as(_INSTANCE_NORM)
+            and instance_norm.over_rows(value)
+        ):
+            return None
+        add = self._only_use(value.args[0])
+        biased = self._biased(add)
+        if biased is None or biased[1][1] is not conv1d_bf16.fft_call:
+            return None
+        return add, *biased
 
     @staticmethod
     def _operands(value) -> list[tuple[relax.Expr, relax.Expr]]:
@@ -115,16 +143,21 @@ class _Fold(PyExprMutator):
         fold = self.chains.folds.get(call)
         if fold is None:
             return super().visit_call_(call)
-        conv, (sizes, caller), bias, residual = fold
+        conv, (sizes, caller), bias, residual, norm = fold
         conv = relax.Call(conv.op, [self.visit_expr(a) for a in conv.args], conv.attrs)
         conv = self.builder_.normalize(conv)
-        return caller(
+        out = caller(
             self.builder_,
             conv,
-            sizes,
+            {**sizes, "output_bf16": 1} if norm else sizes,
             self.visit_expr(bias),
             None if residual is None else self.visit_expr(residual),
         )
+        if not norm:
+            return out
+        call = relax.Call(call.op, [self.visit_expr(a) for a in call.args], call.attrs)
+        bits = self.builder_.emit(out)
+        return instance_norm.instance_norm_two_pass(self.builder_, call, bits=bits)
 
 
 def fold(mod: tvm.IRModule, bf16: bool) -> tvm.IRModule:

@@ -47,7 +47,8 @@ def fft_call(bb, call, sizes: dict[str, int], bias=None, residual=None):
     """``call`` (a conv ``fft_sizes`` took), plus ``bias`` ``[1, O, 1]`` and then ``residual``
     (its shape) where given, as one call of the kernel on its input rounded to bf16 (which
     ``FuseOps`` fuses into the kernel before); the kernel is added to ``bb``'s module once per
-    shape and epilogue."""
+    shape and epilogue. With ``sizes["output_bf16"]``, the call's output is bf16 bits
+    (``uint16``)."""
     from tvm import relax
 
     x, w = call.args
@@ -56,13 +57,15 @@ def fft_call(bb, call, sizes: dict[str, int], bias=None, residual=None):
     )
     x = bb.emit_te(bf16.rounded_bits, x, primfunc_name_hint="bf16_bits")
     c_in, c_out, taps, d = (sizes[k] for k in ("channels_in", "channels_out", "taps", "dilation"))
-    suffix = "_bias" * sizes["bias"] + "_res" * sizes["residual"]
+    narrow = sizes.get("output_bf16", 0)
+    suffix = "_bias" * sizes["bias"] + "_res" * sizes["residual"] + "_to_bf16" * narrow
     gv = find_made(bb.get(), bf16_fft.MAKER_NAME, **sizes) or bb.add_func(
         bf16_fft.kernel_for(**sizes), f"{bf16_fft.MAKER_NAME}_{c_in}x{c_out}_k{taps}_d{d}{suffix}"
     )
     weights = bf16_fft.weight_transform(bb, w)
     args = [x, weights, *(a for a in (bias, residual) if a is not None)]
-    return relax.call_tir(gv, args, relax.TensorType(call.ty.shape, "float32"))
+    dtype = "uint16" if narrow else "float32"
+    return relax.call_tir(gv, args, relax.TensorType(call.ty.shape, dtype))
 
 
 def conv1d_bf16(bb, call):

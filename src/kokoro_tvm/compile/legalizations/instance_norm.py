@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-def instance_norm_two_pass(bb, call):
+def instance_norm_two_pass(bb, call, bits=None):
     """``nn.instance_norm`` with the variance of the centred values. TOPI's (TVM 0.27) takes one
     pass, ``E[x^2] - E[x]^2`` in float32, which cancels on long axes: a bounded decoder (kokoro's
     own ``InstanceNorm1d``; padded graphs use ``lengths.Padded.instance_norm``, two passes
@@ -17,6 +17,10 @@ def instance_norm_two_pass(bb, call):
     the row is in cache. As separate Relax ops the mean was a kernel of its own and the variance
     a reduction of its own inside the next one: three reads of ``x`` from memory, at the
     generator's widest 128 x 120m samples, where one does.
+
+    ``bits``: ``x`` rounded to bf16, as ``uint16`` (an FFT conv's output, ``conv_epilogue``),
+    which the kernel reads in its place and widens as it reads it; only a norm that
+    ``over_rows`` takes.
     """
     from tvm import relax
 
@@ -25,10 +29,12 @@ def instance_norm_two_pass(bb, call):
     ndim = len(x.ty.shape)
     axes = sorted(int(a) % ndim for a in attrs.axes)
     eps = relax.const(float(attrs.epsilon), str(x.ty.dtype))
-    if _over_last_axis(x, axes):
+    if bits is not None and not over_rows(call):
+        raise ValueError("an instance norm of bf16 bits must be over the last axis")
+    if over_rows(call):
         out = bb.emit_te(
             normalized,
-            x,
+            x if bits is None else bits,
             float(attrs.epsilon),
             primfunc_name_hint="normalized",
             primfunc_attrs={"op_pattern": OUT_ELEMWISE_FUSABLE},
@@ -55,12 +61,15 @@ def instance_norm_two_pass(bb, call):
 OUT_ELEMWISE_FUSABLE = 4
 
 
-def _over_last_axis(x, axes: list[int]) -> bool:
-    """The reduction is over the last axis alone, up to axes of extent 1: the Relax importer
-    gives ``InstanceNorm1d`` axes ``[0, 2]``, which on a batch of one is the width alone."""
+def over_rows(call) -> bool:
+    """The instance norm ``call`` reduces over the last axis alone, up to axes of extent 1 (the
+    Relax importer gives ``InstanceNorm1d`` axes ``[0, 2]``, which on a batch of one is the width
+    alone): ``normalized`` computes it."""
     from tvm import tirx
 
+    x = call.args[0]
     ndim = len(x.ty.shape)
+    axes = sorted(int(a) % ndim for a in call.attrs.axes)
     return (
         bool(axes)
         and axes[-1] == ndim - 1
@@ -79,7 +88,7 @@ PARTS = 64
 PARTS_BLOCK = "_parts"
 
 
-def row_sum(x, value, name: str):
+def row_sum(x, value, name: str, dtype: str = ""):
     """TE: ``sum(value(row, k))`` over the last axis, ``[.., 1]``, in ``PARTS`` partial sums
     (``k = j * PARTS + p``; the last, partial, group added to the first ``width % PARTS``) and
     then across them. The split is written out, not left to a schedule's rfactor: TVM 0.27's
@@ -87,7 +96,7 @@ def row_sum(x, value, name: str):
     120m + 1 samples), and these sums run inside each row's loop (``schedule/rows.py``). Below
     ``PARTS`` samples there is no whole group: the partial sums are then their initialization
     alone, which ``rows`` decomposes out of their (empty) loop; a rule that left TIR's
-    ``T.init()`` inside it would leave them unset."""
+    ``T.init()`` inside it would leave them unset. ``dtype``: the sums' (``x``'s by default)."""
     from tvm import te, tirx
 
     *lead, width = x.shape
@@ -98,7 +107,7 @@ def row_sum(x, value, name: str):
         lambda *i: te.sum(value(i[:-1], j * PARTS + i[-1]), axis=j),
         name=f"{name}{PARTS_BLOCK}",
     )
-    zero = tirx.const(0, x.dtype)
+    zero = tirx.const(0, dtype or x.dtype)
     last = tirx.floormod(width, PARTS)
     with_tail = te.compute(
         (*lead, PARTS),
@@ -116,25 +125,31 @@ def row_sum(x, value, name: str):
 def normalized(x, eps: float):
     """TE: ``(x - mean) * rsqrt(var + eps)`` over the last axis, the variance that of the
     centred values (biased, as ``InstanceNorm``), each a sum divided by the length as
-    ``relax.op.mean``."""
+    ``relax.op.mean``; ``x`` float32, or bf16 bits (``uint16``) read widened."""
     from tvm import te, tirx
 
+    from .. import bf16
+
+    def value(*i):
+        return bf16.widened(x(*i)) if x.dtype == "uint16" else x(*i)
+
+    dtype = "float32" if x.dtype == "uint16" else x.dtype
     *lead, width = x.shape
-    length = width.astype(x.dtype)
-    total = row_sum(x, lambda row, k: x[(*row, k)], "x")
+    length = width.astype(dtype)
+    total = row_sum(x, lambda row, k: value(*row, k), "x", dtype)
     mean = te.compute((*lead, 1), lambda *i: total(*i) / length, name="mean")
 
     def squared(row, k):
-        d = x[(*row, k)] - mean(*row, 0)
+        d = value(*row, k) - mean(*row, 0)
         return d * d
 
-    squares = row_sum(x, squared, "sq")
+    squares = row_sum(x, squared, "sq", dtype)
     var = te.compute((*lead, 1), lambda *i: squares(*i) / length, name="var")
     scale = te.compute(
-        (*lead, 1), lambda *i: tirx.rsqrt(var(*i) + tirx.const(eps, x.dtype)), name="inv_std"
+        (*lead, 1), lambda *i: tirx.rsqrt(var(*i) + tirx.const(eps, dtype)), name="inv_std"
     )
     return te.compute(
-        x.shape, lambda *i: (x(*i) - mean(*i[:-1], 0)) * scale(*i[:-1], 0), name="normalized"
+        x.shape, lambda *i: (value(*i) - mean(*i[:-1], 0)) * scale(*i[:-1], 0), name="normalized"
     )
 
 

@@ -33,6 +33,7 @@ from .symbolic import same_shape, static_dim
 _ADD = tvm.ir.Op.get("relax.add")
 _CONV1D = tvm.ir.Op.get("relax.nn.conv1d")
 _INSTANCE_NORM = tvm.ir.Op.get("relax.nn.instance_norm")
+_RESHAPE = tvm.ir.Op.get("relax.reshape")
 
 
 def kernel_of(conv: relax.Call, bf16: bool) -> tuple[dict, Callable[..., relax.Expr]] | None:
@@ -97,8 +98,8 @@ class _Chains:
 
     def _normed(self, value) -> tuple | None:
         """``(add, conv, kernel_of(conv), bias)`` where ``value`` is an instance norm over rows
-        (``instance_norm.over_rows``) of ``add(conv, bias)``, used only there, of a conv the bf16
-        FFT kernel takes."""
+        (``instance_norm.over_rows``) of ``add(conv, bias)`` (or of its reshape to its own shape),
+        used only there, of a conv the bf16 FFT kernel takes."""
         if not (
             self.bf16
             and isinstance(value, relax.Call)
@@ -107,6 +108,12 @@ class _Chains:
         ):
             return None
         add = self._only_use(value.args[0])
+        if (
+            isinstance(add, relax.Call)
+            and add.op.same_as(_RESHAPE)
+            and _same_shape(add, add.args[0])
+        ):  # the importer reshapes an instance norm's input to its own shape
+            add = self._only_use(add.args[0])
         biased = self._biased(add)
         if biased is None or biased[1][1] is not conv1d_bf16.fft_call:
             return None

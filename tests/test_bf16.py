@@ -651,3 +651,43 @@ def test_an_fft_conv_that_only_a_norm_reads_hands_it_bf16():
             rounded = module.normed.double()(torch.from_numpy(y.astype(np.float64))).numpy()
             module.float()
         assert _rms(run(x.numpy()), rounded) < 5e-3, width
+
+
+def _conv_then_norm(same_shape: bool):
+    """A Relax ``main(x, w, b, gamma, beta)`` (``w`` named as a generator conv's weight): the conv
+    plus its bias, reshaped (to its own shape, as the importer gives an instance norm's input,
+    or, without ``same_shape``, to another), then an instance norm over time."""
+    from tvm import relax
+
+    n = tvm.tirx.Var("n", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([1, 64, n], "float32"))
+    w = relax.Var(GENERATOR, relax.TensorType([64, 64, 3], "float32"))
+    b, gamma, beta = (
+        relax.Var(name, relax.TensorType(shape, "float32"))
+        for name, shape in (("b", [1, 64, 1]), ("gamma", [64]), ("beta", [64]))
+    )
+    with bb.function("main", [x, w, b, gamma, beta], attrs={"num_input": 1}):
+        with bb.dataflow():
+            y = bb.emit(relax.op.add(relax.op.nn.conv1d(x, w, padding=[1, 1]), b))
+            shape = [1, 64, n] if same_shape else [1, 32, 2 * n]
+            y = bb.emit(relax.op.reshape(y, shape))
+            g, h = (
+                g if same_shape else relax.op.strided_slice(g, [0], [0], [32])
+                for g in (gamma, beta)
+            )
+            out = bb.emit_output(relax.op.nn.instance_norm(y, g, h, 1, [0, 2]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_an_fft_conv_hands_a_norm_bf16_through_the_importers_reshape():
+    """The importer reshapes an instance norm's input to its own shape (the real decoder's
+    graph): the conv still stores bf16 for the norm. Control: a reshape that changes the shape
+    (a norm over other rows) keeps the conv's float32 output."""
+    from kokoro_tvm.compile.phases import legalize
+
+    names = _kernel_names(legalize(_conv_then_norm(same_shape=True), precision="bf16"))
+    assert [n for n in names if n.endswith("_bias_to_bf16")], names
+    names = _kernel_names(legalize(_conv_then_norm(same_shape=False), precision="bf16"))
+    assert [n for n in names if n.endswith("_bias")] and not [n for n in names if "to_bf16" in n]

@@ -12,9 +12,9 @@ float32 libraries (``eval.verdicts.audio_verdict``: no worse than float32 kokoro
 and mel-cepstral distortion), and beside it the bounds of the listener's criterion, which bf16
 libraries are validated by (``listener_verdict``, without its word check). Variants: the whole
 decoder, the generator only, activations only (weights kept float32), and the generator with the
-output of each resblock pair's first conv (``convs1``) also rounded to bf16, what storing that
-tensor in bf16 would cost: at the generator's last stage it is one of the five tensors live at the
-decoder's memory peak. The float64 durations and one set of the decoder's draws are replayed in
+output of each resblock pair's first conv (``convs1``) also rounded to bf16, as bf16 libraries
+store it (``compile/conv_epilogue.py``: at the generator's last stage it is one of the five
+tensors live at the decoder's memory peak). The float64 durations and one set of the decoder's draws are replayed in
 every run, as ``eval.e2e.compare`` does, so only the convolutions' numerics differ; a control with
 the same wrappers but no rounding must equal float32 exactly.
 """

@@ -691,3 +691,85 @@ def test_an_fft_conv_hands_a_norm_bf16_through_the_importers_reshape():
     assert [n for n in names if n.endswith("_bias_to_bf16")], names
     names = _kernel_names(legalize(_conv_then_norm(same_shape=False), precision="bf16"))
     assert [n for n in names if n.endswith("_bias")] and not [n for n in names if "to_bf16" in n]
+
+
+@pytest.mark.parametrize("taps, dilation", [(7, 1), (3, 5)])
+def test_an_fft_conv_written_over_its_residual_gives_the_same_bits(taps, dilation):
+    """``inplace``: the kernel writes ``(conv + b) + r`` over ``r`` (no output argument), the
+    out-of-place kernel's bits at every width (edge blocks included). Negative control: ``r``
+    before the call differs from it after."""
+    channels = 64
+    rng, w = _case(channels, channels, taps, 5 * taps + dilation)
+    pad = dilation * (taps - 1) // 2
+    packed = tvm.runtime.tensor(bf16_fft.pack_weights(w))
+    bias = tvm.runtime.tensor(rng.standard_normal((1, channels, 1)).astype(np.float32))
+    args = (channels, channels, taps, dilation, pad)
+    apart, over = (
+        _build(bf16_fft.kernel(*args, bias=1, residual=1, inplace=i), BF16_TARGET) for i in (0, 1)
+    )
+    if not _runs_bf16():
+        pytest.skip("this CPU has no AVX512_BF16: the kernels are built, not run")
+    for width in WIDTHS:
+        x = tvm.runtime.tensor(rng.standard_normal((1, channels, width)).astype(np.float32))
+        r = rng.standard_normal((1, channels, width)).astype(np.float32)
+        y = tvm.runtime.tensor(np.zeros_like(r))
+        apart["main"](x, packed, bias, tvm.runtime.tensor(r), y)
+        written = tvm.runtime.tensor(r)
+        over["main"](x, packed, bias, written)
+        assert np.array_equal(written.numpy(), y.numpy()), width
+        assert not np.array_equal(written.numpy(), r), width
+
+
+def _two_pairs():
+    """Two generator convs with residuals, as a resblock's pairs: ``a = conv0(x) + x``, ``b =
+    conv1(a) + a``, returning ``b + x``: ``x`` is read after the first add, ``a`` is not after the
+    second."""
+    from tvm import relax
+
+    n = tvm.tirx.Var("n", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([1, 64, n], "float32"))
+    ws = [
+        relax.Var(
+            f"p_decoder_generator_resblocks_0_convs2_{i}_weight",
+            relax.TensorType([64, 64, 3], "float32"),
+        )
+        for i in range(2)
+    ]
+    bs = [relax.Var(f"b{i}", relax.TensorType([1, 64, 1], "float32")) for i in range(2)]
+    with bb.function("main", [x, *ws, *bs], attrs={"num_input": 1}):
+        with bb.dataflow():
+            h = x
+            for w, b in zip(ws, bs):
+                conv = bb.emit(relax.op.add(relax.op.nn.conv1d(h, w, padding=[1, 1]), b))
+                h = bb.emit(relax.op.add(conv, h))
+            out = bb.emit_output(relax.op.add(h, x))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_an_fft_conv_writes_over_a_residual_only_where_nothing_reads_it_later():
+    """The second pair's kernel writes over its residual (the first pair's output, read by
+    nothing after), the first pair's does not (its residual, the input, is read again); the
+    library gives the bits of the same module with every kernel out of place (the control)."""
+    from unittest import mock
+
+    from kokoro_tvm.compile import conv_epilogue
+    from kokoro_tvm.compile.phases import legalize
+
+    legal = legalize(_two_pairs(), precision="bf16")
+    calls = [line for line in legal["main"].script().splitlines() if "bf16_fft_conv1d" in line]
+    assert len(calls) == 2 and "call_tir_inplace" not in calls[0], calls
+    assert "call_tir_inplace" in calls[1] and "_res_inplace" in calls[1], calls
+    with mock.patch.object(conv_epilogue._Chains, "_last_use", lambda *a: False):
+        apart = legalize(_two_pairs(), precision="bf16")
+    assert "call_tir_inplace" not in apart["main"].script()
+    if not _runs_bf16():
+        pytest.skip("this CPU has no AVX512_BF16: the libraries are built, not run")
+    rng = np.random.default_rng(11)
+    params = [rng.standard_normal((64, 64, 3)).astype(np.float32) / 14 for _ in range(2)]
+    params += [rng.standard_normal((1, 64, 1)).astype(np.float32) for _ in range(2)]
+    one, other = _library(legal, params), _library(apart, params)
+    for width in WIDTHS:
+        x = rng.standard_normal((1, 64, width)).astype(np.float32)
+        assert np.array_equal(one(x), other(x)), width

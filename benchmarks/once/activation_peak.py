@@ -14,8 +14,8 @@ keeps all six alive until it runs).
 ``--planned``: what the build's memory plan allocates instead, at the full bucket: TVM's Relax
 passes up to ``StaticPlanBlockMemory`` (as ``phase_build.relax_pipeline``), then
 ``storage_plan.share_storage``, and the bytes of ``main``'s storages after each; beside them, the
-bytes a call at ``--length`` touches (each storage up to the end of its largest tensor at that
-length), which is what the call adds to the process's resident memory under the pooled
+bytes a call at ``--length`` touches (in each storage, the bytes its tensors at that length
+cover), which is what the call adds to the process's resident memory under the pooled
 allocator: the difference between two lengths is what the longer call costs over the shorter.
 """
 
@@ -105,23 +105,32 @@ def planned(mod, path: Path, value, length: int) -> None:
     tvms = tvm.transform.Sequential(passes)(symbolic.reshapes_as_views(mod))
     for name, m in (("TVM's plan", tvms), ("shared", storage_plan.share_storage()(tvms))):
         sizes: dict = {}  # storage var -> bytes at the full bucket
-        touched: dict = {}  # storage var -> bytes a call at ``length`` writes into
+        touched: dict = {}  # storage var -> the byte ranges a call at ``length`` writes into
         for block in m["main"].body.blocks:
             for b in block.bindings:
                 op = getattr(getattr(b.value, "op", None), "name", "")
                 if op == "relax.memory.alloc_storage":
-                    sizes[b.var], touched[b.var] = int(b.value.args[0].values[0]), 0
+                    sizes[b.var], touched[b.var] = int(b.value.args[0].values[0]), []
                 elif op == "relax.memory.alloc_tensor" and b.value.args[0] in sizes:
                     storage, offset, shape, dtype = b.value.args[:4]
                     n = tvm.runtime.DataType(str(dtype.value)).bits // 8
                     for dim in shape.values:
                         n *= value(dim)
-                    end = value(offset.values[0] if hasattr(offset, "values") else offset) + n
-                    touched[storage] = max(touched[storage], end)
+                    start = value(offset.values[0] if hasattr(offset, "values") else offset)
+                    touched[storage].append((start, start + n))
         print(
             f"{path}: {name:<10} {sum(sizes.values()) / 1e6:8.1f} MB in {len(sizes)} storages,"
-            f" {sum(touched.values()) / 1e6:8.1f} MB touched at length {length}"
+            f" {sum(map(_union, touched.values())) / 1e6:8.1f} MB touched at length {length}"
         )
+
+
+def _union(ranges: list[tuple[int, int]]) -> int:
+    """The bytes the byte ranges cover together (tensors at offsets of one storage)."""
+    total, end = 0, 0
+    for lo, hi in sorted(ranges):
+        total += max(0, hi - max(lo, end))
+        end = max(end, hi)
+    return total
 
 
 if __name__ == "__main__":

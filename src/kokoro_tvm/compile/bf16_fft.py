@@ -227,6 +227,7 @@ def kernel(
     input_bf16: int = 0,
     amx: int = 0,
     output_bf16: int = 0,
+    inplace: int = 0,
 ):
     """TIR kernel ``(x [1, C, L], w [n/2 + 1, C, O] uint32) -> y [1, O, W]`` (``x`` float32, or
     bf16 bits as ``uint16`` with ``input_bf16``; ``y`` float32, or with ``output_bf16`` each
@@ -236,6 +237,8 @@ def kernel(
     With ``bias``, an argument ``b [1, O, 1]`` after ``w``; with ``residual``, one ``r [1, O, W]``
     after that: ``y = (conv + b) + r``, rounded as the separate adds round, added while the
     outputs are in registers or cache (``conv_epilogue``: each add was one more pass over memory).
+    With ``residual`` and ``inplace``, there is no ``y``: the outputs overwrite ``r``, each after
+    the one read of it that it adds (``relax.call_tir_inplace``).
 
     Tile ``(p, q)`` of a block holds outputs ``t0 + p + d (i + m q)``, ``i < m = n - taps + 1``,
     and reads inputs ``t0 + p + d v``, ``v < n`` (as ``compile.winograd.kernel``'s tiles): the
@@ -302,9 +305,11 @@ def kernel(
                 b = T.match_buffer(T.arg("b", T.handle()), (1, c_out, 1), "float32")
             if residual:
                 r = T.match_buffer(T.arg("r", T.handle()), (1, c_out, width), "float32")
-            y = T.match_buffer(
-                T.arg("y", T.handle()), (1, c_out, width), "uint16" if output_bf16 else "float32"
-            )
+            if residual and inplace:
+                y = r
+            else:
+                dtype = "uint16" if output_bf16 else "float32"
+                y = T.match_buffer(T.arg("y", T.handle()), (1, c_out, width), dtype)
             blocks = (width + span - 1) // span
             T.func_attr({"tirx.noalias": True, FLOPS: 8 * h * c_in * c_out * tiles * blocks})
             out_tiles = c_out // channels

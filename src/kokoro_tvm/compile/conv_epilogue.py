@@ -16,6 +16,10 @@ generator resblock pair's first conv, read by AdaIN) stores that output in bf16 
 kernel reads it widened: the tensor live at the generator's memory peak takes half the bytes.
 That is one rounding more than a float32 output (docs/precision.md), so ``fold`` of a float32
 library does not make it.
+An FFT conv whose residual no later binding reads (a resblock pair's second conv but the first
+pair's, whose residual, the stage's input, every resblock of the stage reads) writes its output
+over the residual (``relax.call_tir_inplace``): no new tensor of the stage's size is live beside
+it.
 """
 
 from __future__ import annotations
@@ -66,10 +70,15 @@ class _Chains:
         self.bf16 = bf16
         self.bindings = relax.analysis.get_var2val(func)
         self.uses: dict[relax.Var, int] = {}
+        self.users: dict[relax.Var, list[relax.Var]] = {}
+        self.order: dict[relax.Var, int] = {}  # a dataflow var -> its binding's place
         for block in func.body.blocks:
             if isinstance(block, relax.DataflowBlock):
                 for var, users in relax.analysis.udchain(block).items():
                     self.uses[var] = len(users)
+                    self.users[var] = list(users)
+                self.order.update((b.var, len(self.order)) for b in block.bindings)
+        var_of = {value: var for var, value in self.bindings.items()}
         #: add (or instance norm) call -> (conv call, (its kernel's sizes, caller), bias,
         #: residual or None, whether the call is the instance norm that reads the conv's output)
         self.folds: dict[relax.Call, tuple] = {}
@@ -85,7 +94,10 @@ class _Chains:
                 if (biased := self._biased(add)) is not None and all(
                     _same_shape(biased[0], e) for e in (value, residual)
                 ):  # the residual neither broadcasts nor is broadcast
-                    self.folds[value] = (*biased, residual, False)
+                    conv, (sizes, caller), bias = biased
+                    if caller is conv1d_bf16.fft_call and self._last_use(residual, var_of[value]):
+                        sizes = dict(sizes, inplace=1)
+                    self.folds[value] = (conv, (sizes, caller), bias, residual, False)
                     absorbed.append(add)
         for add in absorbed:  # folded into the residual add that is its one use
             self.folds.pop(add, None)
@@ -95,6 +107,30 @@ class _Chains:
         if not isinstance(var, relax.DataflowVar) or self.uses.get(var) != 1:
             return None
         return self.bindings.get(var)
+
+    def _last_use(self, residual, at: relax.Var) -> bool:
+        """``at`` is the last binding to use ``residual`` or a reshape of it, which is a fresh
+        tensor (an ``add``'s: a parameter or a view is not), so that ``at``'s kernel may
+        overwrite it (``inplace``)."""
+        value = self.bindings.get(residual)
+        if at not in self.order or not (
+            isinstance(residual, relax.DataflowVar)
+            and isinstance(value, relax.Call)
+            and value.op.same_as(_ADD)
+        ):
+            return False
+        seen, views = set(), [residual]
+        while views:
+            for user in self.users.get(views.pop(), []):
+                if user in seen:
+                    continue
+                seen.add(user)
+                if self.order.get(user, -1) > self.order[at] or user not in self.order:
+                    return False
+                used = self.bindings.get(user)
+                if isinstance(used, relax.Call) and used.op.same_as(_RESHAPE):
+                    views.append(user)
+        return True
 
     def _normed(self, value) -> tuple | None:
         """``(add, conv, kernel_of(conv), bias)`` where ``value`` is an instance norm over rows

@@ -48,7 +48,8 @@ def fft_call(bb, call, sizes: dict[str, int], bias=None, residual=None):
     (its shape) where given, as one call of the kernel on its input rounded to bf16 (which
     ``FuseOps`` fuses into the kernel before); the kernel is added to ``bb``'s module once per
     shape and epilogue. With ``sizes["output_bf16"]``, the call's output is bf16 bits
-    (``uint16``)."""
+    (``uint16``); with ``sizes["inplace"]`` and a ``residual``, the kernel writes its output over
+    the residual (which no later binding may read: ``conv_epilogue``)."""
     from tvm import relax
 
     x, w = call.args
@@ -57,15 +58,18 @@ def fft_call(bb, call, sizes: dict[str, int], bias=None, residual=None):
     )
     x = bb.emit_te(bf16.rounded_bits, x, primfunc_name_hint="bf16_bits")
     c_in, c_out, taps, d = (sizes[k] for k in ("channels_in", "channels_out", "taps", "dilation"))
-    narrow = sizes.get("output_bf16", 0)
+    narrow, inplace = sizes.get("output_bf16", 0), sizes.get("inplace", 0) * sizes["residual"]
     suffix = "_bias" * sizes["bias"] + "_res" * sizes["residual"] + "_to_bf16" * narrow
+    suffix += "_inplace" * inplace
     gv = find_made(bb.get(), bf16_fft.MAKER_NAME, **sizes) or bb.add_func(
         bf16_fft.kernel_for(**sizes), f"{bf16_fft.MAKER_NAME}_{c_in}x{c_out}_k{taps}_d{d}{suffix}"
     )
     weights = bf16_fft.weight_transform(bb, w)
     args = [x, weights, *(a for a in (bias, residual) if a is not None)]
-    dtype = "uint16" if narrow else "float32"
-    return relax.call_tir(gv, args, relax.TensorType(call.ty.shape, dtype))
+    out = relax.TensorType(call.ty.shape, "uint16" if narrow else "float32")
+    if inplace:  # the kernel writes over the residual, its last argument
+        return relax.call_tir_inplace(gv, args, len(args) - 1, out)
+    return relax.call_tir(gv, args, out)
 
 
 def conv1d_bf16(bb, call):

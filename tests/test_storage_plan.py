@@ -119,7 +119,6 @@ def test_a_plan_ignoring_lifetimes_changes_the_outputs(monkeypatch):
             return None
         return planned._replace(
             storage_of=dict.fromkeys(planned.storage_of, 0),
-            offset_of=dict.fromkeys(planned.offset_of, 0),
             sizes=[max(planned.sizes)],
             dtypes=planned.dtypes[:1],
         )

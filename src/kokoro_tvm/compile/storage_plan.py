@@ -9,8 +9,7 @@ whole call: about a fifth of a long call's memory, and of the page faults of its
 ``share_storage`` runs after that pass, on its output: it reads each planned tensor's lifetime
 (from its ``alloc_tensor`` to the last use of it or of any value that may alias it) and its size
 at its dims' upper bounds, then assigns the tensors to storages again, any dtype with any:
-largest first, each into the first storage with room for it, at its start or in its second
-half, beside the tensors whose lifetimes overlap its own.
+largest first, each into the first storage holding no tensor whose lifetime overlaps its own.
 Storages it cannot read whole (a symbolic size, an offset, another scope or device, a use other
 than a plain ``alloc_tensor`` binding) stay as they were, and so does a function with control
 flow or a dataflow block.
@@ -36,7 +35,6 @@ class _Tensor:
 class _Plan(NamedTuple):
     replaced: set[int]  # binding indices of the alloc_storage calls it replaces
     storage_of: dict[int, int]  # alloc_tensor binding index -> new storage number
-    offset_of: dict[int, int]  # alloc_tensor binding index -> its byte offset in that storage
     sizes: list[int]  # bytes of each new storage
     dtypes: list[str]  # each new storage's dtype hint, its largest tensor's (the VM allocates
     # bytes: lowering makes every hint uint8)
@@ -119,51 +117,32 @@ def _plan(bindings: list, body, bounds: tvm.sym.Analyzer) -> _Plan | None:
     replaced = {i: size for var, (i, size) in storages.items() if var not in refused}
     if len(replaced) < 2:
         return None
-    # Largest first, each into the first storage with room for it, at its start or its second
-    # half, beside the tensors there whose lifetimes overlap its own: a storage is never smaller
-    # than a tensor that comes after it, so none grows, and two tensors of half a storage (bf16
-    # beside float32) share one (the "greedy by size" of TFLite's planner, with two offsets: a
-    # free offset fits the bucket's sizes, and at a shorter length leaves pages between tensors
-    # that a call still touches, docs/measurements.md "Two halves of a storage").
+    # Largest first, each into the first storage none of whose tensors it overlaps: a storage is
+    # never smaller than a tensor that comes after it, so none grows, and the largest tensors
+    # take as many storages as overlap at once (the "greedy by size" of TFLite's planner).
     sizes: list[int] = []
     dtypes: list[str] = []
-    taken: list[list[_Tensor]] = []  # each storage's tensors
+    spans: list[list[tuple[int, int]]] = []  # the (first, last) bindings of each one's tensors
     assign: dict[int, int] = {}
-    offsets: dict[int, int] = {}
     for t in sorted(tensors.values(), key=lambda t: (-t.nbytes, t.binding)):
-        n, offset = next(
-            ((n, o) for n in range(len(sizes)) if (o := _fit(t, taken[n], offsets, sizes[n])) >= 0),
-            (len(sizes), 0),
+        n = next(
+            (
+                n
+                for n, taken in enumerate(spans)
+                if all(t.last_use < a or e < t.binding for a, e in taken)
+            ),
+            None,
         )
-        if n == len(sizes):
+        if n is None:
+            n = len(sizes)
             sizes.append(t.nbytes)
             dtypes.append(t.dtype)
-            taken.append([])
-        taken[n].append(t)
-        assign[t.binding], offsets[t.binding] = n, offset
+            spans.append([])
+        spans[n].append((t.binding, t.last_use))
+        assign[t.binding] = n
     if sum(sizes) >= sum(replaced.values()):
         return None
-    return _Plan(set(replaced), assign, offsets, sizes, dtypes)
-
-
-#: The second half starts on a page: its tensors' pages are their own.
-ALIGN = 4096
-
-
-def _fit(t: _Tensor, there: list[_Tensor], offsets: dict[int, int], size: int) -> int:
-    """The offset, 0 or the second half's, in a storage of ``size`` bytes holding ``there`` at
-    which ``t`` shares no byte with a tensor whose lifetime overlaps its own; -1 where neither
-    does."""
-    busy = [
-        (offsets[u.binding], offsets[u.binding] + u.nbytes)
-        for u in there
-        if not (t.last_use < u.binding or u.last_use < t.binding)
-    ]
-    half = -(-size // 2 // ALIGN) * ALIGN
-    for offset in (0, half) if half + t.nbytes <= size else (0,):
-        if all(offset + t.nbytes <= lo or hi <= offset for lo, hi in busy):
-            return offset
-    return -1
+    return _Plan(set(replaced), assign, sizes, dtypes)
 
 
 def _bounded(func: relax.Function) -> tvm.sym.Analyzer:
@@ -217,14 +196,9 @@ def _rewrite(func: relax.Function) -> relax.Function:
                 storage = relax.op.memory.alloc_storage(size, 0, "global", planned.dtypes[n])
                 out.append(relax.VarBinding(new_vars[n], bb.normalize(storage)))
             call = b.value
-            offset = tvm.tirx.IntImm("int64", planned.offset_of[i])
             value = bb.normalize(
                 relax.Call(
-                    alloc_tensor,
-                    [new_vars[n], offset, *call.args[2:]],
-                    call.attrs,
-                    call.ty_args,
-                    call.span,
+                    alloc_tensor, [new_vars[n], *call.args[1:]], call.attrs, call.ty_args, call.span
                 )
             )
             out.append(relax.VarBinding(b.var, value))

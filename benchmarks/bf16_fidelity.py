@@ -14,8 +14,9 @@ libraries are validated by (``listener_verdict``, without its word check). Varia
 decoder, the generator only, activations only (weights kept float32), and the generator with the
 output of each resblock pair's first conv (``convs1``) also rounded to bf16, as bf16 libraries
 store it (``compile/conv_epilogue.py``: at the generator's last stage it is one of the five
-tensors live at the decoder's memory peak). The float64 durations and one set of the decoder's draws are replayed in
-every run, as ``eval.e2e.compare`` does, so only the convolutions' numerics differ; a control with
+tensors live at the decoder's memory peak). The float64 durations and one set of the decoder's
+draws are replayed in every run, as ``eval.e2e.compare`` does, so only the convolutions' numerics
+differ; a control with
 the same wrappers but no rounding must equal float32 exactly.
 """
 
